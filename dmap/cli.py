@@ -1,0 +1,130 @@
+"""The ``dmap`` command: a thin layer over the library API."""
+
+from __future__ import annotations
+
+import sys
+from functools import wraps
+
+import click
+
+import dmap
+
+from .errors import DmapError
+from .fastx import DEFAULT_CHUNK_SIZE
+from .index.build import DEFAULT_BLOCK_LENGTH, DEFAULT_MAX_QUERY_LENGTH, DEFAULT_SA_SAMPLE_RATE
+
+
+def _user_errors(f):
+    """Turn DmapError into one 'dmap: error: ...' line and exit status 1."""
+
+    @wraps(f)
+    def wrapper(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except DmapError as e:
+            raise click.ClickException(str(e)) from None
+        except KeyboardInterrupt:
+            click.echo("dmap: interrupted; no output was written", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+click.ClickException.show = lambda self, file=None: click.echo(f"dmap: error: {self.format_message()}", err=True)
+
+
+class _IndexGroup(click.Group):
+    """``dmap index REF -o IDX`` builds; ``dmap index info IDX`` describes."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["build", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group()
+@click.version_option(dmap.__version__, prog_name="dmap")
+def main():
+    """dmap: FM-index read mapping on a Dask cluster of OpenCL devices."""
+
+
+@main.group(cls=_IndexGroup)
+def index():
+    """Build (dmap index REFERENCE -o INDEX) or describe (dmap index info INDEX) an index."""
+
+
+@index.command("build")
+@click.argument("reference", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="Index directory to create.")
+@click.option("--alphabet", type=click.Choice(["dna", "protein", "text"]), default="dna", show_default=True)
+@click.option("--max-query-length", "-L", type=int, default=DEFAULT_MAX_QUERY_LENGTH, show_default=True,
+              help="Longest read the index can map (blocks overlap by L-1).")
+@click.option("--block-length", "-B", type=int, default=DEFAULT_BLOCK_LENGTH, show_default=True,
+              help="Reference symbols per index block.")
+@click.option("--occ-layout", type=click.Choice(["interleaved", "bitmap"]), default="interleaved", show_default=True,
+              help="interleaved: one cache line per Occ lookup; bitmap: the BowMapCL paper's layout.")
+@click.option("--occ-sample-rate", "-R", type=int, default=None,
+              help="32-bit bitmap words per symbol between counts [default: 3 for DNA interleaved, else 1].")
+@click.option("--sa-sample-rate", "-S", type=int, default=DEFAULT_SA_SAMPLE_RATE, show_default=True,
+              help="Keep one suffix-array value every S rows.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing index.")
+@_user_errors
+def index_build(reference, output, alphabet, max_query_length, block_length, occ_layout, occ_sample_rate,
+                sa_sample_rate, overwrite):
+    """Build the blocked FM-index of REFERENCE (FASTA, optionally .gz)."""
+    idx = dmap.build_index(
+        reference, output, alphabet=alphabet, max_query_length=max_query_length, block_length=block_length,
+        occ_layout=occ_layout, occ_sample_rate=occ_sample_rate, sa_sample_rate=sa_sample_rate,
+        overwrite=overwrite, progress=sys.stderr.isatty(),
+    )
+    m = idx.meta
+    click.echo(f"dmap: indexed {m.text_length} symbols in {len(m.contigs)} contigs, {len(m.blocks)} blocks -> {output}",
+               err=True)
+
+
+@index.command("info")
+@click.argument("index_path", type=click.Path())
+@_user_errors
+def index_info(index_path):
+    """Print an index's metadata."""
+    click.echo(dmap.open_index(index_path).describe())
+
+
+@main.command()
+@click.argument("index_path", metavar="INDEX", type=click.Path())
+@click.argument("reads", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="SAM file to write.")
+@click.option("--max-hits", "-k", type=int, default=None, help="Report at most K hits per read [default: all].")
+@click.option("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE, show_default=True, help="Reads per task.")
+@click.option("--scheduler", default=None, help="Dask scheduler address (tcp://HOST:PORT) of a running cluster.")
+@click.option("--cluster", "cluster_file", default=None, type=click.Path(dir_okay=False),
+              help="cluster.yaml describing the cluster.")
+@_user_errors
+def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file):
+    """Map READS (FASTQ/FASTA, optionally .gz) against INDEX and write SAM."""
+    if cluster_file is not None:
+        raise NotImplementedError("--cluster cluster.yaml is not implemented yet; start the cluster and pass --scheduler")
+    res = dmap.map_reads(index_path, reads, sam_path=output, max_hits=max_hits, chunk_size=chunk_size,
+                         scheduler=scheduler, return_hits=False, argv=sys.argv)
+    click.echo(
+        f"dmap: {res.n_reads} reads, {res.n_mapped} mapped, {res.n_hits} hits in {res.seconds:.2f} s "
+        f"({res.reads_per_second:,.0f} reads/s) -> {output}", err=True,
+    )
+
+
+@main.command()
+@_user_errors
+def devices():
+    """List the OpenCL devices and how workers are pinned to them."""
+    from .device import list_devices
+
+    for d in list_devices():
+        click.echo(
+            f"{d.spec}\t{d.name} [{d.type}] on {d.platform}: {d.compute_units} compute units, "
+            f"{d.global_mem >> 20} MiB global, {d.local_mem >> 10} KiB local, max buffer {d.max_alloc >> 20} MiB, "
+            f"{d.version} -> worker 'dmap-{d.spec}' (--dmap-device {d.spec})"
+        )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

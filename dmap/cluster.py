@@ -1,0 +1,82 @@
+"""Getting a Dask client: an existing one, a scheduler address, or an
+embedded cluster with one worker per local OpenCL device."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
+
+from .device import DEVICE_RESOURCE, list_devices
+from .errors import ClusterError
+from .worker import DevicePlugin
+
+# Threads per device worker: one runs a kernel while the other locates,
+# merges and formats SAM for another chunk.
+WORKER_THREADS = 2
+
+
+def embedded_cluster_spec(processes: bool = False, dashboard: bool = False) -> tuple[dict, dict]:
+    """Scheduler and worker specs for :class:`distributed.SpecCluster`.
+
+    In-process workers (threads) start in well under a second and share data
+    without copies; ``processes=True`` starts one spawned process per device.
+    """
+    workers = {}
+    for info in list_devices():
+        options = {
+            "nthreads": WORKER_THREADS,
+            "resources": {DEVICE_RESOURCE: 1},
+            "plugins": {DevicePlugin(info.spec)},
+            "name": f"dmap-{info.spec}",
+        }
+        workers[f"dmap-{info.spec}"] = {"cls": Nanny if processes else Worker, "options": options}
+    scheduler = {
+        "cls": Scheduler,
+        "options": {"dashboard": dashboard, "dashboard_address": ":8787" if dashboard else None},
+    }
+    return scheduler, workers
+
+
+@contextlib.contextmanager
+def embedded_client(processes: bool = False, dashboard: bool = False) -> Iterator[Client]:
+    """A client of a local cluster with one worker per OpenCL device."""
+    scheduler, workers = embedded_cluster_spec(processes, dashboard)
+    quiet = logging.ERROR
+    with SpecCluster(workers=workers, scheduler=scheduler, silence_logs=quiet) as cluster:
+        with Client(cluster) as client:
+            yield client
+
+
+@contextlib.contextmanager
+def connect(scheduler: str, timeout: float = 10) -> Iterator[Client]:
+    """A client of the scheduler at ``scheduler`` (e.g. ``tcp://host:8786``)."""
+    try:
+        client = Client(scheduler, timeout=timeout)
+    except (OSError, TimeoutError) as e:
+        raise ClusterError(
+            f"cannot reach the Dask scheduler at {scheduler} ({type(e).__name__}: {e}); start one with "
+            "'dask scheduler' or run without --scheduler to use the local devices"
+        ) from None
+    with client:
+        yield client
+
+
+def require_device_workers(client: Client) -> int:
+    """Number of workers that declare an OpenCL device; error if none."""
+    info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else client.scheduler_info()
+    n = sum(1 for w in info["workers"].values() if w.get("resources", {}).get(DEVICE_RESOURCE))
+    if n == 0:
+        raise ClusterError(
+            f"the cluster at {client.scheduler.address} has no worker with an OpenCL device (Dask resource "
+            f"'{DEVICE_RESOURCE}'); start workers with '--resources {DEVICE_RESOURCE}=1 --preload dmap.worker'"
+        )
+    return n
+
+
+def _takes_n_workers(client: Client) -> bool:
+    import inspect
+
+    return "n_workers" in inspect.signature(client.scheduler_info).parameters

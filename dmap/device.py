@@ -1,0 +1,212 @@
+"""OpenCL devices: discovery, one context per device, compiled programs and
+index blocks kept resident in device memory between tasks.
+
+Nothing here is pickled: a :class:`Device` is created inside the process
+that uses it (a Dask worker), never sent between processes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import DeviceError
+from .index.store import BlockArrays, Index
+
+# Dask resource that device tasks ask for; workers with a device declare it.
+DEVICE_RESOURCE = "opencl"
+
+
+def kernel_dir() -> Path:
+    """Folder of the ``.cl`` sources: inside the installed package, or the checkout's ``kernels/``."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "kernels", here.parent / "kernels"):
+        if (candidate / "occ.cl").exists():
+            return candidate
+    raise DeviceError(f"the OpenCL kernel sources are missing (looked in {here / 'kernels'}); reinstall dmap")
+
+
+def _cl():
+    try:
+        import pyopencl as cl
+    except ImportError as e:  # pragma: no cover - pyopencl is a dependency
+        raise DeviceError(f"pyopencl cannot be imported ({e}); install dmap's dependencies") from None
+    return cl
+
+
+@dataclass
+class DeviceInfo:
+    """One OpenCL device as listed by ``dmap devices``."""
+
+    spec: str  # "platform:device", how workers are pinned to it
+    platform: str
+    name: str
+    type: str
+    compute_units: int
+    global_mem: int
+    local_mem: int
+    max_alloc: int
+    version: str
+
+
+def list_devices() -> list[DeviceInfo]:
+    """Every OpenCL device on this machine.
+
+    Raises
+    ------
+    DeviceError
+        If no OpenCL platform or device is found.
+    """
+    cl = _cl()
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as e:
+        platforms = []
+        reason = str(e)
+    else:
+        reason = "no OpenCL platform is installed"
+    out = []
+    for p_i, p in enumerate(platforms):
+        try:
+            devices = p.get_devices()
+        except cl.Error:
+            continue
+        for d_i, d in enumerate(devices):
+            out.append(
+                DeviceInfo(
+                    spec=f"{p_i}:{d_i}",
+                    platform=p.name.strip(),
+                    name=d.name.strip(),
+                    type=cl.device_type.to_string(d.type),
+                    compute_units=d.max_compute_units,
+                    global_mem=d.global_mem_size,
+                    local_mem=d.local_mem_size,
+                    max_alloc=d.max_mem_alloc_size,
+                    version=d.version.strip(),
+                )
+            )
+    if not out:
+        raise DeviceError(
+            f"no OpenCL device found ({reason}); install an OpenCL driver, e.g. 'apt-get install pocl-opencl-icd' "
+            "for the CPU or your GPU vendor's driver"
+        )
+    return out
+
+
+@dataclass
+class DeviceBlock:
+    """An index block in device memory, with its host arrays."""
+
+    host: BlockArrays
+    buffers: dict
+    nbytes: int
+
+
+class Device:
+    """An OpenCL device with its context, queue, programs and resident blocks.
+
+    Parameters
+    ----------
+    spec
+        ``"platform:device"`` indices as printed by ``dmap devices``; ``None``
+        takes ``$DMAP_DEVICE`` or else the first device.
+    """
+
+    def __init__(self, spec: str | None = None):
+        cl = self.cl = _cl()
+        infos = list_devices()
+        spec = spec or os.environ.get("DMAP_DEVICE") or infos[0].spec
+        try:
+            p_i, d_i = (int(x) for x in spec.split(":"))
+            self.device = cl.get_platforms()[p_i].get_devices()[d_i]
+        except (ValueError, IndexError):
+            raise DeviceError(
+                f"no OpenCL device {spec!r}; 'dmap devices' lists them as PLATFORM:DEVICE"
+            ) from None
+        self.spec = spec
+        self.name = self.device.name.strip()
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.context)
+        self.max_alloc = self.device.max_mem_alloc_size
+        # Blocks kept resident: up to half the device memory, least recently used out first.
+        self.block_budget = self.device.global_mem_size // 2
+        self._programs: dict = {}
+        self._blocks: OrderedDict = OrderedDict()
+        self._lock = threading.RLock()
+        self.block_loads = 0
+
+    def __repr__(self) -> str:
+        return f"<Device {self.spec} {self.name}>"
+
+    def program(self, source: str, defines: dict[str, int]):
+        """Build (once per process; pyopencl keeps binaries in its disk cache) a kernel file."""
+        key = (source, tuple(sorted(defines.items())))
+        with self._lock:
+            prg = self._programs.get(key)
+            if prg is None:
+                kdir = kernel_dir()
+                options = [f"-D{k}={v}" for k, v in sorted(defines.items())] + [f"-I{kdir}"]
+                text = (kdir / source).read_text()
+                try:
+                    prg = self.cl.Program(self.context, text).build(options=options)
+                except self.cl.Error as e:
+                    raise DeviceError(f"building {source} for {self.name} failed: {e}") from None
+                self._programs[key] = prg
+            return prg
+
+    def upload(self, array: np.ndarray):
+        """A read-only device buffer holding ``array`` (never empty)."""
+        mf = self.cl.mem_flags
+        data = array if array.size else np.zeros(1, dtype=array.dtype)
+        if data.nbytes > self.max_alloc:
+            raise DeviceError(
+                f"a {data.nbytes >> 20} MiB buffer exceeds {self.name}'s allocation limit of "
+                f"{self.max_alloc >> 20} MiB; rebuild the index with a smaller --block-length"
+            )
+        return self.cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(data))
+
+    def block(self, index: Index, number: int) -> DeviceBlock:
+        """Block ``number`` of ``index`` on this device, loading it on first use."""
+        key = (index.uid, number)
+        with self._lock:
+            if key in self._blocks:
+                self._blocks.move_to_end(key)
+                return self._blocks[key]
+            host = index.load_block(number)
+            names = ("occ", "C", "sa_samples", "boundary_rows", "boundary_pos")
+            buffers = {name: self.upload(getattr(host, name)) for name in names}
+            nbytes = sum(getattr(host, name).nbytes for name in names)
+            while self._blocks and sum(b.nbytes for b in self._blocks.values()) + nbytes > self.block_budget:
+                self._blocks.popitem(last=False)
+            blk = self._blocks[key] = DeviceBlock(host, buffers, nbytes)
+            self.block_loads += 1
+            return blk
+
+
+_process_device: Device | None = None
+
+
+def current_device() -> Device:
+    """The device of the calling Dask worker (or of this process outside Dask).
+
+    A worker started by dmap carries a :class:`dmap.worker.DevicePlugin` that
+    names its device; elsewhere the device comes from ``$DMAP_DEVICE`` or is
+    the first one found.
+    """
+    global _process_device
+    try:
+        from distributed import get_worker
+
+        plugin = get_worker().plugins.get("dmap-device")
+    except ValueError:  # not inside a worker
+        plugin = None
+    if plugin is not None:
+        return plugin.device
+    if _process_device is None:
+        _process_device = Device()
+    return _process_device

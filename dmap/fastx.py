@@ -1,0 +1,183 @@
+"""Reading references and reads from FASTA/FASTQ (plain or gzip) with dnaio.
+
+Parsing is dnaio's; this module adds what a mapper needs on top: one clear
+error per kind of bad input, symbol validation against the index alphabet,
+and encoding of read chunks into the padded code matrix the kernels take.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+import dnaio
+import numpy as np
+
+from .alphabet import INVALID, NO_MATCH, Alphabet
+from .errors import InputFormatError
+
+DEFAULT_CHUNK_SIZE = 100_000
+
+
+def _open(path: str | os.PathLike, what: str):
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise InputFormatError(f"{what} file {path!r} does not exist")
+    if os.path.isdir(path):
+        raise InputFormatError(f"{what} path {path!r} is a directory, not a FASTA/FASTQ file")
+    try:
+        return dnaio.open(path, mode="r")
+    except (dnaio.UnknownFileFormat, dnaio.FileFormatError, UnicodeDecodeError, OSError, EOFError) as e:
+        raise InputFormatError(f"{what} file {path!r} is not FASTA or FASTQ: {e}") from None
+
+
+def _records(path: str | os.PathLike, what: str) -> Iterator[dnaio.SequenceRecord]:
+    reader = _open(path, what)
+    try:
+        n = 0
+        for rec in reader:
+            n += 1
+            yield rec
+        if n == 0:
+            raise InputFormatError(f"{what} file {os.fspath(path)!r} is empty (no FASTA/FASTQ records)")
+    except (dnaio.FileFormatError, UnicodeDecodeError, EOFError, OSError) as e:
+        raise InputFormatError(f"{what} file {os.fspath(path)!r} is malformed: {e}") from None
+    finally:
+        reader.close()
+
+
+def _first_bad_symbol(seq_bytes: np.ndarray, table: np.ndarray) -> str | None:
+    bad = np.flatnonzero(table[seq_bytes] == INVALID)
+    if bad.size == 0:
+        return None
+    return repr(chr(seq_bytes[bad[0]]))
+
+
+def iter_contigs(path: str | os.PathLike) -> Iterator[tuple[str, bytes]]:
+    """Yield ``(name, sequence bytes)`` for each record of a reference FASTA.
+
+    The name is the first word of the header line.  Duplicate or empty names
+    are errors, because SAM identifies contigs by name.
+    """
+    seen: set[str] = set()
+    for rec in _records(path, "reference"):
+        name = rec.name.split(maxsplit=1)[0] if rec.name.strip() else ""
+        if not name:
+            raise InputFormatError(f"reference {os.fspath(path)!r}: a record has an empty name")
+        if name in seen:
+            raise InputFormatError(f"reference {os.fspath(path)!r}: contig name {name!r} occurs twice")
+        seen.add(name)
+        yield name, rec.sequence.encode("latin-1")
+
+
+def encode_reference(name: str, seq: bytes, alphabet: Alphabet) -> np.ndarray:
+    """Reference bytes -> codes; unknown symbols are an error naming the contig."""
+    raw = np.frombuffer(seq, dtype=np.uint8)
+    codes = alphabet.reference_table[raw]
+    bad = _first_bad_symbol(raw, alphabet.reference_table)
+    if bad is not None:
+        raise InputFormatError(
+            f"contig {name!r} contains the symbol {bad}, which is not in the {alphabet.name} alphabet "
+            f"(use --alphabet protein or --alphabet text for other sequences)"
+        )
+    return codes
+
+
+@dataclass
+class ReadChunk:
+    """A chunk of reads, as parsed and as encoded for the device.
+
+    ``codes`` is an ``(n, width)`` uint8 matrix, row ``i`` holding read
+    ``i``'s codes left-aligned and padded with NO_MATCH; ``lengths[i]`` is
+    its length.  ``first`` is the 0-based number of the chunk's first read in
+    the input, so chunks can be put back in input order.
+    """
+
+    number: int
+    first: int
+    names: list[str]
+    seqs: list[str]
+    quals: list[str] | None
+    codes: np.ndarray
+    lengths: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def encode_reads(seqs: list[str], alphabet: Alphabet, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Encode reads into a padded code matrix and a length vector."""
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int32, count=len(seqs))
+    joined = np.frombuffer("".join(seqs).encode("latin-1"), dtype=np.uint8)
+    flat = alphabet.read_table[joined]
+    if (flat == INVALID).any():
+        at = int(np.flatnonzero(flat == INVALID)[0])
+        read = int(np.searchsorted(np.cumsum(lengths), at, side="right"))
+        raise InputFormatError(
+            f"read {names[read]!r} contains the symbol {chr(joined[at])!r}, which is not in the "
+            f"index's {alphabet.name} alphabet"
+        )
+    width = max(int(lengths.max(initial=0)), 1)
+    codes = np.full((len(seqs), width), NO_MATCH, dtype=np.uint8)
+    # Scatter the flat codes into the padded rows: row of each symbol and its
+    # column (offset inside its read).
+    starts = np.zeros(len(seqs), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    rows = np.repeat(np.arange(len(seqs)), lengths)
+    cols = np.arange(flat.size) - np.repeat(starts, lengths)
+    codes[rows, cols] = flat
+    return codes, lengths
+
+
+def iter_read_chunks(
+    path: str | os.PathLike,
+    alphabet: Alphabet,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    max_length: int | None = None,
+) -> Iterator[ReadChunk]:
+    """Parse reads in chunks of ``chunk_size``, validated and encoded.
+
+    Raises
+    ------
+    InputFormatError
+        For a missing, empty or malformed file, a read with an unknown
+        symbol, an empty read, or a read longer than ``max_length``.
+    """
+    if chunk_size < 1:
+        raise InputFormatError(f"chunk size must be at least 1, not {chunk_size}")
+    number = first = 0
+    names: list[str] = []
+    seqs: list[str] = []
+    quals: list[str] | None = []
+
+    def flush() -> ReadChunk:
+        codes, lengths = encode_reads(seqs, alphabet, names)
+        return ReadChunk(number, first, names, seqs, quals, codes, lengths)
+
+    for rec in _records(path, "reads"):
+        seq = rec.sequence
+        name = rec.name.split(maxsplit=1)[0] if rec.name.strip() else ""
+        if not name:
+            raise InputFormatError(f"reads {os.fspath(path)!r}: read number {first + len(names) + 1} has no name")
+        if not seq:
+            raise InputFormatError(f"read {name!r} is empty")
+        if max_length is not None and len(seq) > max_length:
+            raise InputFormatError(
+                f"read {name!r} is {len(seq)} symbols long, longer than the index's maximum query length "
+                f"{max_length}; rebuild the index with a larger --max-query-length"
+            )
+        names.append(name)
+        seqs.append(seq)
+        if quals is not None:
+            quals = quals if rec.qualities is not None else None
+            if quals is not None:
+                quals.append(rec.qualities)
+        if len(names) == chunk_size:
+            yield flush()
+            number += 1
+            first += len(names)
+            names, seqs = [], []
+            quals = [] if quals is not None else None
+    if names:
+        yield flush()

@@ -1,0 +1,225 @@
+"""Building the blocked FM-index (BowMapCL 4.4) into a Zarr group.
+
+Memory is bounded by the block length, not the reference: the reference is
+streamed once into the Zarr ``reference`` array, and each block is then read
+back, indexed (suffix array by pydivsufsort, int32 per block) and written
+before the next one is started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pydivsufsort
+import zarr
+from tqdm import tqdm
+
+from .. import __version__
+from ..alphabet import TEXT_ALLOWED, Alphabet, get_alphabet
+from ..errors import InputFormatError
+from ..fastx import encode_reference, iter_contigs
+from .occ import LAYOUTS, build_occ, default_rate
+from .store import Block, Contig, Index, IndexMeta, checksum
+
+DEFAULT_MAX_QUERY_LENGTH = 512
+DEFAULT_BLOCK_LENGTH = 1 << 28
+DEFAULT_SA_SAMPLE_RATE = 32
+# Each block's SA must stay int32 and its occ table under PoCL's per-buffer cap.
+MAX_BLOCK_LENGTH = (1 << 30) - 1
+_ZARR_CHUNK = 1 << 24
+
+
+def _text_alphabet(reference: str | os.PathLike) -> Alphabet:
+    present = np.zeros(256, dtype=bool)
+    for _, seq in iter_contigs(reference):
+        present[np.frombuffer(seq, dtype=np.uint8)] = True
+    bad = np.flatnonzero(present & ~np.isin(np.arange(256), np.frombuffer(TEXT_ALLOWED, np.uint8)))
+    if bad.size:
+        raise InputFormatError(f"reference contains the byte {int(bad[0]):#04x}, which is not printable text")
+    return Alphabet.for_text(bytes(np.flatnonzero(present).astype(np.uint8)))
+
+
+def _joined_codes(reference, alphabet: Alphabet) -> Iterator[tuple[str, np.ndarray]]:
+    """Each contig's codes; contigs are later joined with one separator each."""
+    for name, seq in iter_contigs(reference):
+        if not seq:
+            raise InputFormatError(f"contig {name!r} in the reference is empty")
+        yield name, encode_reference(name, seq, alphabet)
+
+
+def _write(group: zarr.Group, name: str, data: np.ndarray) -> str:
+    """Write an uncompressed array (FM-index arrays barely compress) and return its checksum."""
+    chunks = (min(max(data.size, 1), _ZARR_CHUNK),)
+    group.create_array(name, data=data, chunks=chunks, compressors=None)
+    return checksum(data)
+
+
+def _stream_reference(reference, alphabet: Alphabet, group: zarr.Group) -> tuple[list[Contig], int]:
+    """Write the joined reference codes into ``group['reference']``."""
+    arr = group.create_array("reference", shape=(0,), dtype="uint8", chunks=(_ZARR_CHUNK,))
+    contigs: list[Contig] = []
+    pending: list[np.ndarray] = []
+    pending_size = offset = 0
+    sep = np.array([alphabet.separator], dtype=np.uint8)
+    for name, codes in _joined_codes(reference, alphabet):
+        if contigs:
+            pending.append(sep)
+            offset += 1
+        contigs.append(Contig(name, int(codes.size), offset))
+        pending.append(codes)
+        offset += codes.size
+        pending_size += codes.size
+        if pending_size >= _ZARR_CHUNK * 4:
+            arr.append(np.concatenate(pending))
+            pending, pending_size = [], 0
+    if pending:
+        arr.append(np.concatenate(pending))
+    return contigs, offset
+
+
+def index_block(text: np.ndarray, sigma: int, layout: str, occ_rate: int, sa_rate: int) -> dict[str, np.ndarray]:
+    """FM-index arrays of one block's codes (separators/N coded ``sigma``).
+
+    BWT row 0 is the implicit sentinel suffix (position n); rows 1..n are the
+    suffix array order of ``text``.
+    """
+    n = text.size
+    sa = pydivsufsort.divsufsort(np.ascontiguousarray(text).copy())  # int32 for n < 2**31
+    sa_full = np.empty(n + 1, dtype=np.int64)
+    sa_full[0] = n
+    sa_full[1:] = sa
+    del sa
+    before = sa_full - 1
+    bwt = text[np.maximum(before, 0)]
+    bwt[before < 0] = sigma  # the sentinel counts as no symbol
+    counts = np.bincount(text, minlength=sigma + 1)[:sigma]
+    C = np.empty(sigma + 1, dtype=np.uint32)
+    C[0] = 1  # row 0 is the sentinel suffix, smaller than every symbol
+    np.cumsum(counts, out=C[1:])
+    C[1:] += 1
+    occ, _ = build_occ(bwt, layout, sigma, occ_rate)
+    # A locate LF-walk stops at a sampled row or where the previous symbol is
+    # a separator/sentinel (LF is undefined there).  Only rows whose own
+    # suffix starts with a real symbol can be reached, so store just those.
+    starts_real = np.zeros(n + 1, dtype=bool)
+    starts_real[1:] = text[sa_full[1:]] < sigma
+    boundary = np.flatnonzero((bwt >= sigma) & starts_real)
+    return {
+        "occ": occ,
+        "C": C,
+        "sa_samples": sa_full[::sa_rate].astype(np.uint32),
+        "boundary_rows": boundary.astype(np.uint32),
+        "boundary_pos": sa_full[boundary].astype(np.uint32),
+    }
+
+
+def build_index(
+    reference: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    alphabet: str = "dna",
+    max_query_length: int = DEFAULT_MAX_QUERY_LENGTH,
+    block_length: int = DEFAULT_BLOCK_LENGTH,
+    occ_layout: str = "interleaved",
+    occ_sample_rate: int | None = None,
+    sa_sample_rate: int = DEFAULT_SA_SAMPLE_RATE,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> Index:
+    """Build a blocked FM-index of a FASTA reference.
+
+    Parameters
+    ----------
+    reference
+        FASTA file (optionally gzip-compressed); names are the first word of
+        each header.
+    output
+        Directory to create.  It is written under a temporary name and renamed
+        at the end, so a failed build leaves nothing behind.
+    alphabet
+        ``"dna"`` (ACGT, case-insensitive; N and IUPAC codes never match),
+        ``"protein"`` or ``"text"`` (the printable symbols of the reference).
+    max_query_length
+        L: the longest read the index can map; blocks overlap by L-1.
+    block_length
+        B: reference symbols per block (each block's own region).
+    occ_layout, occ_sample_rate
+        Occurrence-table layout (``"interleaved"`` or the paper's
+        ``"bitmap"``) and R, the number of 32-bit bitmap words per symbol
+        between count samples.
+    sa_sample_rate
+        S: one suffix-array value is stored for every S BWT rows.
+    overwrite
+        Replace an existing ``output``.
+    progress
+        Show a progress bar.
+
+    Returns
+    -------
+    Index
+        The new index, opened for reading.
+    """
+    output = os.path.abspath(os.fspath(output))
+    if alphabet not in ("dna", "protein", "text"):
+        raise InputFormatError(f"unknown alphabet {alphabet!r}; choose dna, protein or text")
+    if occ_layout not in LAYOUTS:
+        raise InputFormatError(f"unknown occ layout {occ_layout!r}; choose {' or '.join(LAYOUTS)}")
+    if not 1 <= max_query_length <= 65535:
+        raise InputFormatError(f"--max-query-length must be between 1 and 65535, not {max_query_length}")
+    if not 1 <= block_length <= MAX_BLOCK_LENGTH - max_query_length:
+        raise InputFormatError(f"--block-length must be between 1 and {MAX_BLOCK_LENGTH - max_query_length}")
+    if sa_sample_rate < 1 or (occ_sample_rate is not None and occ_sample_rate < 1):
+        raise InputFormatError("sample rates must be at least 1")
+    if os.path.exists(output) and not overwrite:
+        raise InputFormatError(f"{output!r} already exists; remove it or pass --overwrite")
+
+    alpha = _text_alphabet(reference) if alphabet == "text" else get_alphabet(alphabet)
+    if alpha.sigma == 0:
+        raise InputFormatError("the reference has no searchable symbols")
+    rate = occ_sample_rate or default_rate(occ_layout, alpha.sigma)
+    tmp = f"{output}.partial-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    t0 = time.time()
+    try:
+        group = zarr.open_group(tmp, mode="w")
+        contigs, n = _stream_reference(reference, alpha, group)
+        ref = group["reference"]
+        checksums: dict[str, str] = {"reference": checksum(ref[...])}
+        starts = list(range(0, n, block_length))
+        blocks: list[Block] = []
+        bar = tqdm(total=n, unit="sym", unit_scale=True, desc="indexing", disable=not progress)
+        for b, start in enumerate(starts):
+            text = ref[start : min(start + block_length + max_query_length - 1, n)]
+            arrays = index_block(text, alpha.sigma, occ_layout, rate, sa_sample_rate)
+            sub = group.require_group(f"blocks/{b}")
+            for name, data in arrays.items():
+                checksums[f"blocks/{b}/{name}"] = _write(sub, name, data)
+            blocks.append(Block(start, int(text.size), int(text.size) + 1))
+            bar.update(min(block_length, n - start))
+            del arrays, text
+        bar.close()
+        meta = IndexMeta(
+            alphabet=alpha.to_metadata(),
+            contigs=contigs,
+            text_length=n,
+            max_query_length=max_query_length,
+            block_length=block_length,
+            occ_layout=occ_layout,
+            occ_sample_rate=rate,
+            sa_sample_rate=sa_sample_rate,
+            blocks=blocks,
+            checksums=checksums,
+            created_by=f"dmap {__version__} in {time.time() - t0:.1f} s",
+        )
+        group.attrs["dmap"] = meta.to_json()
+        if os.path.exists(output):
+            shutil.rmtree(output)
+        os.rename(tmp, output)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Index(output)

@@ -1,0 +1,202 @@
+"""The on-disk index: a Zarr group with one subgroup per reference block.
+
+Layout (format version 1)::
+
+    INDEX/                      zarr group, attribute "dmap" holds IndexMeta
+      reference                 uint8 codes of all contigs joined by separators
+      blocks/<b>/occ            uint32 occurrence table (see index/occ.py)
+      blocks/<b>/C              uint32[sigma+1]: first BWT row of each symbol
+      blocks/<b>/sa_samples     uint32: SA value of every S-th BWT row
+      blocks/<b>/boundary_rows  uint32: rows whose preceding text symbol is a
+      blocks/<b>/boundary_pos   uint32:   separator/sentinel, with their SA value
+
+Every array's checksum is stored in the metadata and checked when it is read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import zarr
+
+from ..alphabet import Alphabet
+from ..errors import IndexFormatError
+from .occ import OccShape
+
+FORMAT_NAME = "dmap-fm-index"
+FORMAT_VERSION = 1
+BLOCK_ARRAYS = ("occ", "C", "sa_samples", "boundary_rows", "boundary_pos")
+
+
+def checksum(a: np.ndarray) -> str:
+    """Checksum of an array's bytes (dtype and shape are checked separately)."""
+    return "blake2b:" + hashlib.blake2b(np.ascontiguousarray(a).data, digest_size=16).hexdigest()
+
+
+@dataclass
+class Contig:
+    name: str
+    length: int
+    offset: int  # first position in the joined reference
+
+
+@dataclass
+class Block:
+    start: int  # first position in the joined reference
+    length: int  # symbols in this block (own region + overlap)
+    n_rows: int  # BWT rows = length + 1
+
+
+@dataclass
+class IndexMeta:
+    """Everything a reader needs to interpret the arrays."""
+
+    alphabet: dict
+    contigs: list[Contig]
+    text_length: int
+    max_query_length: int
+    block_length: int
+    occ_layout: str
+    occ_sample_rate: int
+    sa_sample_rate: int
+    blocks: list[Block]
+    checksums: dict[str, str] = field(default_factory=dict)
+    format: str = FORMAT_NAME
+    format_version: int = FORMAT_VERSION
+    created_by: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "IndexMeta":
+        d = dict(d)
+        d["contigs"] = [Contig(**c) for c in d["contigs"]]
+        d["blocks"] = [Block(**b) for b in d["blocks"]]
+        return cls(**d)
+
+
+@dataclass
+class BlockArrays:
+    """One block's FM-index in host memory."""
+
+    number: int
+    start: int
+    own_length: int  # hits starting at local positions < own_length belong here
+    occ: np.ndarray
+    C: np.ndarray
+    sa_samples: np.ndarray
+    boundary_rows: np.ndarray
+    boundary_pos: np.ndarray
+    shape: OccShape
+    sa_sample_rate: int
+
+
+class Index:
+    """A dmap index opened for reading.
+
+    Parameters
+    ----------
+    path
+        Directory written by :func:`dmap.build_index`.
+
+    Raises
+    ------
+    IndexFormatError
+        If the path is missing, not a dmap index, or of another format version.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.path.abspath(os.fspath(path))
+        if not os.path.isdir(self.path):
+            raise IndexFormatError(f"index {self.path!r} does not exist; build it with 'dmap index REFERENCE -o INDEX'")
+        try:
+            self._group = zarr.open_group(self.path, mode="r")
+            raw = self._group.attrs.get("dmap")
+        except Exception as e:  # zarr raises many kinds for a non-zarr folder
+            raise IndexFormatError(f"{self.path!r} is not a dmap index ({type(e).__name__}: {e})") from None
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT_NAME:
+            raise IndexFormatError(f"{self.path!r} is not a dmap index (no dmap metadata)")
+        if raw.get("format_version") != FORMAT_VERSION:
+            raise IndexFormatError(
+                f"index {self.path!r} has format version {raw.get('format_version')}, this dmap reads version "
+                f"{FORMAT_VERSION}; rebuild the index with this dmap"
+            )
+        try:
+            self.meta = IndexMeta.from_json(raw)
+        except (TypeError, KeyError) as e:
+            raise IndexFormatError(f"index {self.path!r} has damaged metadata: {e}") from None
+        self.alphabet = Alphabet.from_metadata(self.meta.alphabet)
+        # Identifies this index's content for device-side caches.
+        self.uid = hashlib.blake2b(json.dumps(raw, sort_keys=True).encode(), digest_size=8).hexdigest()
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self.meta.blocks)
+
+    @property
+    def contig_offsets(self) -> np.ndarray:
+        return np.array([c.offset for c in self.meta.contigs], dtype=np.int64)
+
+    def read_array(self, name: str) -> np.ndarray:
+        """Read one array and verify its checksum."""
+        try:
+            data = self._group[name][...]
+        except Exception as e:
+            raise IndexFormatError(f"index {self.path!r} is damaged: cannot read {name} ({type(e).__name__}: {e})") from None
+        expected = self.meta.checksums.get(name)
+        if expected is None:
+            raise IndexFormatError(f"index {self.path!r} has no checksum for {name}; rebuild it")
+        if checksum(data) != expected:
+            raise IndexFormatError(f"index {self.path!r} is damaged: checksum of {name} does not match; rebuild it")
+        return data
+
+    def load_block(self, number: int) -> BlockArrays:
+        """Read block ``number`` (checksums verified) into host memory."""
+        b = self.meta.blocks[number]
+        arrays = {name: self.read_array(f"blocks/{number}/{name}") for name in BLOCK_ARRAYS}
+        shape = OccShape(self.meta.occ_layout, self.alphabet.sigma, self.meta.occ_sample_rate, b.n_rows)
+        last = number == self.n_blocks - 1
+        return BlockArrays(
+            number=number,
+            start=b.start,
+            own_length=b.length if last else self.meta.block_length,
+            shape=shape,
+            sa_sample_rate=self.meta.sa_sample_rate,
+            **arrays,
+        )
+
+    def reference(self) -> np.ndarray:
+        """The joined reference as codes (checksum verified)."""
+        return self.read_array("reference")
+
+    def describe(self) -> str:
+        """Human-readable summary, as printed by ``dmap index info``."""
+        m = self.meta
+        lines = [
+            f"index          {self.path}",
+            f"format         {m.format} version {m.format_version} ({m.created_by})",
+            f"alphabet       {m.alphabet['name']} ({self.alphabet.sigma} symbols: {m.alphabet['symbols']})",
+            f"reference      {m.text_length} symbols in {len(m.contigs)} contigs",
+            f"max query len  {m.max_query_length} (blocks overlap by {m.max_query_length - 1})",
+            f"block length   {m.block_length} ({len(m.blocks)} blocks)",
+            f"occ            {m.occ_layout} layout, sample rate {m.occ_sample_rate} (counts every {32 * m.occ_sample_rate} rows)",
+            f"SA sampling    every {m.sa_sample_rate} rows",
+            "contigs:",
+        ]
+        lines += [f"  {c.name}\tlength {c.length}\toffset {c.offset}" for c in m.contigs[:50]]
+        if len(m.contigs) > 50:
+            lines.append(f"  ... {len(m.contigs) - 50} more")
+        lines.append("blocks:")
+        lines += [f"  {i}\tstart {b.start}\tlength {b.length}" for i, b in enumerate(m.blocks)]
+        lines.append(f"checksums      {len(m.checksums)} arrays (blake2b)")
+        return "\n".join(lines)
+
+
+def open_index(path: str | os.PathLike) -> Index:
+    """Open a dmap index for reading (see :class:`Index`)."""
+    return path if isinstance(path, Index) else Index(path)

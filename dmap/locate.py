@@ -1,0 +1,82 @@
+"""SA conversion (locate): BWT rows -> positions in a block's text.
+
+``locate_rows`` runs ``kernels/locate.cl`` on the device; ``locate_rows_numpy``
+is the plain numpy LF-walk it is tested against.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .device import Device, DeviceBlock
+from .index.occ import bwt_symbol, occ_lookup
+from .index.store import BlockArrays
+from .search.exact import occ_defines
+
+
+def expand_intervals(intervals: np.ndarray, max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of every interval, flattened.
+
+    Parameters
+    ----------
+    intervals
+        ``(n_queries, 2)`` ``[sp, ep)`` pairs.
+    max_rows
+        Keep at most this many rows per query (the first ones).
+
+    Returns
+    -------
+    query, rows
+        For each row to locate, the query it belongs to and the BWT row.
+    """
+    sp = intervals[:, 0].astype(np.int64)
+    count = intervals[:, 1].astype(np.int64) - sp
+    if max_rows is not None:
+        count = np.minimum(count, max_rows)
+    query = np.repeat(np.arange(len(sp)), count)
+    first = np.zeros(len(sp), dtype=np.int64)
+    np.cumsum(count[:-1], out=first[1:])
+    rows = sp[query] + (np.arange(query.size) - first[query])
+    return query, rows.astype(np.uint32)
+
+
+def locate_rows(device: Device, block: DeviceBlock, rows: np.ndarray) -> np.ndarray:
+    """Text positions (block-local) of BWT ``rows``, on the device."""
+    if rows.size == 0:
+        return np.zeros(0, dtype=np.uint32)
+    cl = device.cl
+    host = block.host
+    prg = device.program("locate.cl", {**occ_defines(block), "SA_RATE": host.sa_sample_rate})
+    rows_buf = device.upload(rows.astype(np.uint32))
+    out = np.empty(rows.size, dtype=np.uint32)
+    out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, out.nbytes)
+    b = block.buffers
+    kernel = cl.Kernel(prg, "locate")
+    kernel.set_args(
+        b["occ"], np.uint32(host.shape.n_periods), b["C"], b["sa_samples"], b["boundary_rows"],
+        b["boundary_pos"], np.uint32(host.boundary_rows.size), rows_buf, np.uint32(rows.size), out_buf,
+    )
+    cl.enqueue_nd_range_kernel(device.queue, kernel, (rows.size,), None)
+    cl.enqueue_copy(device.queue, out, out_buf)
+    return out
+
+
+def locate_rows_numpy(block: BlockArrays, rows: np.ndarray) -> np.ndarray:
+    """Reference LF-walk in numpy, all rows in step."""
+    r = rows.astype(np.int64)
+    pos = np.full(r.size, -1, dtype=np.int64)
+    steps = 0
+    todo = np.arange(r.size)
+    while todo.size:
+        cur = r[todo]
+        sampled = cur % block.sa_sample_rate == 0
+        pos[todo[sampled]] = block.sa_samples[cur[sampled] // block.sa_sample_rate].astype(np.int64) + steps
+        c = bwt_symbol(block.occ, block.shape, cur)
+        boundary = ~sampled & (c >= block.shape.sigma)
+        at = np.searchsorted(block.boundary_rows, cur[boundary])
+        pos[todo[boundary]] = block.boundary_pos[at].astype(np.int64) + steps
+        walk = ~sampled & ~boundary
+        todo, cur, c = todo[walk], cur[walk], c[walk]
+        r[todo] = block.C[c].astype(np.int64) + occ_lookup(block.occ, block.shape, c, cur)
+        steps += 1
+    return pos.astype(np.uint32)

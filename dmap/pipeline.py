@@ -1,0 +1,215 @@
+"""Building and running the Dask graph of a mapping job.
+
+For each read chunk ``i`` and index block ``b``::
+
+    search(i, b) -> locate(i, b) --\\
+                                    >-- merge(i) -> SAM text of chunk i
+    search(i, b') -> locate(i, b') /
+
+``search`` and ``locate`` ask for the ``opencl`` resource, so they run only
+on workers pinned to a device; ``merge`` (dedup across block overlaps, SAM
+formatting) runs anywhere.  At most ``in_flight`` chunks are submitted at a
+time (backpressure: memory stays bounded on any input size), and chunks are
+written in input order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+from distributed import Client
+from distributed.comm.core import CommClosedError
+
+from . import sam
+from .cluster import connect, embedded_client, require_device_workers
+from .device import DEVICE_RESOURCE
+from .errors import ClusterError, DmapError
+from .fastx import DEFAULT_CHUNK_SIZE, iter_read_chunks
+from .index.store import Index, open_index
+from .tasks import ChunkResult, locate_task, merge_task, search_task
+
+
+@dataclass
+class Hits:
+    """All hits of a mapping run, one entry per (read, contig, position, strand)."""
+
+    read: np.ndarray  # 0-based read number in the input
+    read_name: list[str]
+    contig: list[str]
+    position: np.ndarray  # 0-based leftmost position in the contig
+    strand: np.ndarray  # '+' or '-'
+
+    def __len__(self) -> int:
+        return int(self.read.size)
+
+    def to_pandas(self):
+        """The hits as a :class:`pandas.DataFrame` (pandas must be installed)."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {"read": self.read, "read_name": self.read_name, "contig": self.contig,
+             "position": self.position, "strand": self.strand}
+        )
+
+
+@dataclass
+class MappingResult:
+    """What :func:`map_reads` returns."""
+
+    n_reads: int = 0
+    n_mapped: int = 0
+    n_hits: int = 0
+    seconds: float = 0.0
+    sam_path: str | None = None
+    hits: Hits | None = None
+    chunk_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def reads_per_second(self) -> float:
+        return self.n_reads / self.seconds if self.seconds else 0.0
+
+
+def _collect_hits(results: list[tuple[ChunkResult, list[str]]], contig_names: list[str]) -> Hits:
+    reads, names, contigs, pos, strand = [], [], [], [], []
+    for res, chunk_names in results:
+        h = res.hits
+        reads.append(h.read + res.first)
+        names += [chunk_names[i] for i in h.read.tolist()]
+        contigs += [contig_names[c] for c in h.contig.tolist()]
+        pos.append(h.position)
+        strand.append(np.where(h.strand == 1, "-", "+"))
+    cat = lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dtype=dt)  # noqa: E731
+    return Hits(cat(reads, np.int64), names, contigs, cat(pos, np.int64), cat(strand, "<U1"))
+
+
+@contextlib.contextmanager
+def _client(client: Client | None, scheduler: str | None) -> Client:
+    if client is not None:
+        yield client
+    elif scheduler is not None:
+        with connect(scheduler) as c:
+            yield c
+    else:
+        with embedded_client() as c:
+            yield c
+
+
+def map_reads(
+    index: str | os.PathLike | Index,
+    reads: str | os.PathLike,
+    *,
+    sam_path: str | os.PathLike | None = None,
+    client: Client | None = None,
+    scheduler: str | None = None,
+    max_hits: int | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    in_flight: int = 4,
+    return_hits: bool = True,
+    argv: list[str] | None = None,
+) -> MappingResult:
+    """Find every exact occurrence of each read (both strands for DNA).
+
+    Parameters
+    ----------
+    index
+        A dmap index (path or :class:`dmap.Index`).
+    reads
+        FASTQ or FASTA file, optionally gzip-compressed.
+    sam_path
+        Write SAM here (atomically: a temporary file renamed at the end).
+    client, scheduler
+        A Dask client, or a scheduler address to connect to; with neither, an
+        embedded cluster with one worker per local OpenCL device is started.
+    max_hits
+        Report at most this many hits per read in the SAM (all are counted).
+    chunk_size
+        Reads per task.
+    in_flight
+        Chunks submitted at once (bounds memory).
+    return_hits
+        Keep the hits in the result (set False for large runs written to SAM).
+
+    Returns
+    -------
+    MappingResult
+        Counts, timing and (``return_hits``) the hits.
+    """
+    if max_hits is not None and max_hits < 1:
+        raise DmapError(f"--max-hits must be at least 1, not {max_hits}")
+    if in_flight < 1:
+        raise DmapError("in_flight must be at least 1")
+    idx = open_index(index)
+    contig_names = [c.name for c in idx.meta.contigs]
+    chunks = iter_read_chunks(reads, idx.alphabet, chunk_size, max_length=idx.meta.max_query_length)
+    first_chunk = next(chunks)  # input errors surface before a cluster starts
+    t0 = time.perf_counter()
+    result = MappingResult()
+    kept: list[tuple[ChunkResult, list[str]]] = []
+    tmp = out = None
+    if sam_path is not None:
+        sam_path = os.path.abspath(os.fspath(sam_path))
+        tmp = f"{sam_path}.partial-{os.getpid()}"
+        out = open(tmp, "w")
+    try:
+        if out is not None:
+            out.write(sam.header(idx.meta, argv))
+        with _client(client, scheduler) as c:
+            require_device_workers(c)
+            _run(c, idx, first_chunk, chunks, out, max_hits, in_flight, result, kept if return_hits else None)
+        if out is not None:
+            out.close()
+            os.replace(tmp, sam_path)
+            result.sam_path = sam_path
+    except (CommClosedError, OSError, TimeoutError) as e:
+        raise ClusterError(f"lost the Dask cluster during the run ({type(e).__name__}: {e}); no output was written") from None
+    finally:
+        if out is not None and not out.closed:
+            out.close()
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    if return_hits:
+        result.hits = _collect_hits(kept, contig_names)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _run(client, idx, first_chunk, chunks, out, max_hits, in_flight, result, kept) -> None:
+    path = idx.path
+    dev = {DEVICE_RESOURCE: 1}
+    pending: deque = deque()
+
+    def submit(chunk):
+        chunk_f = client.scatter(chunk, hash=False)
+        located = []
+        for b in range(idx.n_blocks):
+            s = client.submit(search_task, path, b, chunk_f, resources=dev, pure=False, priority=-chunk.number)
+            located.append(client.submit(locate_task, path, b, s, resources=dev, pure=False, priority=-chunk.number))
+        merged = client.submit(merge_task, path, chunk_f, located, out is not None, max_hits, pure=False)
+        pending.append((merged, chunk.names, time.perf_counter()))
+
+    def drain_one():
+        fut, names, started = pending.popleft()
+        res: ChunkResult = fut.result()
+        if out is not None:
+            out.write(res.sam)
+        counts = res.hits.counts()
+        result.n_reads += len(names)
+        result.n_mapped += int((counts > 0).sum())
+        result.n_hits += len(res.hits)
+        result.chunk_seconds.append(time.perf_counter() - started)
+        if kept is not None:
+            kept.append((res, names))
+
+    import itertools
+
+    for chunk in itertools.chain([first_chunk], chunks):
+        submit(chunk)
+        while len(pending) >= in_flight:
+            drain_one()
+    while pending:
+        drain_one()

@@ -1,0 +1,1 @@
+"""Search kernels' host wrappers (exact.py) and their numpy references (reference.py)."""

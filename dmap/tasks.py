@@ -1,0 +1,72 @@
+"""The functions Dask runs: search and locate on a worker's device, then
+merge/dedup and SAM formatting per chunk.  Graph construction is in
+pipeline.py; these functions only compute.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .device import current_device
+from .fastx import ReadChunk
+from .hits import BlockHits, ChunkHits, merge_block_hits
+from .index.store import Index
+from .locate import expand_intervals, locate_rows
+from .sam import format_records
+from .search.exact import search_block
+
+
+@lru_cache(maxsize=8)
+def _open(path: str, stamp: float) -> Index:
+    return Index(path)
+
+
+def cached_index(path: str) -> Index:
+    """An opened index, reopened when its metadata file changes."""
+    return _open(path, os.path.getmtime(os.path.join(path, "zarr.json")))
+
+
+def n_strands(index: Index) -> int:
+    return 2 if index.alphabet.has_reverse_complement else 1
+
+
+def search_task(index_path: str, block: int, chunk: ReadChunk) -> np.ndarray:
+    """Exact intervals ``(n_queries, 2)`` of a chunk in one block, on this worker's device."""
+    index = cached_index(index_path)
+    device = current_device()
+    blk = device.block(index, block)
+    return search_block(device, blk, chunk.codes, chunk.lengths, n_strands(index)).reshape(-1, 2)
+
+
+def locate_task(index_path: str, block: int, intervals: np.ndarray) -> BlockHits:
+    """Positions of every interval row, on this worker's device."""
+    index = cached_index(index_path)
+    device = current_device()
+    blk = device.block(index, block)
+    query, rows = expand_intervals(intervals)
+    positions = locate_rows(device, blk, rows)
+    return BlockHits(block, blk.host.start, blk.host.own_length, query, positions)
+
+
+@dataclass
+class ChunkResult:
+    number: int
+    first: int
+    hits: ChunkHits
+    sam: str | None
+
+
+def merge_task(
+    index_path: str, chunk: ReadChunk, parts: list[BlockHits], want_sam: bool, max_hits: int | None
+) -> ChunkResult:
+    """Deduplicate a chunk's hits across blocks and format its SAM records."""
+    index = cached_index(index_path)
+    hits = merge_block_hits(parts, len(chunk), n_strands(index), index.contig_offsets)
+    sam = None
+    if want_sam:
+        sam = format_records(chunk, hits, [c.name for c in index.meta.contigs], max_hits)
+    return ChunkResult(chunk.number, chunk.first, hits, sam)

@@ -1,0 +1,44 @@
+"""Pinning a Dask worker to one OpenCL device.
+
+A worker gets a :class:`DevicePlugin` naming its device; the plugin builds
+the OpenCL context inside the worker's own process (pyopencl objects do not
+pickle, and PoCL must not be forked).  For ``dask worker`` processes started
+by hand, the same is a preload::
+
+    dask worker SCHEDULER --nthreads 2 --resources opencl=1 \\
+        --preload dmap.worker --dmap-device 0:0
+"""
+
+from __future__ import annotations
+
+import click
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from .device import Device
+
+
+class DevicePlugin(WorkerPlugin):
+    """Gives a worker its :class:`dmap.device.Device` (``worker.plugins['dmap-device'].device``)."""
+
+    name = "dmap-device"
+
+    def __init__(self, spec: str | None = None):
+        self.spec = spec
+        self._device: Device | None = None
+
+    @property
+    def device(self) -> Device:
+        # Built on first use, in the worker's process and thread pool.
+        if self._device is None:
+            self._device = Device(self.spec)
+        return self._device
+
+    def setup(self, worker) -> None:
+        worker.plugins[self.name] = self
+
+
+@click.command()
+@click.option("--dmap-device", default=None, help="OpenCL device PLATFORM:DEVICE (see 'dmap devices').")
+async def dask_setup(worker, dmap_device):
+    """Preload entry point: ``dask worker --preload dmap.worker --dmap-device P:D``."""
+    await worker.plugin_add(DevicePlugin(dmap_device), name=DevicePlugin.name)

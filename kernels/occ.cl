@@ -1,0 +1,50 @@
+// Occurrence-table lookups shared by the search and locate kernels.
+// Mirrors dmap/index/occ.py (occ_lookup, bwt_symbol); see there for layouts.
+//
+// Compile-time defines:
+//   SIGMA   number of searchable symbols (codes 0..SIGMA-1)
+//   RATE    32-bit bitmap words per symbol between count samples
+//   LAYOUT  0 = interleaved cache lines, 1 = BowMapCL bitmap + samples
+#define PERIOD (32u * RATE)
+#define LINE_WORDS (SIGMA * (1u + RATE))
+
+// Pointer to the first bitmap word of symbol c in period p, and its count.
+#if LAYOUT == 0
+#define OCC_COUNT(occ, n_periods, c, p) ((occ)[(size_t)(p) * LINE_WORDS + (c)])
+#define OCC_WORDS(occ, n_periods, c, p) ((occ) + (size_t)(p) * LINE_WORDS + SIGMA + (c) * RATE)
+#else
+#define OCC_COUNT(occ, n_periods, c, p) ((occ)[(size_t)(c) * (n_periods) + (p)])
+#define OCC_WORDS(occ, n_periods, c, p) \
+    ((occ) + (size_t)SIGMA * (n_periods) + ((size_t)(c) * (n_periods) + (p)) * RATE)
+#endif
+
+// Occ(c, i): occurrences of symbol c in BWT[0:i].
+inline uint occ_count(__global const uint *occ, uint n_periods, uint c, uint i) {
+    uint p = i / PERIOD;
+    uint off = i - p * PERIOD;
+    uint total = OCC_COUNT(occ, n_periods, c, p);
+    __global const uint *w = OCC_WORDS(occ, n_periods, c, p);
+#if RATE == 1
+    total += popcount(w[0] & ((1u << off) - 1u));  // off < 32
+#else
+    for (uint k = 0; k < RATE; k++) {
+        int nb = (int)off - 32 * (int)k;
+        if (nb > 0) {
+            uint m = nb >= 32 ? 0xffffffffu : ((1u << nb) - 1u);
+            total += popcount(w[k] & m);
+        }
+    }
+#endif
+    return total;
+}
+
+// BWT[i] as a code, or SIGMA if it is the sentinel, a separator or an N.
+inline uint bwt_symbol(__global const uint *occ, uint n_periods, uint i) {
+    uint p = i / PERIOD;
+    uint off = i - p * PERIOD;
+    uint word = off >> 5, bit = off & 31u;
+    for (uint c = 0; c < SIGMA; c++) {
+        if ((OCC_WORDS(occ, n_periods, c, p)[word] >> bit) & 1u) return c;
+    }
+    return SIGMA;
+}
