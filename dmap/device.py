@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DeviceError
-from .index.store import BlockArrays, Index
+from .index.store import BLOCK_ARRAYS, BlockArrays, Index
 
 # Dask resource that device tasks ask for; workers with a device declare it.
 DEVICE_RESOURCE = "opencl"
@@ -178,14 +178,16 @@ class Device:
                 self._blocks.move_to_end(key)
                 return self._blocks[key]
             host = index.load_block(number)
-            names = ("occ", "C", "sa_samples", "boundary_rows", "boundary_pos")
-            buffers = {name: self.upload(getattr(host, name)) for name in names}
-            nbytes = sum(getattr(host, name).nbytes for name in names)
-            while self._blocks and sum(b.nbytes for b in self._blocks.values()) + nbytes > self.block_budget:
+            while self._blocks and sum(b.nbytes for b in self._blocks.values()) + host.nbytes > self.block_budget:
                 self._blocks.popitem(last=False)
-            blk = self._blocks[key] = DeviceBlock(host, buffers, nbytes)
+            blk = self._blocks[key] = self.upload_block(host)
             self.block_loads += 1
             return blk
+
+    def upload_block(self, host: BlockArrays) -> DeviceBlock:
+        """Copy a block's arrays to the device (uncached; :meth:`block` caches)."""
+        buffers = {name: self.upload(getattr(host, name)) for name in BLOCK_ARRAYS}
+        return DeviceBlock(host, buffers, host.nbytes)
 
 
 _process_device: Device | None = None

@@ -95,6 +95,18 @@ class BlockArrays:
     shape: OccShape
     sa_sample_rate: int
 
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self, name).nbytes for name in BLOCK_ARRAYS)
+
+    @classmethod
+    def from_arrays(
+        cls, arrays: dict, text_length: int, *, layout: str, sigma: int, rate: int, sa_sample_rate: int
+    ) -> "BlockArrays":
+        """A single block straight from :func:`dmap.index.build.index_block` (no Zarr, no overlap)."""
+        shape = OccShape(layout, sigma, rate, text_length + 1)
+        return cls(0, 0, text_length, shape=shape, sa_sample_rate=sa_sample_rate, **arrays)
+
 
 class Index:
     """A dmap index opened for reading.

@@ -1,0 +1,121 @@
+"""Shared fixtures: one OpenCL device, one embedded Dask cluster, and
+random references with the structures that break mappers (repeats, N runs,
+lowercase, many contigs)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from dmap.alphabet import DNA_SYMBOLS, PROTEIN_SYMBOLS, Alphabet, get_alphabet
+from dmap.device import Device
+from dmap.index.build import index_block
+from dmap.index.store import BlockArrays
+
+
+@pytest.fixture(scope="session")
+def device() -> Device:
+    return Device()
+
+
+@pytest.fixture(scope="session")
+def client():
+    from dmap.cluster import embedded_client
+
+    with embedded_client() as c:
+        yield c
+
+
+def random_contig(rng: np.random.Generator, alphabet: str, length: int, repeats: bool = True) -> str:
+    """A random sequence with tandem repeats, copied segments and (DNA) N runs and lowercase."""
+    symbols = {"dna": DNA_SYMBOLS, "protein": PROTEIN_SYMBOLS, "text": b"abcdefghij ,.ABC"}[alphabet].decode()
+    seq = list(rng.choice(list(symbols), size=length))
+    if repeats and length > 60:
+        unit = "".join(rng.choice(list(symbols), size=int(rng.integers(1, 6))))
+        at = int(rng.integers(0, length - 40))
+        tandem = (unit * 40)[:40]
+        seq[at : at + 40] = list(tandem)
+        src, dst = sorted(int(x) for x in rng.integers(0, length - 30, size=2))
+        seq[dst : dst + 30] = seq[src : src + 30]
+    if alphabet == "dna" and length > 50:
+        at = int(rng.integers(0, length - 10))
+        seq[at : at + int(rng.integers(1, 8))] = "N" * 7
+        seq = seq[:length]
+        lo = int(rng.integers(0, length - 20))
+        seq[lo : lo + 15] = [c.lower() for c in seq[lo : lo + 15]]
+    return "".join(seq)
+
+
+def write_fasta(path, contigs: list[tuple[str, str]]) -> None:
+    with open(path, "w") as f:
+        for name, seq in contigs:
+            f.write(f">{name} some description\n")
+            for i in range(0, len(seq), 60):
+                f.write(seq[i : i + 60] + "\n")
+
+
+def write_fastq(path, reads: list[str], names: list[str] | None = None) -> None:
+    names = names or [f"read{i}" for i in range(len(reads))]
+    with open(path, "w") as f:
+        for name, seq in zip(names, reads):
+            f.write(f"@{name}\n{seq}\n+\n{'I' * len(seq)}\n")
+
+
+def sample_reads(rng, contigs: list[tuple[str, str]], n: int, min_len: int, max_len: int, alphabet: str) -> list[str]:
+    """Reads taken from the contigs (some reverse-complemented), at contig ends,
+    spanning junctions, random ones, and some with an N."""
+    reads = []
+    joined = "|".join(seq for _, seq in contigs)
+    for k in range(n):
+        length = int(rng.integers(min_len, max_len + 1))
+        name, seq = contigs[int(rng.integers(len(contigs)))]
+        kind = k % 6
+        if kind == 0 and len(seq) >= length:  # contig start
+            r = seq[:length]
+        elif kind == 1 and len(seq) >= length:  # contig end
+            r = seq[-length:]
+        elif kind == 2:  # across a contig junction (must not match there)
+            at = max(0, joined.find("|") - length // 2)
+            r = joined[at : at + length].replace("|", "A" if alphabet == "dna" else "C")
+        elif kind == 3:  # random
+            r = random_contig(rng, alphabet, length, repeats=False)
+        else:
+            at = int(rng.integers(0, max(1, len(seq) - length)))
+            r = seq[at : at + length]
+        if alphabet == "dna" and k % 2 and r:
+            from dmap.alphabet import reverse_complement
+
+            r = reverse_complement(r)
+        if alphabet == "dna" and k % 17 == 5 and len(r) > 3:
+            r = r[:2] + "N" + r[3:]
+        if r:
+            reads.append(r)
+    return reads
+
+
+def alphabet_for(name: str, contigs: list[tuple[str, str]]) -> Alphabet:
+    if name == "text":
+        return Alphabet.for_text("".join(s for _, s in contigs).encode())
+    return get_alphabet(name)
+
+
+def single_block(text_codes: np.ndarray, alphabet: Alphabet, layout: str = "interleaved", rate: int | None = None,
+                 sa_rate: int = 4) -> BlockArrays:
+    from dmap.index.occ import default_rate
+
+    rate = rate or default_rate(layout, alphabet.sigma)
+    arrays = index_block(text_codes, alphabet.sigma, layout, rate, sa_rate)
+    return BlockArrays.from_arrays(arrays, text_codes.size, layout=layout, sigma=alphabet.sigma, rate=rate,
+                                   sa_sample_rate=sa_rate)
+
+
+def have(tool: str) -> bool:
+    return shutil.which(tool) is not None
+
+
+def samtools_quickcheck(path) -> None:
+    if have("samtools"):
+        subprocess.run(["samtools", "quickcheck", "-v", str(path)], check=True)

@@ -1,0 +1,104 @@
+"""map_reads end to end (Zarr index, embedded Dask cluster, device kernels)
+against the brute-force oracle, on references cut into many small blocks."""
+
+import numpy as np
+import pysam
+import pytest
+
+import dmap
+from conftest import alphabet_for, random_contig, sample_reads, samtools_quickcheck, write_fasta, write_fastq
+from dmap.fastx import iter_contigs
+from dmap.search.reference import brute_force_hits
+
+CASES = [
+    # alphabet, layout, block length, max query length, contig lengths
+    ("dna", "interleaved", 97, 25, [400, 61, 250, 7]),
+    ("dna", "bitmap", 150, 30, [800, 333]),
+    ("dna", "interleaved", 5000, 40, [1200, 900]),  # one block
+    ("protein", "interleaved", 120, 20, [300, 200]),
+    ("protein", "bitmap", 120, 20, [500]),
+    ("text", "interleaved", 80, 15, [300, 150]),
+]
+
+
+@pytest.mark.parametrize("alphabet,layout,block_length,max_len,lengths", CASES)
+def test_hits_equal_brute_force(tmp_path, client, alphabet, layout, block_length, max_len, lengths):
+    rng = np.random.default_rng(block_length + max_len)
+    contigs = [(f"chr{i}", random_contig(rng, alphabet, n)) for i, n in enumerate(lengths)]
+    write_fasta(tmp_path / "ref.fa", contigs)
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", alphabet=alphabet, occ_layout=layout,
+                           block_length=block_length, max_query_length=max_len, sa_sample_rate=5)
+    assert idx.n_blocks == -(-idx.meta.text_length // block_length)
+    reads = sample_reads(rng, contigs, 300, 1 if alphabet != "dna" else 8, max_len, alphabet)
+    # Reads straddling every block boundary, inside the overlaps.
+    joined = "|".join(s for _, s in contigs)
+    for b in idx.meta.blocks[1:]:
+        for length in (max_len, max_len // 2):
+            r = joined[max(0, b.start - length // 2): max(0, b.start - length // 2) + length]
+            if "|" not in r and r:
+                reads.append(r)
+    write_fastq(tmp_path / "reads.fq", reads)
+    res = dmap.map_reads(idx, tmp_path / "reads.fq", sam_path=tmp_path / "out.sam", client=client, chunk_size=64)
+    got = {(int(r), c, int(p), 0 if s == "+" else 1) for r, c, p, s in
+           zip(res.hits.read, res.hits.contig, res.hits.position, res.hits.strand)}
+    # The oracle sees the contigs as FASTA holds them (line-end whitespace is not sequence).
+    contigs = [(name, seq.decode()) for name, seq in iter_contigs(tmp_path / "ref.fa")]
+    expected = brute_force_hits(contigs, reads, alphabet_for(alphabet, contigs))
+    assert got == expected
+    assert res.n_reads == len(reads) and res.n_hits == len(expected)
+    check_sam(tmp_path / "out.sam", reads, contigs, expected, alphabet)
+
+
+def check_sam(path, reads, contigs, expected, alphabet):
+    """SAM that samtools and pysam accept, reads in input order, every hit once."""
+    samtools_quickcheck(path)
+    with pysam.AlignmentFile(str(path), "r", check_sq=True) as sam:
+        assert list(sam.references) == [n for n, _ in contigs]
+        names, records = [], set()
+        for rec in sam:
+            if not rec.is_secondary:
+                names.append(rec.query_name)
+            if rec.is_unmapped:
+                continue
+            assert rec.cigarstring == f"{rec.query_length or len(reads[int(rec.query_name[4:])])}M"
+            assert rec.get_tag("NM") == 0
+            records.add((int(rec.query_name[4:]), rec.reference_name, rec.reference_start, int(rec.is_reverse)))
+            if not rec.is_secondary and alphabet == "dna":  # BAM's 4-bit SEQ holds only nucleotides
+                seq = reads[int(rec.query_name[4:])]
+                want = dmap.alphabet.reverse_complement(seq) if rec.is_reverse else seq
+                assert rec.query_sequence == want.upper()  # BAM encoding drops case
+    assert names == [f"read{i}" for i in range(len(reads))]
+    primary_seqs = [line.split("\t")[9] for line in open(path) if not line.startswith("@")
+                    and not int(line.split("\t")[1]) & 256]
+    if alphabet != "dna":
+        assert primary_seqs == reads
+    assert records == expected
+
+
+def test_max_hits_caps_records(tmp_path, client):
+    write_fasta(tmp_path / "ref.fa", [("rep", "ACGTTGCA" * 50)])
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=20)
+    write_fastq(tmp_path / "r.fq", ["ACGTTGCAACG", "GGGGGGGG"])
+    res = dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / "o.sam", client=client, max_hits=3)
+    assert res.n_hits == 49 * 2  # all hits are counted
+    with pysam.AlignmentFile(str(tmp_path / "o.sam")) as sam:
+        recs = list(sam)
+    assert len(recs) == 4 and sum(not r.is_secondary for r in recs) == 2
+    assert recs[0].mapping_quality == 0 and recs[0].get_tag("NH") == 3
+
+
+def test_fasta_reads_and_gzip(tmp_path, client):
+    import gzip
+
+    seq = random_contig(np.random.default_rng(3), "dna", 500)
+    write_fasta(tmp_path / "ref.fa", [("c", seq)])
+    with open(tmp_path / "ref.fa", "rb") as f, gzip.open(tmp_path / "ref.fa.gz", "wb") as g:
+        g.write(f.read())
+    idx = dmap.build_index(tmp_path / "ref.fa.gz", tmp_path / "idx", max_query_length=50)
+    with gzip.open(tmp_path / "r.fa.gz", "wt") as f:
+        f.write(f">a\n{seq[10:40].upper()}\n>b\n{'T' * 30}\n")
+    res = dmap.map_reads(idx, tmp_path / "r.fa.gz", sam_path=tmp_path / "o.sam", client=client)
+    assert (10, "+") in {(int(p), s) for p, s in zip(res.hits.position, res.hits.strand)}
+    with pysam.AlignmentFile(str(tmp_path / "o.sam")) as sam:
+        first = next(iter(sam))
+        assert first.query_qualities is None  # FASTA reads have QUAL '*'
