@@ -44,10 +44,19 @@ def embedded_cluster_spec(processes: bool = False, dashboard: bool = False) -> t
 def embedded_client(processes: bool = False, dashboard: bool = False) -> Iterator[Client]:
     """A client of a local cluster with one worker per OpenCL device."""
     scheduler, workers = embedded_cluster_spec(processes, dashboard)
-    quiet = logging.ERROR
-    with SpecCluster(workers=workers, scheduler=scheduler, silence_logs=quiet) as cluster:
-        with Client(cluster) as client:
-            yield client
+    # A failed task is re-raised to the caller with its own message; the
+    # worker's "Compute Failed" log would repeat it as a traceback.
+    quiet = {name: logging.getLogger(name) for name in ("distributed.worker", "distributed.core")}
+    levels = {name: log.level for name, log in quiet.items()}
+    for log in quiet.values():
+        log.setLevel(logging.CRITICAL)
+    try:
+        with SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR) as cluster:
+            with Client(cluster) as client:
+                yield client
+    finally:
+        for name, log in quiet.items():
+            log.setLevel(levels[name])
 
 
 @contextlib.contextmanager

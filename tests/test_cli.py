@@ -1,0 +1,136 @@
+"""The dmap command: bad input gets one clear line, exit status 1 and no output file."""
+
+import gzip
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import write_fasta, write_fastq
+
+REF = [("chrA", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGCTAGGATCGATCGGATC"), ("chrB", "TTTTGGGGCCCCAAAA")]
+
+
+def dmap_cmd(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "dmap.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    d = tmp_path_factory.mktemp("idx")
+    write_fasta(d / "ref.fa", REF)
+    r = dmap_cmd("index", d / "ref.fa", "-o", d / "idx", "--max-query-length", "20")
+    assert r.returncode == 0, r.stderr
+    return d / "idx"
+
+
+def assert_clean_failure(r, out, *words):
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dmap: error: "), r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    assert not out.exists()
+    assert not [p for p in os.listdir(out.parent) if ".partial-" in p]
+
+
+def test_index_info_and_run(index, tmp_path):
+    info = dmap_cmd("index", "info", index)
+    assert info.returncode == 0 and "chrA" in info.stdout and "dna" in info.stdout
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC"])
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam")
+    assert r.returncode == 0, r.stderr
+    body = [line.split("\t") for line in open(tmp_path / "o.sam") if not line.startswith("@")]
+    assert [(f[0], f[2], f[3]) for f in body] == [("read0", "chrA", "6"), ("read1", "chrB", "5"),
+                                                  ("read1", "chrB", "5")]
+
+
+BAD_READS = {
+    "missing": None,
+    "empty": "",
+    "truncated": "@r1\nACGT\n+\nIIII\n@r2\nACG",
+    "quality_length": "@r1\nACGT\n+\nIII\n",
+    "binary": "\x00\x01\x02\xff\xfe" * 20,
+    "unknown_symbol": "@r1\nACGJT\n+\nIIIII\n",
+    "too_long": "@r1\n" + "A" * 21 + "\n+\n" + "I" * 21 + "\n",
+    "not_fastx": "hello world\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_READS))
+def test_bad_reads(index, tmp_path, case):
+    reads = tmp_path / "r.fq"
+    if BAD_READS[case] is not None:
+        reads.write_bytes(BAD_READS[case].encode("latin-1"))
+    out = tmp_path / "o.sam"
+    r = dmap_cmd("run", index, reads, "-o", out)
+    assert_clean_failure(r, out)
+
+
+def test_bad_gzip(index, tmp_path):
+    (tmp_path / "r.fq.gz").write_bytes(gzip.compress(b"@r1\nACGT\n+\nII")[:-10])
+    r = dmap_cmd("run", index, tmp_path / "r.fq.gz", "-o", tmp_path / "o.sam")
+    assert_clean_failure(r, tmp_path / "o.sam")
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "unknown_symbol", "duplicate_names", "empty_contig"])
+def test_bad_reference(tmp_path, case):
+    ref = tmp_path / "ref.fa"
+    ref.write_text({
+        "missing": None, "empty": "", "unknown_symbol": ">a\nACGT1\n", "duplicate_names": ">a\nACGT\n>a x\nAC\n",
+        "empty_contig": ">a\n>b\nACGT\n",
+    }[case] or "") if case != "missing" else None
+    out = tmp_path / "idx"
+    assert_clean_failure(dmap_cmd("index", ref, "-o", out), out)
+
+
+def test_protein_in_dna_index_is_an_alphabet_mismatch(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["MKVLEEQW"])
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam")
+    assert_clean_failure(r, tmp_path / "o.sam", "dna alphabet")
+
+
+def test_not_an_index(tmp_path):
+    write_fastq(tmp_path / "r.fq", ["ACGT"])
+    (tmp_path / "notidx").mkdir()
+    for path in (tmp_path / "notidx", tmp_path / "nothere"):
+        r = dmap_cmd("run", path, tmp_path / "r.fq", "-o", tmp_path / "o.sam")
+        assert_clean_failure(r, tmp_path / "o.sam", "index")
+
+
+def test_damaged_index(index, tmp_path):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(index, broken)
+    chunk = next(p for p in (broken / "blocks" / "0" / "occ").rglob("*") if p.is_file() and p.name != "zarr.json")
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    write_fastq(tmp_path / "r.fq", ["ACGT"])
+    r = dmap_cmd("run", broken, tmp_path / "r.fq", "-o", tmp_path / "o.sam")
+    assert_clean_failure(r, tmp_path / "o.sam", "checksum")
+
+
+def test_unreachable_scheduler(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["ACGT"])
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "--scheduler", "tcp://127.0.0.1:1")
+    assert_clean_failure(r, tmp_path / "o.sam", "scheduler")
+
+
+def test_no_opencl_device(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["ACGT"])
+    env = dict(os.environ, OCL_ICD_VENDORS=str(tmp_path / "no-vendors"), OCL_ICD_FILENAMES="")
+    r = subprocess.run([sys.executable, "-m", "dmap.cli", "run", str(index), str(tmp_path / "r.fq"), "-o",
+                        str(tmp_path / "o.sam")], capture_output=True, text=True, env=env, timeout=120)
+    assert_clean_failure(r, tmp_path / "o.sam", "OpenCL")
+
+
+def test_existing_output_is_not_clobbered_on_failure(index, tmp_path):
+    out = tmp_path / "o.sam"
+    out.write_text("previous run\n")
+    r = dmap_cmd("run", index, tmp_path / "missing.fq", "-o", out)
+    assert r.returncode == 1 and out.read_text() == "previous run\n"
