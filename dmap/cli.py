@@ -99,13 +99,15 @@ def index_info(index_path):
 @click.option("--scheduler", default=None, help="Dask scheduler address (tcp://HOST:PORT) of a running cluster.")
 @click.option("--cluster", "cluster_file", default=None, type=click.Path(dir_okay=False),
               help="cluster.yaml describing the cluster.")
+@click.option("--threads", "in_process", is_flag=True,
+              help="Embedded cluster: workers as threads in this process instead of one process per device.")
 @_user_errors
-def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file):
+def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, in_process):
     """Map READS (FASTQ/FASTA, optionally .gz) against INDEX and write SAM."""
     if cluster_file is not None:
         raise NotImplementedError("--cluster cluster.yaml is not implemented yet; start the cluster and pass --scheduler")
     res = dmap.map_reads(index_path, reads, sam_path=output, max_hits=max_hits, chunk_size=chunk_size,
-                         scheduler=scheduler, return_hits=False, argv=sys.argv)
+                         scheduler=scheduler, return_hits=False, processes=not in_process, argv=sys.argv)
     click.echo(
         f"dmap: {res.n_reads} reads, {res.n_mapped} mapped, {res.n_hits} hits in {res.seconds:.2f} s "
         f"({res.reads_per_second:,.0f} reads/s) -> {output}", err=True,

@@ -16,6 +16,8 @@ from .worker import DevicePlugin
 # Threads per device worker: one runs a kernel while the other locates,
 # merges and formats SAM for another chunk.
 WORKER_THREADS = 2
+# An embedded cluster serves this machine only.
+LOOPBACK = "127.0.0.1"
 
 
 def embedded_cluster_spec(processes: bool = False, dashboard: bool = False) -> tuple[dict, dict]:
@@ -31,11 +33,19 @@ def embedded_cluster_spec(processes: bool = False, dashboard: bool = False) -> t
             "resources": {DEVICE_RESOURCE: 1},
             "plugins": {DevicePlugin(info.spec)},
             "name": f"dmap-{info.spec}",
+            "host": LOOPBACK,
+            "dashboard": False,
         }
+        if processes:
+            options["silence_logs"] = logging.ERROR
         workers[f"dmap-{info.spec}"] = {"cls": Nanny if processes else Worker, "options": options}
     scheduler = {
         "cls": Scheduler,
-        "options": {"dashboard": dashboard, "dashboard_address": ":8787" if dashboard else None},
+        "options": {
+            "host": LOOPBACK,
+            "dashboard": dashboard,
+            "dashboard_address": f"{LOOPBACK}:8787" if dashboard else None,
+        },
     }
     return scheduler, workers
 

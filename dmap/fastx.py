@@ -7,6 +7,7 @@ and encoding of read chunks into the padded code matrix the kernels take.
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass
 from typing import Iterator
@@ -14,7 +15,7 @@ from typing import Iterator
 import dnaio
 import numpy as np
 
-from .alphabet import INVALID, NO_MATCH, Alphabet
+from .alphabet import INVALID, Alphabet
 from .errors import InputFormatError
 
 DEFAULT_CHUNK_SIZE = 100_000
@@ -88,10 +89,11 @@ def encode_reference(name: str, seq: bytes, alphabet: Alphabet) -> np.ndarray:
 class ReadChunk:
     """A chunk of reads, as parsed and as encoded for the device.
 
-    ``codes`` is an ``(n, width)`` uint8 matrix, row ``i`` holding read
-    ``i``'s codes left-aligned and padded with NO_MATCH; ``lengths[i]`` is
-    its length.  ``first`` is the 0-based number of the chunk's first read in
-    the input, so chunks can be put back in input order.
+    ``codes`` holds all reads' codes back to back (read ``i`` is
+    ``codes[offsets[i] : offsets[i] + lengths[i]]``): sending bytes as they
+    are costs less than padding or packing them on the host.  ``first`` is
+    the 0-based number of the chunk's first read in the input, so chunks can
+    be put back in input order.
     """
 
     number: int
@@ -100,34 +102,33 @@ class ReadChunk:
     seqs: list[str]
     quals: list[str] | None
     codes: np.ndarray
+    offsets: np.ndarray
     lengths: np.ndarray
 
     def __len__(self) -> int:
         return len(self.names)
 
 
-def encode_reads(seqs: list[str], alphabet: Alphabet, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Encode reads into a padded code matrix and a length vector."""
-    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int32, count=len(seqs))
-    joined = np.frombuffer("".join(seqs).encode("latin-1"), dtype=np.uint8)
-    flat = alphabet.read_table[joined]
-    if (flat == INVALID).any():
-        at = int(np.flatnonzero(flat == INVALID)[0])
-        read = int(np.searchsorted(np.cumsum(lengths), at, side="right"))
+def encode_reads(
+    seqs: list[str], alphabet: Alphabet, names: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Encode reads into flat codes, offsets and lengths (see :class:`ReadChunk`)."""
+    lengths = np.fromiter(map(len, seqs), dtype=np.uint32, count=len(seqs))
+    offsets = np.zeros(len(seqs), dtype=np.uint32)
+    np.cumsum(lengths[:-1], out=offsets[1:])
+    try:
+        joined = np.frombuffer("".join(seqs).encode("ascii"), dtype=np.uint8)
+    except UnicodeEncodeError:
+        joined = np.frombuffer("".join(seqs).encode("utf-8", "replace"), dtype=np.uint8)
+    codes = alphabet.read_table[joined]
+    if joined.size != int(lengths.sum(dtype=np.int64)) or (codes == INVALID).any():
+        at = int(np.flatnonzero(codes == INVALID)[0]) if (codes == INVALID).any() else 0
+        read = int(np.searchsorted(offsets, at, side="right")) - 1
+        bad = seqs[read][at - offsets[read]] if joined.size == lengths.sum() else "non-ASCII"
         raise InputFormatError(
-            f"read {names[read]!r} contains the symbol {chr(joined[at])!r}, which is not in the "
-            f"index's {alphabet.name} alphabet"
+            f"read {names[read]!r} contains the symbol {bad!r}, which is not in the index's {alphabet.name} alphabet"
         )
-    width = max(int(lengths.max(initial=0)), 1)
-    codes = np.full((len(seqs), width), NO_MATCH, dtype=np.uint8)
-    # Scatter the flat codes into the padded rows: row of each symbol and its
-    # column (offset inside its read).
-    starts = np.zeros(len(seqs), dtype=np.int64)
-    np.cumsum(lengths[:-1], out=starts[1:])
-    rows = np.repeat(np.arange(len(seqs)), lengths)
-    cols = np.arange(flat.size) - np.repeat(starts, lengths)
-    codes[rows, cols] = flat
-    return codes, lengths
+    return codes, offsets, lengths
 
 
 def iter_read_chunks(
@@ -146,38 +147,27 @@ def iter_read_chunks(
     """
     if chunk_size < 1:
         raise InputFormatError(f"chunk size must be at least 1, not {chunk_size}")
+    records = _records(path, "reads")
     number = first = 0
-    names: list[str] = []
-    seqs: list[str] = []
-    quals: list[str] | None = []
-
-    def flush() -> ReadChunk:
-        codes, lengths = encode_reads(seqs, alphabet, names)
-        return ReadChunk(number, first, names, seqs, quals, codes, lengths)
-
-    for rec in _records(path, "reads"):
-        seq = rec.sequence
-        name = rec.name.split(maxsplit=1)[0] if rec.name.strip() else ""
-        if not name:
-            raise InputFormatError(f"reads {os.fspath(path)!r}: read number {first + len(names) + 1} has no name")
-        if not seq:
-            raise InputFormatError(f"read {name!r} is empty")
-        if max_length is not None and len(seq) > max_length:
+    while True:
+        batch = list(itertools.islice(records, chunk_size))
+        if not batch:
+            return
+        names = [r.id for r in batch]
+        seqs = [r.sequence for r in batch]
+        quals = [r.qualities for r in batch] if batch[0].qualities is not None else None
+        del batch
+        codes, offsets, lengths = encode_reads(seqs, alphabet, names)
+        if not all(names):
+            raise InputFormatError(f"reads {os.fspath(path)!r}: read number {first + names.index('') + 1} has no name")
+        if (lengths == 0).any():
+            raise InputFormatError(f"read {names[int(np.argmin(lengths))]!r} is empty")
+        if max_length is not None and lengths.max() > max_length:
+            i = int(np.argmax(lengths))
             raise InputFormatError(
-                f"read {name!r} is {len(seq)} symbols long, longer than the index's maximum query length "
+                f"read {names[i]!r} is {lengths[i]} symbols long, longer than the index's maximum query length "
                 f"{max_length}; rebuild the index with a larger --max-query-length"
             )
-        names.append(name)
-        seqs.append(seq)
-        if quals is not None:
-            quals = quals if rec.qualities is not None else None
-            if quals is not None:
-                quals.append(rec.qualities)
-        if len(names) == chunk_size:
-            yield flush()
-            number += 1
-            first += len(names)
-            names, seqs = [], []
-            quals = [] if quals is not None else None
-    if names:
-        yield flush()
+        yield ReadChunk(number, first, names, seqs, quals, codes, offsets, lengths)
+        number += 1
+        first += len(names)

@@ -11,7 +11,7 @@ import numpy as np
 from .device import Device, DeviceBlock
 from .index.occ import bwt_symbol, occ_lookup
 from .index.store import BlockArrays
-from .search.exact import occ_defines
+from .search.exact import launch_size, occ_defines
 
 
 def expand_intervals(intervals: np.ndarray, max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -56,7 +56,7 @@ def locate_rows(device: Device, block: DeviceBlock, rows: np.ndarray) -> np.ndar
         b["occ"], np.uint32(host.shape.n_periods), b["C"], b["sa_samples"], b["boundary_rows"],
         b["boundary_pos"], np.uint32(host.boundary_rows.size), rows_buf, np.uint32(rows.size), out_buf,
     )
-    cl.enqueue_nd_range_kernel(device.queue, kernel, (rows.size,), None)
+    cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(rows.size))
     cl.enqueue_copy(device.queue, out, out_buf)
     return out
 

@@ -88,14 +88,14 @@ def _collect_hits(results: list[tuple[ChunkResult, list[str]]], contig_names: li
 
 
 @contextlib.contextmanager
-def _client(client: Client | None, scheduler: str | None) -> Client:
+def _client(client: Client | None, scheduler: str | None, processes: bool) -> Client:
     if client is not None:
         yield client
     elif scheduler is not None:
         with connect(scheduler) as c:
             yield c
     else:
-        with embedded_client() as c:
+        with embedded_client(processes=processes) as c:
             yield c
 
 
@@ -110,6 +110,7 @@ def map_reads(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     in_flight: int = 4,
     return_hits: bool = True,
+    processes: bool = True,
     argv: list[str] | None = None,
 ) -> MappingResult:
     """Find every exact occurrence of each read (both strands for DNA).
@@ -133,6 +134,10 @@ def map_reads(
         Chunks submitted at once (bounds memory).
     return_hits
         Keep the hits in the result (set False for large runs written to SAM).
+    processes
+        For the embedded cluster: one spawned process per device (True), or
+        threads in this process (False, faster to start, but they share the
+        interpreter lock with reading and SAM formatting).
 
     Returns
     -------
@@ -158,7 +163,7 @@ def map_reads(
     try:
         if out is not None:
             out.write(sam.header(idx.meta, argv))
-        with _client(client, scheduler) as c:
+        with _client(client, scheduler, processes) as c:
             require_device_workers(c)
             _run(c, idx, first_chunk, chunks, out, max_hits, in_flight, result, kept if return_hits else None)
         if out is not None:

@@ -39,7 +39,7 @@ def search_task(index_path: str, block: int, chunk: ReadChunk) -> np.ndarray:
     index = cached_index(index_path)
     device = current_device()
     blk = device.block(index, block)
-    return search_block(device, blk, chunk.codes, chunk.lengths, n_strands(index)).reshape(-1, 2)
+    return search_block(device, blk, chunk.codes, chunk.offsets, chunk.lengths, n_strands(index)).reshape(-1, 2)
 
 
 def locate_task(index_path: str, block: int, intervals: np.ndarray) -> BlockHits:

@@ -1,5 +1,6 @@
 // Exact backward search (BowMapCL Algorithm 2), several queries per work-item.
 //
+// Reads are back to back in `reads`; read i starts at offsets[i].
 // A query is (read, strand): query q = read * N_STRANDS + strand.  Strand 1
 // is the reverse complement, read from the same bytes (complementing codes
 // and walking the read forwards), so reads are sent to the device once.
@@ -13,15 +14,16 @@
 
 __kernel void exact_search(__global const uint *occ, const uint n_periods,
                            __global const uint *C, const uint n_rows,
-                           __global const uchar *reads, const uint stride,
+                           __global const uchar *reads, __global const uint *offsets,
                            __global const uint *lengths, const uint n_queries,
                            __global uint2 *out) {
     const uint first = get_global_id(0) * BATCH;
-    uint sp[BATCH], ep[BATCH], len[BATCH];
+    uint sp[BATCH], ep[BATCH], len[BATCH], start[BATCH];
     uint maxlen = 0;
     for (uint b = 0; b < BATCH; b++) {
         uint q = first + b;
         len[b] = q < n_queries ? lengths[q / N_STRANDS] : 0u;
+        start[b] = q < n_queries ? offsets[q / N_STRANDS] : 0u;
         sp[b] = 0;
         ep[b] = len[b] ? n_rows : 0u;
         maxlen = max(maxlen, len[b]);
@@ -30,11 +32,10 @@ __kernel void exact_search(__global const uint *occ, const uint n_periods,
         uint alive = 0;
         for (uint b = 0; b < BATCH; b++) {
             if (j < len[b] && sp[b] < ep[b]) {
-                uint q = first + b;
-                __global const uchar *r = reads + (size_t)(q / N_STRANDS) * stride;
+                __global const uchar *r = reads + start[b];
                 uint c;
 #if N_STRANDS == 2
-                if (q & 1u) {
+                if ((first + b) & 1u) {
                     c = r[j];
                     c = c < 4u ? 3u - c : 255u;
                 } else

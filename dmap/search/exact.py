@@ -6,9 +6,17 @@ import numpy as np
 
 from ..device import Device, DeviceBlock
 
-# Queries advanced in step by one work-item (see exact_search.cl); measured in
-# benchmarks/kernel_speed.py.
-DEFAULT_BATCH = 16
+# Queries advanced in step by one work-item (see exact_search.cl) and the
+# work-group size.  On PoCL, which vectorises across work-items and so keeps
+# many loads in flight by itself, one query per work-item in groups of 128
+# measured fastest (benchmarks/kernel_speed.py, docs/benchmarks.md).
+DEFAULT_BATCH = 1
+WORK_GROUP = 128
+
+
+def launch_size(work_items: int) -> tuple[tuple[int], tuple[int]]:
+    """Global and local sizes: the global size rounded up to whole groups."""
+    return (-(-work_items // WORK_GROUP) * WORK_GROUP,), (WORK_GROUP,)
 
 
 def occ_defines(block: DeviceBlock) -> dict[str, int]:
@@ -20,6 +28,7 @@ def search_block(
     device: Device,
     block: DeviceBlock,
     codes: np.ndarray,
+    offsets: np.ndarray,
     lengths: np.ndarray,
     n_strands: int,
     batch: int = DEFAULT_BATCH,
@@ -28,9 +37,8 @@ def search_block(
 
     Parameters
     ----------
-    codes, lengths
-        Padded read codes ``(n, width)`` and read lengths, as in
-        :class:`dmap.fastx.ReadChunk`.
+    codes, offsets, lengths
+        Reads back to back, as in :class:`dmap.fastx.ReadChunk`.
     n_strands
         1 (forward only) or 2 (also the reverse complement, DNA).
 
@@ -47,6 +55,7 @@ def search_block(
     prg = device.program("exact_search.cl", {**occ_defines(block), "BATCH": batch, "N_STRANDS": n_strands})
     n_queries = n * n_strands
     reads = device.upload(np.ascontiguousarray(codes, dtype=np.uint8))
+    offs = device.upload(offsets.astype(np.uint32))
     lens = device.upload(lengths.astype(np.uint32))
     out = np.empty((n_queries, 2), dtype=np.uint32)
     out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, out.nbytes)
@@ -55,8 +64,8 @@ def search_block(
     kernel = cl.Kernel(prg, "exact_search")  # one per call: set_args is not thread-safe
     kernel.set_args(
         block.buffers["occ"], np.uint32(shape.n_periods), block.buffers["C"], np.uint32(shape.n_rows),
-        reads, np.uint32(codes.shape[1]), lens, np.uint32(n_queries), out_buf,
+        reads, offs, lens, np.uint32(n_queries), out_buf,
     )
-    cl.enqueue_nd_range_kernel(device.queue, kernel, (work_items,), None)
+    cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(work_items))
     cl.enqueue_copy(device.queue, out, out_buf)
     return out.reshape(n, n_strands, 2)

@@ -15,9 +15,13 @@ from ..index.occ import occ_lookup
 from ..index.store import BlockArrays
 
 
-def backward_search_numpy(block: BlockArrays, codes: np.ndarray, lengths: np.ndarray, n_strands: int) -> np.ndarray:
+def backward_search_numpy(
+    block: BlockArrays, codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, n_strands: int
+) -> np.ndarray:
     """``(n, n_strands, 2)`` intervals, like :func:`dmap.search.exact.search_block`."""
     n = len(lengths)
+    lengths = lengths.astype(np.int64)
+    offsets = offsets.astype(np.int64)
     sigma = block.shape.sigma
     out = np.zeros((n, n_strands, 2), dtype=np.int64)
     for strand in range(n_strands):
@@ -29,9 +33,9 @@ def backward_search_numpy(block: BlockArrays, codes: np.ndarray, lengths: np.nda
                 break
             idx = np.flatnonzero(active)
             if strand == 0:
-                c = codes[idx, lengths[idx] - 1 - j].astype(np.int64)
+                c = codes[offsets[idx] + lengths[idx] - 1 - j].astype(np.int64)
             else:
-                c = codes[idx, j].astype(np.int64)
+                c = codes[offsets[idx] + j].astype(np.int64)
                 c = np.where(c < 4, 3 - c, 255)
             bad = c >= sigma
             sp[idx[bad]] = ep[idx[bad]] = 0

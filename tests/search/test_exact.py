@@ -14,11 +14,11 @@ from dmap.search.reference import backward_search_numpy, brute_force_hits
 
 
 def kernel_hits(device, block, alphabet, reads, batch=16):
-    codes, lengths = encode_reads(reads, alphabet, reads)
+    codes, offsets, lengths = encode_reads(reads, alphabet, reads)
     n_strands = 2 if alphabet.has_reverse_complement else 1
     dblock = device.upload_block(block)
-    intervals = search_block(device, dblock, codes, lengths, n_strands, batch=batch)
-    assert (intervals == backward_search_numpy(block, codes, lengths, n_strands)).all()
+    intervals = search_block(device, dblock, codes, offsets, lengths, n_strands, batch=batch)
+    assert (intervals == backward_search_numpy(block, codes, offsets, lengths, n_strands)).all()
     query, rows = expand_intervals(intervals.reshape(-1, 2))
     positions = locate_rows(device, dblock, rows)
     assert (positions == locate_rows_numpy(block, rows)).all()

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install dmap and what it needs on a fresh Debian/Ubuntu machine.
+#   scripts/install.sh          dmap + an OpenCL CPU driver (PoCL)
+#   scripts/install.sh test     also the test extras and the tools tests compare with
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_pkgs=()
+# Debian's PoCL measured about 2x faster than the pocl-binary-distribution wheel; prefer it.
+if ! ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1; then apt_pkgs+=(pocl-opencl-icd ocl-icd-libopencl1); fi
+if [[ "${1:-}" == test ]]; then
+  for tool in samtools bowtie; do command -v "$tool" >/dev/null || apt_pkgs+=("$tool"); done
+  [[ -f /usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz ]] || apt_pkgs+=(bowtie-examples)
+fi
+if ((${#apt_pkgs[@]})); then
+  sudo=""; [[ $(id -u) == 0 ]] || sudo="sudo -n"
+  if command -v apt-get >/dev/null && { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_pkgs[@]}" >/dev/null; }; then
+    echo "installed: ${apt_pkgs[*]}"
+  else
+    echo "could not apt-get install ${apt_pkgs[*]}; falling back to the PoCL wheel for OpenCL" >&2
+    python3 -m pip install -q "pocl-binary-distribution>=3.0"
+  fi
+fi
+extras=""; [[ "${1:-}" == test ]] && extras="[test]"
+python3 -m pip install -q --disable-pip-version-check -e ".${extras}"
