@@ -37,7 +37,7 @@ def embedded_cluster_spec(processes: bool = False, dashboard: bool = False) -> t
             "dashboard": False,
         }
         if processes:
-            options["silence_logs"] = logging.ERROR
+            options["silence_logs"] = logging.CRITICAL  # failures reach the caller as exceptions
         workers[f"dmap-{info.spec}"] = {"cls": Nanny if processes else Worker, "options": options}
     scheduler = {
         "cls": Scheduler,
