@@ -16,6 +16,7 @@ written in input order.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 from collections import deque
@@ -31,7 +32,9 @@ from .device import DEVICE_RESOURCE
 from .errors import ClusterError, DmapError
 from .fastx import DEFAULT_CHUNK_SIZE, iter_read_chunks
 from .index.store import Index, open_index
-from .tasks import ChunkResult, locate_task, merge_task, search_task
+from .fastx import ReadChunk
+from .hits import ChunkHits
+from .tasks import locate_task, merge_task, search_task
 
 
 @dataclass
@@ -74,12 +77,11 @@ class MappingResult:
         return self.n_reads / self.seconds if self.seconds else 0.0
 
 
-def _collect_hits(results: list[tuple[ChunkResult, list[str]]], contig_names: list[str]) -> Hits:
+def _collect_hits(results: list[tuple[ChunkHits, ReadChunk]], contig_names: list[str]) -> Hits:
     reads, names, contigs, pos, strand = [], [], [], [], []
-    for res, chunk_names in results:
-        h = res.hits
-        reads.append(h.read + res.first)
-        names += [chunk_names[i] for i in h.read.tolist()]
+    for h, chunk in results:
+        reads.append(h.read + chunk.first)
+        names += [chunk.names[i] for i in h.read.tolist()]
         contigs += [contig_names[c] for c in h.contig.tolist()]
         pos.append(h.position)
         strand.append(np.where(h.strand == 1, "-", "+"))
@@ -154,7 +156,7 @@ def map_reads(
     first_chunk = next(chunks)  # input errors surface before a cluster starts
     t0 = time.perf_counter()
     result = MappingResult()
-    kept: list[tuple[ChunkResult, list[str]]] = []
+    kept: list[tuple[ChunkHits, ReadChunk]] = []
     tmp = out = None
     if sam_path is not None:
         sam_path = os.path.abspath(os.fspath(sam_path))
@@ -186,31 +188,30 @@ def map_reads(
 def _run(client, idx, first_chunk, chunks, out, max_hits, in_flight, result, kept) -> None:
     path = idx.path
     dev = {DEVICE_RESOURCE: 1}
+    contig_names = [c.name for c in idx.meta.contigs]
     pending: deque = deque()
 
-    def submit(chunk):
-        chunk_f = client.scatter(chunk, hash=False)
+    def submit(chunk: ReadChunk) -> None:
+        reads_f = client.scatter(chunk.encoded(), hash=False)
         located = []
         for b in range(idx.n_blocks):
-            s = client.submit(search_task, path, b, chunk_f, resources=dev, pure=False, priority=-chunk.number)
+            s = client.submit(search_task, path, b, reads_f, resources=dev, pure=False, priority=-chunk.number)
             located.append(client.submit(locate_task, path, b, s, resources=dev, pure=False, priority=-chunk.number))
-        merged = client.submit(merge_task, path, chunk_f, located, out is not None, max_hits, pure=False)
-        pending.append((merged, chunk.names, time.perf_counter()))
+        merged = client.submit(merge_task, path, len(chunk), located, pure=False, priority=-chunk.number)
+        pending.append((merged, chunk, time.perf_counter()))
 
-    def drain_one():
-        fut, names, started = pending.popleft()
-        res: ChunkResult = fut.result()
+    def drain_one() -> None:
+        fut, chunk, started = pending.popleft()
+        hits: ChunkHits = fut.result()
         if out is not None:
-            out.write(res.sam)
-        counts = res.hits.counts()
-        result.n_reads += len(names)
+            out.write(sam.format_records(chunk, hits, contig_names, max_hits))
+        counts = hits.counts()
+        result.n_reads += len(chunk)
         result.n_mapped += int((counts > 0).sum())
-        result.n_hits += len(res.hits)
+        result.n_hits += len(hits)
         result.chunk_seconds.append(time.perf_counter() - started)
         if kept is not None:
-            kept.append((res, names))
-
-    import itertools
+            kept.append((hits, chunk))
 
     for chunk in itertools.chain([first_chunk], chunks):
         submit(chunk)

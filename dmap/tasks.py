@@ -1,22 +1,22 @@
 """The functions Dask runs: search and locate on a worker's device, then
-merge/dedup and SAM formatting per chunk.  Graph construction is in
-pipeline.py; these functions only compute.
+merge/dedup per chunk.  Graph construction is in pipeline.py; these
+functions only compute.  Workers get only encoded reads (numpy arrays) and
+return hit arrays: names, sequences and qualities stay with the client,
+which writes the SAM.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
 from .device import current_device
-from .fastx import ReadChunk
+from .fastx import EncodedReads
 from .hits import BlockHits, ChunkHits, merge_block_hits
 from .index.store import Index
 from .locate import expand_intervals, locate_rows
-from .sam import format_records
 from .search.exact import search_block
 
 
@@ -34,7 +34,7 @@ def n_strands(index: Index) -> int:
     return 2 if index.alphabet.has_reverse_complement else 1
 
 
-def search_task(index_path: str, block: int, chunk: ReadChunk) -> np.ndarray:
+def search_task(index_path: str, block: int, chunk: EncodedReads) -> np.ndarray:
     """Exact intervals ``(n_queries, 2)`` of a chunk in one block, on this worker's device."""
     index = cached_index(index_path)
     device = current_device()
@@ -52,21 +52,7 @@ def locate_task(index_path: str, block: int, intervals: np.ndarray) -> BlockHits
     return BlockHits(block, blk.host.start, blk.host.own_length, query, positions)
 
 
-@dataclass
-class ChunkResult:
-    number: int
-    first: int
-    hits: ChunkHits
-    sam: str | None
-
-
-def merge_task(
-    index_path: str, chunk: ReadChunk, parts: list[BlockHits], want_sam: bool, max_hits: int | None
-) -> ChunkResult:
-    """Deduplicate a chunk's hits across blocks and format its SAM records."""
+def merge_task(index_path: str, n_reads: int, parts: list[BlockHits]) -> ChunkHits:
+    """Deduplicate a chunk's hits across block overlaps; contig coordinates."""
     index = cached_index(index_path)
-    hits = merge_block_hits(parts, len(chunk), n_strands(index), index.contig_offsets)
-    sam = None
-    if want_sam:
-        sam = format_records(chunk, hits, [c.name for c in index.meta.contigs], max_hits)
-    return ChunkResult(chunk.number, chunk.first, hits, sam)
+    return merge_block_hits(parts, n_reads, n_strands(index), index.contig_offsets)

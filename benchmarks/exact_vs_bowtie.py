@@ -1,0 +1,129 @@
+"""dmap against bowtie on exact reads from E. coli, side by side in one run.
+
+    python3 benchmarks/exact_vs_bowtie.py [--reads 1000000] [--length 100] [--work /tmp/dmap-bench]
+
+Steps: extract E. coli (Debian's bowtie-examples), simulate exact reads with
+../shared/bench/make_reads.py (half reverse-complemented), build the dmap,
+bowtie and bwa indexes (timed), then map with
+
+    dmap run INDEX READS -o dmap.sam                   (embedded local cluster)
+    bowtie -v 0 -a -p 2 --sam INDEX READS bowtie.sam
+
+after waiting for an idle machine.  Prints wall time, reads/s and peak RSS
+(summed over the process tree, sampled every 50 ms) and the ratios, checks
+that both report the same number of alignments, and times the search and
+locate kernels alone (benchmarks/kernel_speed.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+ECOLI = "/usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz"
+MAKE_READS = HERE.parent.parent / "shared" / "bench" / "make_reads.py"
+
+
+def cpu_busy() -> tuple[int, int]:
+    f = open("/proc/stat").readline().split()[1:]
+    v = list(map(int, f))
+    return v[0] + v[1] + v[2] + v[5] + v[6] + v[7], sum(v[:8])
+
+
+def wait_idle(frac: float = 0.10, max_wait: float = 600) -> None:
+    """Wait until other processes use under ``frac`` of the CPUs (as ../shared/bench/bench_lib.sh)."""
+    start = time.time()
+    while time.time() - start < max_wait:
+        b0, t0 = cpu_busy()
+        time.sleep(1)
+        b1, t1 = cpu_busy()
+        if (b1 - b0) / max(t1 - t0, 1) < frac:
+            return
+    print("[bench] machine still busy; going on", file=sys.stderr)
+
+
+def measure(cmd: list[str], **kw) -> dict:
+    """Run a command; wall seconds, peak RSS of its process tree, output."""
+    wait_idle()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    ps = psutil.Process(proc.pid)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            rss = sum(p.memory_info().rss for p in [ps, *ps.children(recursive=True)])
+            peak = max(peak, rss)
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    wall = time.perf_counter() - t0
+    out, err = proc.communicate()
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{err}")
+    return {"wall": wall, "rss_mb": peak / 2**20, "stdout": out, "stderr": err}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reads", type=int, default=1_000_000)
+    ap.add_argument("--length", type=int, default=100)
+    ap.add_argument("--work", default="/tmp/dmap-bench")
+    ap.add_argument("--skip-kernel", action="store_true")
+    args = ap.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    ref = work / "ecoli.fa"
+    if not ref.exists():
+        with gzip.open(ECOLI, "rt") as f:
+            ref.write_text(f.read())
+    reads = work / f"exact_{args.reads}_{args.length}.fq"
+    if not reads.exists():
+        subprocess.run([sys.executable, str(MAKE_READS), str(ref), "-n", str(args.reads), "-l", str(args.length),
+                        "--seed", "1", "-o", str(reads), "--truth", str(reads.with_suffix(".tsv"))], check=True)
+
+    print(f"# {args.reads} exact {args.length}-bp reads vs E. coli; {os.cpu_count()} CPUs")
+    builds = {}
+    shutil.rmtree(work / "ecoli.dmap", ignore_errors=True)
+    builds["dmap index"] = measure(["dmap", "index", str(ref), "-o", str(work / "ecoli.dmap")])
+    builds["bowtie-build"] = measure(["bowtie-build", "-q", str(ref), str(work / "ecoli_bt")])
+    if shutil.which("bwa"):
+        shutil.copy(ref, work / "ecoli_bwa.fa")
+        builds["bwa index"] = measure(["bwa", "index", str(work / "ecoli_bwa.fa")])
+    print("\n| index build | wall s | peak RSS MB |\n|---|---|---|")
+    for name, m in builds.items():
+        print(f"| {name} | {m['wall']:.2f} | {m['rss_mb']:.0f} |")
+
+    runs = {
+        "dmap run": measure(["dmap", "run", str(work / "ecoli.dmap"), str(reads), "-o", str(work / "dmap.sam")]),
+        "bowtie -v 0 -a -p 2": measure(["bowtie", "-v", "0", "-a", "-p", "2", "--sam", str(work / "ecoli_bt"),
+                                        str(reads), str(work / "bowtie.sam")]),
+    }
+    dmap_hits = int(re.search(r"mapped, (\d+) hits", runs["dmap run"]["stderr"]).group(1))
+    inner = float(re.search(r"hits in ([\d.]+) s", runs["dmap run"]["stderr"]).group(1))
+    bt_hits = int(re.search(r"Reported (\d+) alignments", runs["bowtie -v 0 -a -p 2"]["stderr"]).group(1))
+    base = runs["bowtie -v 0 -a -p 2"]["wall"]
+    print("\n| mapper | wall s | reads/s | peak RSS MB | speed vs bowtie |\n|---|---|---|---|---|")
+    for name, m in runs.items():
+        print(f"| {name} | {m['wall']:.2f} | {args.reads / m['wall']:,.0f} | {m['rss_mb']:.0f} | {base / m['wall']:.2f}x |")
+    print(f"\ndmap without cluster start-up: {inner:.2f} s ({args.reads / inner:,.0f} reads/s, "
+          f"{base / inner:.2f}x bowtie); alignments: dmap {dmap_hits}, bowtie {bt_hits}"
+          f"{' (equal)' if dmap_hits == bt_hits else ' (DIFFERENT)'}")
+    if not args.skip_kernel:
+        wait_idle()
+        print("\nkernels alone:")
+        subprocess.run([sys.executable, str(HERE / "kernel_speed.py"), str(work / "ecoli.dmap"), str(reads),
+                        "--batch", "1", "16"], check=True)
+
+
+if __name__ == "__main__":
+    main()
