@@ -9,6 +9,7 @@ import click
 
 import dmap
 
+from .cluster import read_cluster_file
 from .errors import DmapError
 from .fastx import DEFAULT_CHUNK_SIZE
 from .index.build import DEFAULT_BLOCK_LENGTH, DEFAULT_MAX_QUERY_LENGTH, DEFAULT_SA_SAMPLE_RATE
@@ -95,7 +96,7 @@ def index_info(index_path):
 @click.argument("reads", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="SAM file to write.")
 @click.option("--max-hits", "-k", type=int, default=None, help="Report at most K hits per read [default: all].")
-@click.option("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE, show_default=True, help="Reads per task.")
+@click.option("--chunk-size", type=int, default=None, help=f"Reads per task [default: {DEFAULT_CHUNK_SIZE}].")
 @click.option("--scheduler", default=None, help="Dask scheduler address (tcp://HOST:PORT) of a running cluster.")
 @click.option("--cluster", "cluster_file", default=None, type=click.Path(dir_okay=False),
               help="cluster.yaml describing the cluster.")
@@ -104,9 +105,15 @@ def index_info(index_path):
 @_user_errors
 def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, in_process):
     """Map READS (FASTQ/FASTA, optionally .gz) against INDEX and write SAM."""
+    in_flight = None
     if cluster_file is not None:
-        raise NotImplementedError("--cluster cluster.yaml is not implemented yet; start the cluster and pass --scheduler")
-    res = dmap.map_reads(index_path, reads, sam_path=output, max_hits=max_hits, chunk_size=chunk_size,
+        if scheduler is not None:
+            raise DmapError("give --scheduler or --cluster, not both")
+        cfg = read_cluster_file(cluster_file)
+        scheduler, in_flight = cfg.scheduler_address, cfg.in_flight
+        chunk_size = chunk_size or cfg.chunk_size
+    res = dmap.map_reads(index_path, reads, sam_path=output, max_hits=max_hits,
+                         chunk_size=chunk_size or DEFAULT_CHUNK_SIZE, in_flight=in_flight or 4,
                          scheduler=scheduler, return_hits=False, processes=not in_process, argv=sys.argv)
     click.echo(
         f"dmap: {res.n_reads} reads, {res.n_mapped} mapped, {res.n_hits} hits in {res.seconds:.2f} s "
