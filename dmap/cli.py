@@ -100,11 +100,15 @@ def index_info(index_path):
 @click.option("--scheduler", default=None, help="Dask scheduler address (tcp://HOST:PORT) of a running cluster.")
 @click.option("--cluster", "cluster_file", default=None, type=click.Path(dir_okay=False),
               help="cluster.yaml describing the cluster.")
+@click.option("--max-errors", type=int, default=0, show_default=True,
+              help="Edit distance allowed; only 0 (exact matching) is implemented so far.")
 @click.option("--threads", "in_process", is_flag=True,
               help="Embedded cluster: workers as threads in this process instead of one process per device.")
 @_user_errors
-def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, in_process):
+def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, max_errors, in_process):
     """Map READS (FASTQ/FASTA, optionally .gz) against INDEX and write SAM."""
+    if max_errors:
+        raise DmapError("approximate mapping (--max-errors > 0) is not implemented yet; dmap maps exact matches only")
     in_flight = None
     if cluster_file is not None:
         if scheduler is not None:
