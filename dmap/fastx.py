@@ -104,6 +104,7 @@ class ReadChunk:
     codes: np.ndarray
     offsets: np.ndarray
     lengths: np.ndarray
+    seq_bytes: np.ndarray  # the reads as given (ASCII), back to back like codes
 
     def __len__(self) -> int:
         return len(self.names)
@@ -128,8 +129,8 @@ class EncodedReads:
 
 def encode_reads(
     seqs: list[str], alphabet: Alphabet, names: list[str]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Encode reads into flat codes, offsets and lengths (see :class:`ReadChunk`)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Encode reads into flat codes, offsets, lengths and the raw bytes (see :class:`ReadChunk`)."""
     lengths = np.fromiter(map(len, seqs), dtype=np.uint32, count=len(seqs))
     offsets = np.zeros(len(seqs), dtype=np.uint32)
     np.cumsum(lengths[:-1], out=offsets[1:])
@@ -145,7 +146,7 @@ def encode_reads(
         raise InputFormatError(
             f"read {names[read]!r} contains the symbol {bad!r}, which is not in the index's {alphabet.name} alphabet"
         )
-    return codes, offsets, lengths
+    return codes, offsets, lengths, joined
 
 
 def iter_read_chunks(
@@ -181,7 +182,7 @@ def iter_read_chunks(
             return
         if quals[0] is None:  # FASTA
             quals = None
-        codes, offsets, lengths = encode_reads(seqs, alphabet, names)
+        codes, offsets, lengths, seq_bytes = encode_reads(seqs, alphabet, names)
         if not all(names):
             raise InputFormatError(f"reads {os.fspath(path)!r}: read number {first + names.index('') + 1} has no name")
         if (lengths == 0).any():
@@ -192,6 +193,6 @@ def iter_read_chunks(
                 f"read {names[i]!r} is {lengths[i]} symbols long, longer than the index's maximum query length "
                 f"{max_length}; rebuild the index with a larger --max-query-length"
             )
-        yield ReadChunk(number, first, names, seqs, quals, codes, offsets, lengths)  # type: ignore[arg-type]
+        yield ReadChunk(number, first, names, seqs, quals, codes, offsets, lengths, seq_bytes)  # type: ignore[arg-type]
         number += 1
         first += len(names)

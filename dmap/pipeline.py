@@ -28,7 +28,7 @@ from distributed.comm.core import CommClosedError
 
 from . import sam
 from .cluster import connect, embedded_client, require_device_workers
-from .device import DEVICE_RESOURCE
+from .device import DEVICE_RESOURCE, local_device
 from .errors import ClusterError, DmapError
 from .fastx import DEFAULT_CHUNK_SIZE, iter_read_chunks
 from .index.store import Index, open_index
@@ -157,17 +157,18 @@ def map_reads(
     t0 = time.perf_counter()
     result = MappingResult()
     kept: list[tuple[ChunkHits, ReadChunk]] = []
-    tmp = out = None
+    tmp = out = writer = None
     if sam_path is not None:
         sam_path = os.path.abspath(os.fspath(sam_path))
         tmp = f"{sam_path}.partial-{os.getpid()}"
-        out = open(tmp, "w")
+        out = open(tmp, "wb")
+        writer = sam.SamWriter(out, contig_names, max_hits, device=local_device())
     try:
-        if out is not None:
-            out.write(sam.header(idx.meta, argv))
+        if writer is not None:
+            writer.write_header(sam.header(idx.meta, argv))
         with _client(client, scheduler, processes) as c:
             require_device_workers(c)
-            _run(c, idx, first_chunk, chunks, out, max_hits, in_flight, result, kept if return_hits else None)
+            _run(c, idx, first_chunk, chunks, writer, in_flight, result, kept if return_hits else None)
         if out is not None:
             out.close()
             os.replace(tmp, sam_path)
@@ -185,10 +186,9 @@ def map_reads(
     return result
 
 
-def _run(client, idx, first_chunk, chunks, out, max_hits, in_flight, result, kept) -> None:
+def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept) -> None:
     path = idx.path
     dev = {DEVICE_RESOURCE: 1}
-    contig_names = [c.name for c in idx.meta.contigs]
     pending: deque = deque()
 
     def submit(chunk: ReadChunk) -> None:
@@ -203,8 +203,8 @@ def _run(client, idx, first_chunk, chunks, out, max_hits, in_flight, result, kep
     def drain_one() -> None:
         fut, chunk, started = pending.popleft()
         hits: ChunkHits = fut.result()
-        if out is not None:
-            out.write(sam.format_records(chunk, hits, contig_names, max_hits))
+        if writer is not None:
+            writer.write_records(chunk, hits)
         counts = hits.counts()
         result.n_reads += len(chunk)
         result.n_mapped += int((counts > 0).sum())

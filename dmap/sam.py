@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import shlex
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import __version__
-from .alphabet import reverse_complement
+from .alphabet import _DNA_COMPLEMENT, reverse_complement
 from .fastx import ReadChunk
 from .hits import ChunkHits
 from .index.store import IndexMeta
@@ -43,43 +44,163 @@ def mapq(n_hits: int) -> int:
     return 0
 
 
-def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], max_hits: int | None = None) -> str:
-    """SAM records of a chunk, reads in input order.
+@dataclass
+class RecordColumns:
+    """One entry per SAM record, in output order (reads in input order)."""
 
-    Columns are computed with numpy and joined by one comprehension: a
-    per-read loop with branches cost about twice as much.
-    """
-    n_reads = len(chunk)
+    read: np.ndarray  # chunk-local read number
+    flag: np.ndarray
+    contig: np.ndarray  # contig number (0 for unmapped records; unused there)
+    pos: np.ndarray  # 1-based POS (0 for unmapped)
+    mapq: np.ndarray
+    nh: np.ndarray  # records reported for the read
+
+
+def record_columns(hits: ChunkHits, max_hits: int | None = None) -> RecordColumns:
+    """Flags, positions, MAPQ and NH of every record of a chunk."""
     counts = hits.counts()
-    # Rank of each hit within its read; keep the first max_hits.
-    first_of_read = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    first_of_read = np.zeros(hits.n_reads, dtype=np.int64)
+    np.cumsum(counts[:-1], out=first_of_read[1:])
     rank = np.arange(len(hits)) - first_of_read[hits.read]
-    keep = rank < (max_hits if max_hits is not None else len(hits) + 1)
-    read = np.concatenate([hits.read[keep], np.flatnonzero(counts == 0)])
+    keep = rank < max_hits if max_hits is not None else np.ones(len(hits), dtype=bool)
+    unmapped = np.flatnonzero(counts == 0)
+    read = np.concatenate([hits.read[keep], unmapped])
     order = np.argsort(read, kind="stable")
-    n_mapped = int(keep.sum())
-    is_hit = order < n_mapped
+    n_kept = int(keep.sum())
+    is_hit = order < n_kept
+    src = np.where(is_hit, order, 0)
+    kept = {name: getattr(hits, name)[keep] for name in ("strand", "contig", "position")}
+    kept["rank"] = rank[keep]
+    if n_kept == 0:
+        kept = {name: np.zeros(1, dtype=np.int64) for name in kept}
+    kept = {name: a[src] for name, a in kept.items()}
     read = read[order]
-    hit = np.where(is_hit, order, 0)
-    primary = ~is_hit | (rank[keep][hit] == 0) if n_mapped else ~is_hit
-    reverse = is_hit & (hits.strand[keep][hit] == 1) if n_mapped else is_hit
-    flag = np.where(is_hit, np.where(reverse, 16, 0) | np.where(primary, 0, 256), 4)
-    shown = np.minimum(counts, max_hits) if max_hits is not None else counts
+    flag = np.where(is_hit, np.where(kept["strand"] == 1, 16, 0) | np.where(kept["rank"] == 0, 0, 256), 4)
     mapq_of_read = np.select([counts == 1, counts == 2, counts <= 4], [60, 3, 1], 0)
-    names, seqs = chunk.names, chunk.seqs
-    quals = chunk.quals if chunk.quals is not None else ["*"] * n_reads
-    rname = np.array(contig_names + ["*"], dtype=object)
-    contig = hits.contig[keep][hit] if n_mapped else np.zeros(read.size, dtype=np.int64)
-    pos = hits.position[keep][hit] + 1 if n_mapped else np.zeros(read.size, dtype=np.int64)
-    rows = zip(
-        read.tolist(), flag.tolist(), rname[np.where(is_hit, contig, -1)].tolist(),
-        np.where(is_hit, pos, 0).tolist(), np.where(is_hit, mapq_of_read[read], 0).tolist(),
-        primary.tolist(), reverse.tolist(), shown[read].tolist(),
+    nh = np.minimum(counts, max_hits) if max_hits is not None else counts
+    return RecordColumns(
+        read=read,
+        flag=flag.astype(np.uint32),
+        contig=np.where(is_hit, kept["contig"], 0).astype(np.uint32),
+        pos=np.where(is_hit, kept["position"] + 1, 0).astype(np.uint32),
+        mapq=np.where(is_hit, mapq_of_read[read], 0).astype(np.uint32),
+        nh=nh[read].astype(np.uint32),
     )
+
+
+def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], max_hits: int | None = None) -> str:
+    """SAM records of a chunk in Python: the reference for ``sam_records.cl``."""
+    cols = record_columns(hits, max_hits)
+    names, seqs = chunk.names, chunk.seqs
+    quals = chunk.quals if chunk.quals is not None else ["*"] * len(chunk)
+
+    def record(r: int, f: int, c: int, p: int, q: int, k: int) -> str:
+        if f & 4:
+            return f"{names[r]}\t4\t*\t0\t0\t*\t*\t0\t0\t{seqs[r]}\t{quals[r]}\n"
+        if f & 256:
+            seq_qual = "*\t*"
+        elif f & 16:  # only DNA has a reverse strand
+            seq_qual = f"{reverse_complement(seqs[r])}\t{quals[r][::-1]}"
+        else:
+            seq_qual = f"{seqs[r]}\t{quals[r]}"
+        return f"{names[r]}\t{f}\t{contig_names[c]}\t{p}\t{q}\t{len(seqs[r])}M\t*\t0\t0\t{seq_qual}\tNM:i:0\tNH:i:{k}\n"
+
     return "".join([
-        f"{names[r]}\t{f}\t{c}\t{p}\t{q}\t{len(seqs[r])}M\t*\t0\t0\t"
-        + (("*\t*" if not prim else f"{reverse_complement(seqs[r])}\t{quals[r][::-1]}" if rev else f"{seqs[r]}\t{quals[r]}")
-           + f"\tNM:i:0\tNH:i:{k}\n")
-        if f != 4 else f"{names[r]}\t4\t*\t0\t0\t*\t*\t0\t0\t{seqs[r]}\t{quals[r]}\n"
-        for r, f, c, p, q, prim, rev, k in rows
+        record(*row) for row in zip(cols.read.tolist(), cols.flag.tolist(), cols.contig.tolist(), cols.pos.tolist(),
+                                    cols.mapq.tolist(), cols.nh.tolist())
     ])
+
+
+def _digits(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.uint64)
+    d = np.ones(x.shape, dtype=np.int64)
+    for k in range(1, 20):
+        d += x >= np.uint64(10**k)
+    return d
+
+
+def record_lengths(cols: RecordColumns, name_len: np.ndarray, seq_len: np.ndarray, rname_len: np.ndarray,
+                   has_qual: bool) -> np.ndarray:
+    """Byte length of each record exactly as ``sam_records.cl`` writes it."""
+    r = cols.read
+    L = seq_len[r].astype(np.int64)
+    qual = L if has_qual else np.ones_like(L)
+    unmapped = name_len[r] + len("\t4\t*\t0\t0\t*\t*\t0\t0\t") + L + 1 + qual + 1
+    secondary = (cols.flag & 256) != 0
+    seq_qual = np.where(secondary, 3, L + 1 + qual)
+    mapped = (name_len[r] + 1 + _digits(cols.flag) + 1 + rname_len[cols.contig] + 1 + _digits(cols.pos) + 1
+              + _digits(cols.mapq) + 1 + _digits(L) + len("M\t*\t0\t0\t") + seq_qual
+              + len("\tNM:i:0\tNH:i:") + _digits(cols.nh) + 1)
+    return np.where((cols.flag & 4) != 0, unmapped, mapped)
+
+
+def _flat(strings: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Strings back to back as bytes, with offsets and lengths."""
+    lengths = np.fromiter(map(len, strings), dtype=np.uint32, count=len(strings))
+    offsets = np.zeros(len(strings), dtype=np.uint32)
+    np.cumsum(lengths[:-1], out=offsets[1:])
+    data = np.frombuffer("".join(strings).encode("latin-1"), dtype=np.uint8)
+    if data.size != lengths.sum():
+        raise ValueError("names must be ASCII/latin-1")
+    return data, offsets, lengths
+
+
+_COMPLEMENT = np.frombuffer(bytes(range(256)).translate(_DNA_COMPLEMENT), dtype=np.uint8)
+
+
+def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_names: list[str],
+                          max_hits: int | None = None) -> np.ndarray:
+    """SAM records of a chunk, written by ``kernels/sam_records.cl``.
+
+    Returns the same bytes as :func:`format_records` (as a uint8 array, to
+    be written without a copy) at a third of the host CPU time: building
+    each line in Python was the largest host cost of a run.
+    """
+    from .search.exact import launch_size
+
+    cols = record_columns(hits, max_hits)
+    n = cols.read.size
+    names, name_off, name_len = _flat(chunk.names)
+    seqs, seq_off, seq_len = chunk.seq_bytes, chunk.offsets, chunk.lengths
+    quals = _flat(chunk.quals)[0] if chunk.quals is not None else np.zeros(1, dtype=np.uint8)
+    rnames, rname_off, rname_len = _flat(contig_names)
+    lengths = record_lengths(cols, name_len, seq_len, rname_len, chunk.quals is not None)
+    starts = np.zeros(n, dtype=np.uint64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    total = int(lengths.sum())
+    cl = device.cl
+    out = np.empty(total, dtype=np.uint8)
+    out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, max(total, 1))
+    # The buffers must outlive the kernel: OpenCL kernels need not retain their arguments.
+    bufs = [device.upload(a) for a in (names, name_off, name_len, seqs, quals, seq_off, seq_len)]
+    bufs += [np.uint32(chunk.quals is not None)]
+    bufs += [device.upload(a) for a in (rnames, rname_off, rname_len, _COMPLEMENT, cols.read.astype(np.uint32),
+                                        cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh, starts)]
+    kernel = cl.Kernel(device.program("sam_records.cl", {}), "sam_records")
+    kernel.set_args(*bufs, np.uint32(n), out_buf)
+    cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(n))
+    cl.enqueue_copy(device.queue, out, out_buf)
+    return out
+
+
+class SamWriter:
+    """Writes a SAM file: header, then records chunk by chunk.
+
+    Records are formatted by ``sam_records.cl`` on this process's OpenCL
+    device when it has one, else in Python (the same bytes).
+    """
+
+    def __init__(self, file, contig_names: list[str], max_hits: int | None, device=None):
+        self.file = file
+        self.contig_names = contig_names
+        self.max_hits = max_hits
+        self.device = device
+
+    def write_header(self, text: str) -> None:
+        self.file.write(text.encode())
+
+    def write_records(self, chunk: ReadChunk, hits: ChunkHits) -> None:
+        if self.device is not None:
+            self.file.write(format_records_device(self.device, chunk, hits, self.contig_names, self.max_hits))
+        else:
+            self.file.write(format_records(chunk, hits, self.contig_names, self.max_hits).encode())

@@ -14,7 +14,7 @@ from dmap.search.reference import backward_search_numpy, brute_force_hits
 
 
 def kernel_hits(device, block, alphabet, reads, batch=16):
-    codes, offsets, lengths = encode_reads(reads, alphabet, reads)
+    codes, offsets, lengths, _ = encode_reads(reads, alphabet, reads)
     n_strands = 2 if alphabet.has_reverse_complement else 1
     dblock = device.upload_block(block)
     intervals = search_block(device, dblock, codes, offsets, lengths, n_strands, batch=batch)

@@ -1,0 +1,83 @@
+// SAM records, one work-item per record, written at offsets the host
+// computed (dmap/sam.py: record_lengths).  The Python formatter in
+// dmap/sam.py is the reference this kernel is tested against byte for byte.
+
+inline size_t put_uint(__global uchar *out, size_t o, ulong v) {
+    uchar tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = (uchar)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n) out[o++] = tmp[--n];
+    return o;
+}
+
+inline size_t put_bytes(__global uchar *out, size_t o, __global const uchar *src, uint len) {
+    for (uint i = 0; i < len; i++) out[o + i] = src[i];
+    return o + len;
+}
+
+inline size_t put_str(__global uchar *out, size_t o, __constant const char *s) {
+    while (*s) out[o++] = (uchar)*s++;
+    return o;
+}
+
+__kernel void sam_records(__global const uchar *names, __global const uint *name_off,
+                          __global const uint *name_len,
+                          __global const uchar *seqs, __global const uchar *quals,
+                          __global const uint *seq_off, __global const uint *seq_len, const uint has_qual,
+                          __global const uchar *rnames, __global const uint *rname_off,
+                          __global const uint *rname_len, __global const uchar *complement,
+                          __global const uint *rec_read, __global const uint *rec_flag,
+                          __global const uint *rec_contig, __global const uint *rec_pos,
+                          __global const uint *rec_mapq, __global const uint *rec_nh,
+                          __global const ulong *rec_start, const uint n_records, __global uchar *out) {
+    const uint gid = get_global_id(0);
+    if (gid >= n_records) return;
+    const uint r = rec_read[gid], flag = rec_flag[gid];
+    const uint len = seq_len[r];
+    __global const uchar *seq = seqs + seq_off[r];
+    __global const uchar *qual = quals + seq_off[r];
+    size_t o = put_bytes(out, rec_start[gid], names + name_off[r], name_len[r]);
+    if (flag & 4u) {
+        o = put_str(out, o, "\t4\t*\t0\t0\t*\t*\t0\t0\t");
+        o = put_bytes(out, o, seq, len);
+        out[o++] = '\t';
+        if (has_qual) o = put_bytes(out, o, qual, len); else out[o++] = '*';
+        out[o] = '\n';
+        return;
+    }
+    out[o++] = '\t';
+    o = put_uint(out, o, flag);
+    out[o++] = '\t';
+    const uint c = rec_contig[gid];
+    o = put_bytes(out, o, rnames + rname_off[c], rname_len[c]);
+    out[o++] = '\t';
+    o = put_uint(out, o, rec_pos[gid]);
+    out[o++] = '\t';
+    o = put_uint(out, o, rec_mapq[gid]);
+    out[o++] = '\t';
+    o = put_uint(out, o, len);
+    o = put_str(out, o, "M\t*\t0\t0\t");
+    if (flag & 256u) {
+        o = put_str(out, o, "*\t*");
+    } else if (flag & 16u) {
+        for (uint i = 0; i < len; i++) out[o + i] = complement[seq[len - 1 - i]];
+        o += len;
+        out[o++] = '\t';
+        if (has_qual) {
+            for (uint i = 0; i < len; i++) out[o + i] = qual[len - 1 - i];
+            o += len;
+        } else {
+            out[o++] = '*';
+        }
+    } else {
+        o = put_bytes(out, o, seq, len);
+        out[o++] = '\t';
+        if (has_qual) o = put_bytes(out, o, qual, len); else out[o++] = '*';
+    }
+    o = put_str(out, o, "\tNM:i:0\tNH:i:");
+    o = put_uint(out, o, rec_nh[gid]);
+    out[o] = '\n';
+}
