@@ -4,6 +4,7 @@ __version__ = "0.1.0"
 
 from .errors import ClusterError, DeviceError, DmapError, IndexFormatError, InputFormatError  # noqa: E402
 from .index import Index, build_index, open_index  # noqa: E402
+from .cluster import LocalDeviceCluster  # noqa: E402
 from .pipeline import Hits, MappingResult, map_reads  # noqa: E402
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "map_reads",
     "MappingResult",
     "Hits",
+    "LocalDeviceCluster",
     "DmapError",
     "InputFormatError",
     "IndexFormatError",

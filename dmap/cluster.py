@@ -54,10 +54,31 @@ def embedded_cluster_spec(processes: bool = False, dashboard: bool = False) -> t
     return scheduler, workers
 
 
+class LocalDeviceCluster(SpecCluster):
+    """A local Dask cluster with one worker per OpenCL device of this machine.
+
+    The Dask way to get dmap's workers in a notebook::
+
+        from distributed import Client
+        client = Client(dmap.LocalDeviceCluster())
+
+    Parameters
+    ----------
+    processes
+        One spawned worker process per device (default), or threads here.
+    dashboard
+        Serve the Dask dashboard on 127.0.0.1:8787.
+    """
+
+    def __init__(self, processes: bool = True, dashboard: bool = False, **kwargs):
+        scheduler, workers = embedded_cluster_spec(processes, dashboard)
+        kwargs.setdefault("silence_logs", logging.ERROR)
+        super().__init__(workers=workers, scheduler=scheduler, **kwargs)
+
+
 @contextlib.contextmanager
 def embedded_client(processes: bool = False, dashboard: bool = False) -> Iterator[Client]:
-    """A client of a local cluster with one worker per OpenCL device."""
-    scheduler, workers = embedded_cluster_spec(processes, dashboard)
+    """A client of a :class:`LocalDeviceCluster`, closed on exit."""
     # A failed task is re-raised to the caller with its own message; the
     # worker's "Compute Failed" log would repeat it as a traceback.
     quiet = {name: logging.getLogger(name) for name in ("distributed.worker", "distributed.core")}
@@ -65,9 +86,8 @@ def embedded_client(processes: bool = False, dashboard: bool = False) -> Iterato
     for log in quiet.values():
         log.setLevel(logging.CRITICAL)
     try:
-        with SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR) as cluster:
-            with Client(cluster) as client:
-                yield client
+        with LocalDeviceCluster(processes, dashboard) as cluster, Client(cluster) as client:
+            yield client
     finally:
         for name, log in quiet.items():
             log.setLevel(levels[name])

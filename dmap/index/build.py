@@ -88,14 +88,15 @@ def index_block(text: np.ndarray, sigma: int, layout: str, occ_rate: int, sa_rat
     suffix array order of ``text``.
     """
     n = text.size
-    sa = pydivsufsort.divsufsort(np.ascontiguousarray(text).copy())  # int32 for n < 2**31
-    sa_full = np.empty(n + 1, dtype=np.int64)
+    # int32 throughout (blocks are < 2**30 symbols) keeps a block's build
+    # under ~16 bytes per symbol.
+    sa = pydivsufsort.divsufsort(np.ascontiguousarray(text).copy())
+    sa_full = np.empty(n + 1, dtype=np.int32)
     sa_full[0] = n
     sa_full[1:] = sa
     del sa
-    before = sa_full - 1
-    bwt = text[np.maximum(before, 0)]
-    bwt[before < 0] = sigma  # the sentinel counts as no symbol
+    bwt = text[sa_full - 1]  # position -1 wraps to the last symbol; fixed just below
+    bwt[sa_full == 0] = sigma  # the sentinel counts as no symbol
     counts = np.bincount(text, minlength=sigma + 1)[:sigma]
     C = np.empty(sigma + 1, dtype=np.uint32)
     C[0] = 1  # row 0 is the sentinel suffix, smaller than every symbol
