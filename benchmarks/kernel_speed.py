@@ -46,13 +46,14 @@ def main():
         print(f"search batch={batch:3d}: {best:.3f} s, {n * strands / best / 1e6:.2f} M queries/s "
               f"({n / best / 1e6:.2f} M reads/s both strands)")
     _, rows = expand_intervals(iv.reshape(-1, 2))
-    best = np.inf
-    for rep in range(args.repeat + 1):
-        t = time.perf_counter()
-        locate_rows(dev, blk, rows)
-        if rep:
-            best = min(best, time.perf_counter() - t)
-    print(f"locate: {rows.size} rows in {best:.3f} s, {rows.size / best / 1e6:.2f} M rows/s")
+    for batch in args.batch:
+        best = np.inf
+        for rep in range(args.repeat + 1):
+            t = time.perf_counter()
+            locate_rows(dev, blk, rows, batch=batch)
+            if rep:
+                best = min(best, time.perf_counter() - t)
+        print(f"locate batch={batch:3d}: {rows.size} rows in {best:.3f} s, {rows.size / best / 1e6:.2f} M rows/s")
 
 
 if __name__ == "__main__":

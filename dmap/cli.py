@@ -65,7 +65,7 @@ def index():
 @click.option("--occ-layout", type=click.Choice(["interleaved", "bitmap"]), default="interleaved", show_default=True,
               help="interleaved: one cache line per Occ lookup; bitmap: the BowMapCL paper's layout.")
 @click.option("--occ-sample-rate", "-R", type=int, default=None,
-              help="32-bit bitmap words per symbol between counts [default: 3 for DNA interleaved, else 1].")
+              help="32-bit bitmap words per symbol between counts [default: 1].")
 @click.option("--sa-sample-rate", "-S", type=int, default=DEFAULT_SA_SAMPLE_RATE, show_default=True,
               help="Keep one suffix-array value every S rows.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing index.")

@@ -13,6 +13,9 @@ from .index.occ import bwt_symbol, occ_lookup
 from .index.store import BlockArrays
 from .search.exact import launch_size, occ_defines
 
+# Rows walked in step by one work-item (benchmarks/kernel_speed.py).
+LOCATE_BATCH = 16
+
 
 def expand_intervals(intervals: np.ndarray, max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Rows of every interval, flattened.
@@ -40,13 +43,13 @@ def expand_intervals(intervals: np.ndarray, max_rows: int | None = None) -> tupl
     return query, rows.astype(np.uint32)
 
 
-def locate_rows(device: Device, block: DeviceBlock, rows: np.ndarray) -> np.ndarray:
+def locate_rows(device: Device, block: DeviceBlock, rows: np.ndarray, batch: int = LOCATE_BATCH) -> np.ndarray:
     """Text positions (block-local) of BWT ``rows``, on the device."""
     if rows.size == 0:
         return np.zeros(0, dtype=np.uint32)
     cl = device.cl
     host = block.host
-    prg = device.program("locate.cl", {**occ_defines(block), "SA_RATE": host.sa_sample_rate})
+    prg = device.program("locate.cl", {**occ_defines(block), "SA_RATE": host.sa_sample_rate, "BATCH": batch})
     rows_buf = device.upload(rows.astype(np.uint32))
     out = np.empty(rows.size, dtype=np.uint32)
     out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, out.nbytes)
@@ -56,7 +59,7 @@ def locate_rows(device: Device, block: DeviceBlock, rows: np.ndarray) -> np.ndar
         b["occ"], np.uint32(host.shape.n_periods), b["C"], b["sa_samples"], b["boundary_rows"],
         b["boundary_pos"], np.uint32(host.boundary_rows.size), rows_buf, np.uint32(rows.size), out_buf,
     )
-    cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(rows.size))
+    cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(-(-rows.size // batch)))
     cl.enqueue_copy(device.queue, out, out_buf)
     return out
 

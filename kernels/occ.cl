@@ -24,17 +24,16 @@ inline uint occ_count(__global const uint *occ, uint n_periods, uint c, uint i) 
     uint off = i - p * PERIOD;
     uint total = OCC_COUNT(occ, n_periods, c, p);
     __global const uint *w = OCC_WORDS(occ, n_periods, c, p);
-#if RATE == 1
-    total += popcount(w[0] & ((1u << off) - 1u));  // off < 32
-#else
+    // Branch-free (selects, unrolled over the compile-time RATE) so that
+    // the compiler can vectorise across work-items; a loop with a branch
+    // here measured 2.5x slower on PoCL.
+    const uint word = off >> 5;
+    const uint low = (1u << (off & 31u)) - 1u;
+#pragma unroll
     for (uint k = 0; k < RATE; k++) {
-        int nb = (int)off - 32 * (int)k;
-        if (nb > 0) {
-            uint m = nb >= 32 ? 0xffffffffu : ((1u << nb) - 1u);
-            total += popcount(w[k] & m);
-        }
+        uint m = k < word ? 0xffffffffu : (k == word ? low : 0u);
+        total += popcount(w[k] & m);
     }
-#endif
     return total;
 }
 

@@ -6,10 +6,11 @@ OpenCL lookups in ``kernels/occ.cl`` mirror :func:`occ_lookup` here.
 
 ``interleaved`` (default)
     One *line* per ``32*R`` BWT positions: ``sigma`` counts (occurrences
-    before the line) followed by ``R`` 32-bit bitmap words per symbol.  For
-    DNA with R=3 a line is 16 words = 64 bytes, so one lookup touches one
-    cache line: the search is bound by memory latency, and this halves the
-    lines touched compared with the paper's layout.
+    before the line) followed by ``R`` 32-bit bitmap words per symbol.  One
+    lookup reads one line: for DNA with R=1 a line is 8 words = 32 bytes,
+    so it never straddles a 64-byte cache line.  The search is bound by
+    memory latency, and this touches one line per lookup where the paper's
+    layout touches two.  R=1 measured fastest (docs/benchmarks.md).
 
 ``bitmap`` (BowMapCL 4.4.2)
     ``sigma`` rows of counts sampled every ``32*R`` positions, then ``sigma``
@@ -28,9 +29,7 @@ LAYOUT_IDS = {"interleaved": 0, "bitmap": 1}
 
 
 def default_rate(layout: str, sigma: int) -> int:
-    """Default R: DNA interleaved lines fill one 64-byte cache line."""
-    if layout == "interleaved":
-        return 3 if sigma <= 4 else 1
+    """Default R: 1 (one popcount per lookup) measured fastest for both layouts."""
     return 1
 
 

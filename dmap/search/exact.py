@@ -7,10 +7,9 @@ import numpy as np
 from ..device import Device, DeviceBlock
 
 # Queries advanced in step by one work-item (see exact_search.cl) and the
-# work-group size.  On PoCL, which vectorises across work-items and so keeps
-# many loads in flight by itself, one query per work-item in groups of 128
-# measured fastest (benchmarks/kernel_speed.py, docs/benchmarks.md).
-DEFAULT_BATCH = 1
+# work-group size, as measured fastest with benchmarks/kernel_speed.py
+# (docs/benchmarks.md).
+DEFAULT_BATCH = 16
 WORK_GROUP = 128
 
 
