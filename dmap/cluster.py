@@ -48,7 +48,9 @@ def embedded_cluster_spec(processes: bool = False, dashboard: bool = False) -> t
         "options": {
             "host": LOOPBACK,
             "dashboard": dashboard,
-            "dashboard_address": f"{LOOPBACK}:8787" if dashboard else None,
+            # Port 0 when no dashboard is asked for: the scheduler's HTTP
+            # server should never contend for 8787 with another cluster.
+            "dashboard_address": f"{LOOPBACK}:8787" if dashboard else f"{LOOPBACK}:0",
         },
     }
     return scheduler, workers

@@ -18,8 +18,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import queue
+import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -188,9 +189,17 @@ def map_reads(
 
 
 def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept) -> None:
+    """Submit chunks from this thread; a writer thread takes results in input order.
+
+    Reading/encoding the next chunks overlaps with formatting and writing
+    the finished ones.  The queue holds at most ``in_flight`` chunks, so
+    memory stays bounded whatever the input size.
+    """
     path = idx.path
     dev = {DEVICE_RESOURCE: 1}
-    pending: deque = deque()
+    done = object()
+    pending: queue.Queue = queue.Queue(maxsize=in_flight)
+    failure: list[BaseException] = []
 
     def submit(chunk: ReadChunk) -> None:
         reads_f = client.scatter(chunk.encoded(), hash=False)
@@ -199,24 +208,36 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept) -> N
             s = client.submit(search_task, path, b, reads_f, resources=dev, pure=False, priority=-chunk.number)
             located.append(client.submit(locate_task, path, b, s, resources=dev, pure=False, priority=-chunk.number))
         merged = client.submit(merge_task, path, len(chunk), located, pure=False, priority=-chunk.number)
-        pending.append((merged, chunk, time.perf_counter()))
+        pending.put((merged, chunk, time.perf_counter()))
 
-    def drain_one() -> None:
-        fut, chunk, started = pending.popleft()
-        hits: ChunkHits = fut.result()
-        if writer is not None:
-            writer.write_records(chunk, hits)
-        counts = hits.counts()
-        result.n_reads += len(chunk)
-        result.n_mapped += int((counts > 0).sum())
-        result.n_hits += len(hits)
-        result.chunk_seconds.append(time.perf_counter() - started)
-        if kept is not None:
-            kept.append((hits, chunk))
+    def write_in_order() -> None:
+        try:
+            while (item := pending.get()) is not done:
+                fut, chunk, started = item
+                hits: ChunkHits = fut.result()
+                if writer is not None:
+                    writer.write_records(chunk, hits)
+                counts = hits.counts()
+                result.n_reads += len(chunk)
+                result.n_mapped += int((counts > 0).sum())
+                result.n_hits += len(hits)
+                result.chunk_seconds.append(time.perf_counter() - started)
+                if kept is not None:
+                    kept.append((hits, chunk))
+        except BaseException as e:  # handed to the submitting thread
+            failure.append(e)
+            while pending.get() is not done:  # unblock the submitter
+                pass
 
-    for chunk in itertools.chain([first_chunk], chunks):
-        submit(chunk)
-        while len(pending) >= in_flight:
-            drain_one()
-    while pending:
-        drain_one()
+    thread = threading.Thread(target=write_in_order, name="dmap-sam-writer", daemon=True)
+    thread.start()
+    try:
+        for chunk in itertools.chain([first_chunk], chunks):
+            if failure:
+                break
+            submit(chunk)
+    finally:
+        pending.put(done)
+        thread.join()
+    if failure:
+        raise failure[0]
