@@ -34,14 +34,14 @@ def header(meta: IndexMeta, argv: list[str] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def mapq_of_counts(n_hits: np.ndarray) -> np.ndarray:
+    """MAPQ from the number of hits: 60 if unique, 3 if two, 1 if 3-4, else 0."""
+    n_hits = np.asarray(n_hits)
+    return np.select([n_hits == 1, n_hits == 2, n_hits <= 4], [60, 3, 1], 0)
+
+
 def mapq(n_hits: int) -> int:
-    if n_hits == 1:
-        return 60
-    if n_hits == 2:
-        return 3
-    if n_hits <= 4:
-        return 1
-    return 0
+    return int(mapq_of_counts(np.array([n_hits]))[0])
 
 
 @dataclass
@@ -76,7 +76,7 @@ def record_columns(hits: ChunkHits, max_hits: int | None = None) -> RecordColumn
     kept = {name: a[src] for name, a in kept.items()}
     read = read[order]
     flag = np.where(is_hit, np.where(kept["strand"] == 1, 16, 0) | np.where(kept["rank"] == 0, 0, 256), 4)
-    mapq_of_read = np.select([counts == 1, counts == 2, counts <= 4], [60, 3, 1], 0)
+    mapq_of_read = mapq_of_counts(counts)
     nh = np.minimum(counts, max_hits) if max_hits is not None else counts
     return RecordColumns(
         read=read,
