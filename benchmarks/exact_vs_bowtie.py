@@ -9,7 +9,8 @@ bowtie and bwa indexes (timed), then map with
     dmap run INDEX READS -o dmap.sam                   (embedded local cluster)
     bowtie -v 0 -a -p 2 --sam INDEX READS bowtie.sam
 
-after waiting for an idle machine.  Prints wall time, reads/s and peak RSS
+in alternating rounds (--repeat, default 3), each after waiting for an idle
+machine.  Prints the median wall time, reads/s and peak RSS
 (summed over the process tree, sampled every 50 ms) and the ratios, checks
 that both report the same number of alignments, and times the search and
 locate kernels alone (benchmarks/kernel_speed.py).
@@ -22,6 +23,7 @@ import gzip
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -78,6 +80,7 @@ def main() -> None:
     ap.add_argument("--reads", type=int, default=1_000_000)
     ap.add_argument("--length", type=int, default=100)
     ap.add_argument("--work", default="/tmp/dmap-bench")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of (dmap, bowtie) runs; medians are reported")
     ap.add_argument("--skip-kernel", action="store_true")
     args = ap.parse_args()
     work = Path(args.work)
@@ -103,26 +106,37 @@ def main() -> None:
     for name, m in builds.items():
         print(f"| {name} | {m['wall']:.2f} | {m['rss_mb']:.0f} |")
 
-    runs = {
-        "dmap run": measure(["dmap", "run", str(work / "ecoli.dmap"), str(reads), "-o", str(work / "dmap.sam")]),
-        "bowtie -v 0 -a -p 2": measure(["bowtie", "-v", "0", "-a", "-p", "2", "--sam", str(work / "ecoli_bt"),
-                                        str(reads), str(work / "bowtie.sam")]),
+    commands = {
+        "dmap run": ["dmap", "run", str(work / "ecoli.dmap"), str(reads), "-o", str(work / "dmap.sam")],
+        "bowtie -v 0 -a -p 2": ["bowtie", "-v", "0", "-a", "-p", "2", "--sam", str(work / "ecoli_bt"), str(reads),
+                                str(work / "bowtie.sam")],
     }
-    dmap_hits = int(re.search(r"mapped, (\d+) hits", runs["dmap run"]["stderr"]).group(1))
-    inner = float(re.search(r"hits in ([\d.]+) s", runs["dmap run"]["stderr"]).group(1))
-    bt_hits = int(re.search(r"Reported (\d+) alignments", runs["bowtie -v 0 -a -p 2"]["stderr"]).group(1))
-    base = runs["bowtie -v 0 -a -p 2"]["wall"]
-    print("\n| mapper | wall s | reads/s | peak RSS MB | speed vs bowtie |\n|---|---|---|---|---|")
-    for name, m in runs.items():
-        print(f"| {name} | {m['wall']:.2f} | {args.reads / m['wall']:,.0f} | {m['rss_mb']:.0f} | {base / m['wall']:.2f}x |")
-    print(f"\ndmap without cluster start-up: {inner:.2f} s ({args.reads / inner:,.0f} reads/s, "
+    # Alternate the tools, several rounds: this machine's speed drifts by
+    # 20-30% over minutes, so one run each is not a fair comparison.
+    runs: dict[str, list[dict]] = {name: [] for name in commands}
+    for _ in range(args.repeat):
+        for name, cmd in commands.items():
+            runs[name].append(measure(cmd))
+    med = {name: statistics.median(m["wall"] for m in ms) for name, ms in runs.items()}
+    last = {name: ms[-1] for name, ms in runs.items()}
+    dmap_hits = int(re.search(r"mapped, (\d+) hits", last["dmap run"]["stderr"]).group(1))
+    inner = statistics.median(float(re.search(r"hits in ([\d.]+) s", m["stderr"]).group(1)) for m in runs["dmap run"])
+    bt_hits = int(re.search(r"Reported (\d+) alignments", last["bowtie -v 0 -a -p 2"]["stderr"]).group(1))
+    base = med["bowtie -v 0 -a -p 2"]
+    print(f"\n| mapper | wall s (median of {args.repeat}) | min-max | reads/s | peak RSS MB | speed vs bowtie |")
+    print("|---|---|---|---|---|---|")
+    for name, ms in runs.items():
+        walls = [m["wall"] for m in ms]
+        print(f"| {name} | {med[name]:.2f} | {min(walls):.2f}-{max(walls):.2f} | {args.reads / med[name]:,.0f} | "
+              f"{max(m['rss_mb'] for m in ms):.0f} | {base / med[name]:.2f}x |")
+    print(f"\ndmap without interpreter and cluster start-up: {inner:.2f} s ({args.reads / inner:,.0f} reads/s, "
           f"{base / inner:.2f}x bowtie); alignments: dmap {dmap_hits}, bowtie {bt_hits}"
           f"{' (equal)' if dmap_hits == bt_hits else ' (DIFFERENT)'}")
     if not args.skip_kernel:
         wait_idle()
         print("\nkernels alone:")
         subprocess.run([sys.executable, str(HERE / "kernel_speed.py"), str(work / "ecoli.dmap"), str(reads),
-                        "--batch", "1", "16"], check=True)
+                        "--batch", "1", "16", "--repeat", "5"], check=True)
 
 
 if __name__ == "__main__":
