@@ -2,9 +2,9 @@
 
 __version__ = "0.1.0"
 
+from .cluster import LocalDeviceCluster  # noqa: E402
 from .errors import ClusterError, DeviceError, DmapError, IndexFormatError, InputFormatError  # noqa: E402
 from .index import Index, build_index, open_index  # noqa: E402
-from .cluster import LocalDeviceCluster  # noqa: E402
 from .pipeline import Hits, MappingResult, map_reads  # noqa: E402
 
 __all__ = [

@@ -72,21 +72,21 @@ class Alphabet:
         return self.name == "dna"
 
     @classmethod
-    def dna(cls) -> "Alphabet":
+    def dna(cls) -> Alphabet:
         return cls("dna", DNA_SYMBOLS, DNA_AMBIGUOUS)
 
     @classmethod
-    def protein(cls) -> "Alphabet":
+    def protein(cls) -> Alphabet:
         return cls("protein", PROTEIN_SYMBOLS, PROTEIN_AMBIGUOUS)
 
     @classmethod
-    def for_text(cls, present: bytes | set[int]) -> "Alphabet":
+    def for_text(cls, present: bytes | set[int]) -> Alphabet:
         """A text alphabet of exactly the symbols present in a reference."""
         syms = bytes(sorted(set(present) & set(TEXT_ALLOWED)))
         return cls("text", syms, b"", case_sensitive=True)
 
     @classmethod
-    def from_metadata(cls, meta: dict) -> "Alphabet":
+    def from_metadata(cls, meta: dict) -> Alphabet:
         return cls(
             meta["name"],
             bytes(meta["symbols"], "latin-1"),

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import yaml
-
 from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
 
 from .device import DEVICE_RESOURCE, list_devices
@@ -144,7 +143,7 @@ def read_cluster_file(path: str | os.PathLike) -> ClusterFile:
 
 def require_device_workers(client: Client) -> int:
     """Number of workers that declare an OpenCL device; error if none."""
-    info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else client.scheduler_info()
+    info = client.scheduler_info()
     n = sum(1 for w in info["workers"].values() if w.get("resources", {}).get(DEVICE_RESOURCE))
     if n == 0:
         raise ClusterError(
@@ -152,9 +151,3 @@ def require_device_workers(client: Client) -> int:
             f"'{DEVICE_RESOURCE}'); start workers with '--resources {DEVICE_RESOURCE}=1 --preload dmap.worker'"
         )
     return n
-
-
-def _takes_n_workers(client: Client) -> bool:
-    import inspect
-
-    return "n_workers" in inspect.signature(client.scheduler_info).parameters

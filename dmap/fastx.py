@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import dnaio
 import numpy as np
@@ -109,7 +109,7 @@ class ReadChunk:
     def __len__(self) -> int:
         return len(self.names)
 
-    def encoded(self) -> "EncodedReads":
+    def encoded(self) -> EncodedReads:
         """What the device needs: codes only, cheap to send to a worker."""
         return EncodedReads(self.number, self.codes, self.offsets, self.lengths)
 

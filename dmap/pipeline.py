@@ -21,20 +21,21 @@ import os
 import queue
 import threading
 import time
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 
 import numpy as np
 from distributed import Client
+from distributed.client import FutureCancelledError
 from distributed.comm.core import CommClosedError
 
 from . import sam
 from .cluster import connect, embedded_client, require_device_workers
 from .device import DEVICE_RESOURCE, local_device
 from .errors import ClusterError, DmapError
-from .fastx import DEFAULT_CHUNK_SIZE, iter_read_chunks
-from .index.store import Index, open_index
-from .fastx import ReadChunk
+from .fastx import DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
 from .hits import ChunkHits
+from .index.store import Index, open_index
 from .tasks import locate_task, merge_task, search_task
 
 
@@ -163,7 +164,10 @@ def map_reads(
     if sam_path is not None:
         sam_path = os.path.abspath(os.fspath(sam_path))
         tmp = f"{sam_path}.partial-{os.getpid()}"
-        out = open(tmp, "wb")
+        try:
+            out = open(tmp, "wb")
+        except OSError as e:
+            raise DmapError(f"cannot write {sam_path!r}: {e.strerror or e}") from None
         writer = sam.SamWriter(out, contig_names, max_hits, device=local_device())
     try:
         if writer is not None:
@@ -175,8 +179,12 @@ def map_reads(
             out.close()
             os.replace(tmp, sam_path)
             result.sam_path = sam_path
-    except (CommClosedError, OSError, TimeoutError) as e:
-        raise ClusterError(f"lost the Dask cluster during the run ({type(e).__name__}: {e}); no output was written") from None
+    except (CommClosedError, FutureCancelledError, CancelledError, TimeoutError) as e:
+        raise ClusterError(
+            f"lost the Dask cluster during the run ({type(e).__name__}: {e}); no output was written"
+        ) from None
+    except OSError as e:  # writing the SAM (disk full, permissions)
+        raise DmapError(f"cannot write {sam_path!r}: {e.strerror or e}; no output was written") from None
     finally:
         if out is not None and not out.closed:
             out.close()

@@ -16,7 +16,8 @@ for name, n in (("chr1", 300_000), ("chr2", 150_000), ("plasmid", 20_000)):
     seq[1000:1300] = np.frombuffer(b"AC" * 150, np.uint8)  # a tandem repeat
     seq[5000:5500] = ord("N")  # an assembly gap
     contigs[name] = seq.tobytes().decode()
-contigs["chr2"] = contigs["chr2"][:9000] + contigs["chr1"][20000:22000] + contigs["chr2"][11000:]  # a segmental duplication
+# A segmental duplication: 2 kbp of chr1 copied into chr2.
+contigs["chr2"] = contigs["chr2"][:9000] + contigs["chr1"][20000:22000] + contigs["chr2"][11000:]
 with open(out / "genome.fa", "w") as f:
     for name, seq in contigs.items():
         f.write(f">{name}\n" + "\n".join(seq[i : i + 70] for i in range(0, len(seq), 70)) + "\n")

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import write_fasta, write_fastq
 
 REF = [("chrA", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGCTAGGATCGATCGGATC"), ("chrB", "TTTTGGGGCCCCAAAA")]
@@ -134,3 +133,16 @@ def test_existing_output_is_not_clobbered_on_failure(index, tmp_path):
     out.write_text("previous run\n")
     r = dmap_cmd("run", index, tmp_path / "missing.fq", "-o", out)
     assert r.returncode == 1 and out.read_text() == "previous run\n"
+
+
+def test_output_directory_missing(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["ACGT"])
+    out = tmp_path / "no" / "such" / "dir" / "o.sam"
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", out)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "cannot write" in r.stderr
+
+
+def test_max_errors_is_not_implemented_yet(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["ACGT"])
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "--max-errors", "2")
+    assert_clean_failure(r, tmp_path / "o.sam", "not implemented")

@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import write_fasta, write_fastq
 
 HERE = os.path.dirname(__file__)

@@ -6,9 +6,9 @@ import subprocess
 import numpy as np
 import pysam
 import pytest
+from conftest import have, samtools_quickcheck
 
 import dmap
-from conftest import have, samtools_quickcheck
 from dmap.alphabet import reverse_complement
 
 ECOLI = "/usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz"

@@ -73,7 +73,7 @@ class IndexMeta:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict) -> "IndexMeta":
+    def from_json(cls, d: dict) -> IndexMeta:
         d = dict(d)
         d["contigs"] = [Contig(**c) for c in d["contigs"]]
         d["blocks"] = [Block(**b) for b in d["blocks"]]
@@ -102,7 +102,7 @@ class BlockArrays:
     @classmethod
     def from_arrays(
         cls, arrays: dict, text_length: int, *, layout: str, sigma: int, rate: int, sa_sample_rate: int
-    ) -> "BlockArrays":
+    ) -> BlockArrays:
         """A single block straight from :func:`dmap.index.build.index_block` (no Zarr, no overlap)."""
         shape = OccShape(layout, sigma, rate, text_length + 1)
         return cls(0, 0, text_length, shape=shape, sa_sample_rate=sa_sample_rate, **arrays)
@@ -159,7 +159,9 @@ class Index:
         try:
             data = self._group[name][...]
         except Exception as e:
-            raise IndexFormatError(f"index {self.path!r} is damaged: cannot read {name} ({type(e).__name__}: {e})") from None
+            raise IndexFormatError(
+                f"index {self.path!r} is damaged: cannot read {name} ({type(e).__name__}: {e})"
+            ) from None
         expected = self.meta.checksums.get(name)
         if expected is None:
             raise IndexFormatError(f"index {self.path!r} has no checksum for {name}; rebuild it")
@@ -196,7 +198,8 @@ class Index:
             f"reference      {m.text_length} symbols in {len(m.contigs)} contigs",
             f"max query len  {m.max_query_length} (blocks overlap by {m.max_query_length - 1})",
             f"block length   {m.block_length} ({len(m.blocks)} blocks)",
-            f"occ            {m.occ_layout} layout, sample rate {m.occ_sample_rate} (counts every {32 * m.occ_sample_rate} rows)",
+            f"occ            {m.occ_layout} layout, sample rate {m.occ_sample_rate} "
+            f"(counts every {32 * m.occ_sample_rate} rows)",
             f"SA sampling    every {m.sa_sample_rate} rows",
             "contigs:",
         ]

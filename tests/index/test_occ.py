@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dmap.index.occ import bwt_symbol, build_occ, occ_lookup
+from dmap.index.occ import build_occ, bwt_symbol, occ_lookup
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "bitmap"])

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
+from conftest import alphabet_for, single_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import alphabet_for, single_block
 from dmap.alphabet import reverse_complement
 from dmap.fastx import encode_reads
 from dmap.locate import expand_intervals, locate_rows, locate_rows_numpy
