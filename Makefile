@@ -7,6 +7,7 @@ demo:
 
 test:
 	bash scripts/install.sh test
+	python3 -m ruff check .
 	python3 -m pytest -q tests
 
 bench:
