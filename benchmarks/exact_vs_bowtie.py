@@ -129,7 +129,8 @@ def main() -> None:
         walls = [m["wall"] for m in ms]
         print(f"| {name} | {med[name]:.2f} | {min(walls):.2f}-{max(walls):.2f} | {args.reads / med[name]:,.0f} | "
               f"{max(m['rss_mb'] for m in ms):.0f} | {base / med[name]:.2f}x |")
-    print(f"\ndmap run inside the process (cluster start included; interpreter start, imports and shutdown excluded): {inner:.2f} s ({args.reads / inner:,.0f} reads/s, "
+    print("\ndmap run inside the process (cluster start included; interpreter start, imports and shutdown "
+          f"excluded): {inner:.2f} s ({args.reads / inner:,.0f} reads/s, "
           f"{base / inner:.2f}x bowtie); alignments: dmap {dmap_hits}, bowtie {bt_hits}"
           f"{' (equal)' if dmap_hits == bt_hits else ' (DIFFERENT)'}")
     if not args.skip_kernel:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DeviceError
+from .index.occ import OccShape
 from .index.store import BLOCK_ARRAYS, BlockArrays, Index
 
 # Dask resource that device tasks ask for; workers with a device declare it.
@@ -100,11 +101,19 @@ def list_devices() -> list[DeviceInfo]:
 
 @dataclass
 class DeviceBlock:
-    """An index block in device memory, with its host arrays."""
+    """An index block in device memory, and the sizes its kernels need.
 
-    host: BlockArrays
+    The host arrays are not kept: on a CPU device the buffers are host
+    memory already, and holding both doubled the memory of resident blocks.
+    """
+
     buffers: dict
     nbytes: int
+    shape: OccShape
+    start: int
+    own_length: int
+    sa_sample_rate: int
+    n_boundary: int
 
 
 class Device:
@@ -187,7 +196,8 @@ class Device:
     def upload_block(self, host: BlockArrays) -> DeviceBlock:
         """Copy a block's arrays to the device (uncached; :meth:`block` caches)."""
         buffers = {name: self.upload(getattr(host, name)) for name in BLOCK_ARRAYS}
-        return DeviceBlock(host, buffers, host.nbytes)
+        return DeviceBlock(buffers, host.nbytes, host.shape, host.start, host.own_length, host.sa_sample_rate,
+                           int(host.boundary_rows.size))
 
 
 _process_device: Device | None = None

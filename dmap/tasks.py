@@ -49,7 +49,7 @@ def locate_task(index_path: str, block: int, intervals: np.ndarray) -> BlockHits
     blk = device.block(index, block)
     query, rows = expand_intervals(intervals)
     positions = locate_rows(device, blk, rows)
-    return BlockHits(block, blk.host.start, blk.host.own_length, query, positions)
+    return BlockHits(block, blk.start, blk.own_length, query, positions)
 
 
 def merge_task(index_path: str, n_reads: int, parts: list[BlockHits]) -> ChunkHits:

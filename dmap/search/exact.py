@@ -19,7 +19,7 @@ def launch_size(work_items: int) -> tuple[tuple[int], tuple[int]]:
 
 
 def occ_defines(block: DeviceBlock) -> dict[str, int]:
-    s = block.host.shape
+    s = block.shape
     return {"SIGMA": s.sigma, "RATE": s.rate, "LAYOUT": 0 if s.layout == "interleaved" else 1}
 
 
@@ -58,7 +58,7 @@ def search_block(
     lens = device.upload(lengths.astype(np.uint32))
     out = np.empty((n_queries, 2), dtype=np.uint32)
     out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, out.nbytes)
-    shape = block.host.shape
+    shape = block.shape
     work_items = -(-n_queries // batch)
     kernel = cl.Kernel(prg, "exact_search")  # one per call: set_args is not thread-safe
     kernel.set_args(
