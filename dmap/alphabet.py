@@ -28,9 +28,10 @@ DNA_AMBIGUOUS = b"NRYKMSWBDHV."
 # The 20 standard amino acids plus selenocysteine (U) and pyrrolysine (O).
 PROTEIN_SYMBOLS = b"ACDEFGHIKLMNOPQRSTUVWY"
 PROTEIN_AMBIGUOUS = b"BJZX*"
-# Text: printable ASCII and tab.  The searchable set of a text index is the
-# symbols that occur in its reference (see Alphabet.for_text).
-TEXT_ALLOWED = bytes([9]) + bytes(range(32, 127))
+# Text: printable ASCII (no tab: SAM columns are tab-separated).  The
+# searchable set of a text index is the symbols that occur in its reference
+# (see Alphabet.for_text).
+TEXT_ALLOWED = bytes(range(32, 127))
 
 ALPHABET_NAMES = ("dna", "protein", "text")
 

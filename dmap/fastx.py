@@ -132,6 +132,8 @@ def encode_reads(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Encode reads into flat codes, offsets, lengths and the raw bytes (see :class:`ReadChunk`)."""
     lengths = np.fromiter(map(len, seqs), dtype=np.uint32, count=len(seqs))
+    if int(lengths.sum(dtype=np.int64)) >= 2**31:  # offsets are uint32 on the device
+        raise InputFormatError("a chunk of reads holds over 2 GiB of sequence; use a smaller --chunk-size")
     offsets = np.zeros(len(seqs), dtype=np.uint32)
     np.cumsum(lengths[:-1], out=offsets[1:])
     try:

@@ -146,3 +146,11 @@ def test_max_errors_is_not_implemented_yet(index, tmp_path):
     write_fastq(tmp_path / "r.fq", ["ACGT"])
     r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "--max-errors", "2")
     assert_clean_failure(r, tmp_path / "o.sam", "not implemented")
+
+
+def test_text_reads_with_a_tab_are_rejected(tmp_path):
+    write_fasta(tmp_path / "ref.fa", [("t", "some plain text, and more text")])
+    assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "--alphabet", "text").returncode == 0
+    (tmp_path / "r.fa").write_text(">q\nplain\ttext\n")
+    r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fa", "-o", tmp_path / "o.sam")
+    assert_clean_failure(r, tmp_path / "o.sam", "alphabet")
