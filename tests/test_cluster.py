@@ -26,15 +26,16 @@ def real_cluster(tmp_path_factory):
                 break
             time.sleep(0.1)
         address = json.loads(sched_file.read_text())["address"]
-        procs.append(subprocess.Popen(
-            ["dask", "worker", address, "--host", "127.0.0.1", "--nthreads", "2", "--no-dashboard",
-             "--resources", "opencl=1", "--preload", "dmap.worker", "--dmap-device", "0:0"],
-            stderr=subprocess.DEVNULL, env=env))
+        for name in ("w1", "w2"):  # two workers sharing the one PoCL device
+            procs.append(subprocess.Popen(
+                ["dask", "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
+                 "--name", name, "--resources", "opencl=1", "--preload", "dmap.worker", "--dmap-device", "0:0"],
+                stderr=subprocess.DEVNULL, env=env))
         from distributed import Client
 
         with Client(address, timeout=30) as c:
-            c.wait_for_workers(1, timeout=60)
-        yield address
+            c.wait_for_workers(2, timeout=60)
+        yield address, procs[1]
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -43,6 +44,7 @@ def real_cluster(tmp_path_factory):
 
 
 def test_run_against_scheduler_and_cluster_file(real_cluster, tmp_path):
+    real_cluster, _ = real_cluster
     write_fasta(tmp_path / "ref.fa", [("c1", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGC"), ("c2", "GGATCGATCGGATC")])
     subprocess.run([sys.executable, "-m", "dmap.cli", "index", tmp_path / "ref.fa", "-o", tmp_path / "idx",
                     "-L", "20", "-B", "16"], check=True)
@@ -66,3 +68,37 @@ def test_cluster_file_without_address(tmp_path):
     r = subprocess.run([sys.executable, "-m", "dmap.cli", "run", tmp_path, tmp_path / "r.fq", "-o",
                         tmp_path / "o.sam", "--cluster", tmp_path / "cluster.yaml"], capture_output=True, text=True)
     assert r.returncode == 1 and "scheduler.address" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_worker_killed_mid_run_gives_the_same_sam(real_cluster, tmp_path):
+    """SIGKILL a worker process while dmap runs: Dask reruns its tasks elsewhere."""
+    import numpy as np
+    import psutil
+
+    address, nanny = real_cluster
+    rng = np.random.default_rng(5)
+    genome = "".join(rng.choice(list("ACGT"), size=200_000))
+    write_fasta(tmp_path / "ref.fa", [("g", genome)])
+    subprocess.run([sys.executable, "-m", "dmap.cli", "index", tmp_path / "ref.fa", "-o", tmp_path / "idx"], check=True)
+    starts = rng.integers(0, len(genome) - 60, size=60_000)
+    write_fastq(tmp_path / "r.fq", [genome[s : s + 60] for s in starts])
+    run = [sys.executable, "-m", "dmap.cli", "run", str(tmp_path / "idx"), str(tmp_path / "r.fq"),
+           "--scheduler", address, "--chunk-size", "1000"]
+    subprocess.run([*run, "-o", str(tmp_path / "clean.sam")], check=True, capture_output=True, timeout=300)
+
+    job = subprocess.Popen([*run, "-o", str(tmp_path / "killed.sam")], stderr=subprocess.PIPE, text=True)
+    worker = psutil.Process(nanny.pid).children()[0]  # the worker process under its nanny
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait until records are being written, then kill
+        partial = [p for p in tmp_path.iterdir() if p.name.startswith("killed.sam.partial-")]
+        if partial and partial[0].stat().st_size > 100_000:
+            break
+        time.sleep(0.05)
+    killed_mid_run = bool(partial) and job.poll() is None
+    worker.kill()
+    _, err = job.communicate(timeout=300)
+    assert killed_mid_run
+    assert job.returncode == 0, err
+    body = lambda p: [line for line in p.read_text().splitlines() if not line.startswith("@PG")]  # noqa: E731
+    assert body(tmp_path / "killed.sam") == body(tmp_path / "clean.sam")
+
