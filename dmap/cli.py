@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from functools import wraps
 
@@ -102,11 +103,19 @@ def index_info(index_path):
               help="cluster.yaml describing the cluster.")
 @click.option("--max-errors", type=int, default=0, show_default=True,
               help="Edit distance allowed; only 0 (exact matching) is implemented so far.")
+@click.option("-v", "--verbose", is_flag=True, help="Show Dask's own log messages.")
 @click.option("--processes", is_flag=True,
               help="Embedded cluster: one spawned worker process per device instead of threads in this process.")
 @_user_errors
-def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, max_errors, processes):
+def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, max_errors, verbose, processes):
     """Map READS (FASTQ/FASTA, optionally .gz) against INDEX and write SAM."""
+    if not verbose:
+        # dmap reports failures itself in one line; Dask's client would log
+        # them again as tracebacks (e.g. when the scheduler goes away).
+        # Dask's logging config sets levels on child loggers, so quiet each one.
+        for name in ["distributed", *logging.root.manager.loggerDict]:
+            if name.startswith("distributed"):
+                logging.getLogger(name).setLevel(logging.CRITICAL)
     if max_errors:
         raise DmapError("approximate mapping (--max-errors > 0) is not implemented yet; dmap maps exact matches only")
     in_flight = None

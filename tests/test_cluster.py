@@ -13,34 +13,63 @@ from conftest import write_fasta, write_fastq
 HERE = os.path.dirname(__file__)
 
 
-@pytest.fixture(scope="module")
-def real_cluster(tmp_path_factory):
-    d = tmp_path_factory.mktemp("cluster")
-    sched_file = d / "scheduler.json"
+def start_cluster(directory, n_workers: int):
+    """A `dask scheduler` and `n_workers` `dask worker` processes on loopback; returns (address, processes)."""
+    sched_file = directory / "scheduler.json"
     env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
     procs = [subprocess.Popen(["dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                                "--scheduler-file", str(sched_file)], stderr=subprocess.DEVNULL, env=env)]
-    try:
-        for _ in range(300):
-            if sched_file.exists() and sched_file.stat().st_size:
-                break
-            time.sleep(0.1)
-        address = json.loads(sched_file.read_text())["address"]
-        for name in ("w1", "w2"):  # two workers sharing the one PoCL device
-            procs.append(subprocess.Popen(
-                ["dask", "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
-                 "--name", name, "--resources", "opencl=1", "--preload", "dmap.worker", "--dmap-device", "0:0"],
-                stderr=subprocess.DEVNULL, env=env))
-        from distributed import Client
+    for _ in range(300):
+        if sched_file.exists() and sched_file.stat().st_size:
+            break
+        time.sleep(0.1)
+    address = json.loads(sched_file.read_text())["address"]
+    for i in range(n_workers):  # workers sharing the one PoCL device
+        procs.append(subprocess.Popen(
+            ["dask", "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
+             "--name", f"w{i}", "--resources", "opencl=1", "--preload", "dmap.worker", "--dmap-device", "0:0"],
+            stderr=subprocess.DEVNULL, env=env))
+    from distributed import Client
 
-        with Client(address, timeout=30) as c:
-            c.wait_for_workers(2, timeout=60)
+    with Client(address, timeout=30) as c:
+        c.wait_for_workers(n_workers, timeout=60)
+    return address, procs
+
+
+def stop(procs):
+    for p in reversed(procs):
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        p.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def real_cluster(tmp_path_factory):
+    address, procs = start_cluster(tmp_path_factory.mktemp("cluster"), 2)
+    try:
         yield address, procs[1]
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            p.wait(timeout=30)
+        stop(procs)
+
+
+@pytest.fixture
+def mapping_case(tmp_path):
+    """An index of a random 200 kbp genome and 60,000 reads from it (both strands)."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    genome = "".join(rng.choice(list("ACGT"), size=200_000))
+    write_fasta(tmp_path / "ref.fa", [("g", genome)])
+    subprocess.run([sys.executable, "-m", "dmap.cli", "index", tmp_path / "ref.fa", "-o", tmp_path / "idx"], check=True)
+    starts = rng.integers(0, len(genome) - 60, size=60_000)
+    write_fastq(tmp_path / "r.fq", [genome[s : s + 60] for s in starts])
+    return [sys.executable, "-m", "dmap.cli", "run", str(tmp_path / "idx"), str(tmp_path / "r.fq"), "--chunk-size",
+            "1000"]
+
+
+def sam_body(path):
+    return [line for line in path.read_text().splitlines() if not line.startswith("@PG")]
 
 
 def test_run_against_scheduler_and_cluster_file(real_cluster, tmp_path):
@@ -70,35 +99,59 @@ def test_cluster_file_without_address(tmp_path):
     assert r.returncode == 1 and "scheduler.address" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_worker_killed_mid_run_gives_the_same_sam(real_cluster, tmp_path):
+def test_worker_killed_mid_run_gives_the_same_sam(real_cluster, mapping_case, tmp_path):
     """SIGKILL a worker process while dmap runs: Dask reruns its tasks elsewhere."""
-    import numpy as np
     import psutil
 
     address, nanny = real_cluster
-    rng = np.random.default_rng(5)
-    genome = "".join(rng.choice(list("ACGT"), size=200_000))
-    write_fasta(tmp_path / "ref.fa", [("g", genome)])
-    subprocess.run([sys.executable, "-m", "dmap.cli", "index", tmp_path / "ref.fa", "-o", tmp_path / "idx"], check=True)
-    starts = rng.integers(0, len(genome) - 60, size=60_000)
-    write_fastq(tmp_path / "r.fq", [genome[s : s + 60] for s in starts])
-    run = [sys.executable, "-m", "dmap.cli", "run", str(tmp_path / "idx"), str(tmp_path / "r.fq"),
-           "--scheduler", address, "--chunk-size", "1000"]
+    run = [*mapping_case, "--scheduler", address]
     subprocess.run([*run, "-o", str(tmp_path / "clean.sam")], check=True, capture_output=True, timeout=300)
-
     job = subprocess.Popen([*run, "-o", str(tmp_path / "killed.sam")], stderr=subprocess.PIPE, text=True)
     worker = psutil.Process(nanny.pid).children()[0]  # the worker process under its nanny
-    deadline = time.time() + 120
-    while time.time() < deadline:  # wait until records are being written, then kill
-        partial = [p for p in tmp_path.iterdir() if p.name.startswith("killed.sam.partial-")]
-        if partial and partial[0].stat().st_size > 100_000:
-            break
-        time.sleep(0.05)
-    killed_mid_run = bool(partial) and job.poll() is None
+    wait_for_records(tmp_path, "killed.sam")
+    killed_mid_run = job.poll() is None
     worker.kill()
     _, err = job.communicate(timeout=300)
     assert killed_mid_run
     assert job.returncode == 0, err
-    body = lambda p: [line for line in p.read_text().splitlines() if not line.startswith("@PG")]  # noqa: E731
-    assert body(tmp_path / "killed.sam") == body(tmp_path / "clean.sam")
+    assert sam_body(tmp_path / "killed.sam") == sam_body(tmp_path / "clean.sam")
 
+
+def test_two_jobs_share_one_cluster(real_cluster, mapping_case, tmp_path):
+    address, _ = real_cluster
+    run = [*mapping_case, "--scheduler", address]
+    subprocess.run([*run, "-o", str(tmp_path / "alone.sam")], check=True, capture_output=True, timeout=300)
+    jobs = [subprocess.Popen([*run, "-o", str(tmp_path / f"job{i}.sam")], stderr=subprocess.PIPE, text=True)
+            for i in range(2)]
+    for job in jobs:
+        _, err = job.communicate(timeout=300)
+        assert job.returncode == 0, err
+    for i in range(2):
+        assert sam_body(tmp_path / f"job{i}.sam") == sam_body(tmp_path / "alone.sam")
+
+
+def test_scheduler_lost_mid_run(mapping_case, tmp_path):
+    address, procs = start_cluster(tmp_path, 1)
+    try:
+        job = subprocess.Popen([*mapping_case, "--scheduler", address, "-o", str(tmp_path / "lost.sam")],
+                               stderr=subprocess.PIPE, text=True)
+        wait_for_records(tmp_path, "lost.sam")
+        procs[0].kill()  # the scheduler
+        _, err = job.communicate(timeout=300)
+    finally:
+        stop(procs)
+    assert job.returncode == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dmap: error: lost the Dask cluster"), err
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("lost.sam")]
+
+
+def wait_for_records(directory, name: str, timeout: float = 120) -> None:
+    """Wait until a run's partial SAM holds records, i.e. the run is under way."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        partial = [p for p in directory.iterdir() if p.name.startswith(f"{name}.partial-")]
+        if partial and partial[0].stat().st_size > 100_000:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{name} never started writing records")
