@@ -18,7 +18,7 @@ import numpy as np
 from .alphabet import INVALID, Alphabet
 from .errors import InputFormatError
 
-DEFAULT_CHUNK_SIZE = 100_000
+DEFAULT_CHUNK_SIZE = 50_000  # reads; chunk size vs speed and memory in docs/benchmarks.md
 
 
 def _open(path: str | os.PathLike, what: str):
