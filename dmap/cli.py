@@ -10,7 +10,7 @@ import click
 
 import dmap
 
-from .cluster import read_cluster_file
+from .cluster_file import read_cluster_file
 from .errors import DmapError
 from .fastx import DEFAULT_CHUNK_SIZE
 from .index.build import DEFAULT_BLOCK_LENGTH, DEFAULT_MAX_QUERY_LENGTH, DEFAULT_SA_SAMPLE_RATE
@@ -132,6 +132,36 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
         f"dmap: {res.n_reads} reads, {res.n_mapped} mapped, {res.n_hits} hits in {res.seconds:.2f} s "
         f"({res.reads_per_second:,.0f} reads/s) -> {output}", err=True,
     )
+
+
+@main.group()
+def cluster():
+    """Start (up) or stop (down) the cluster described by cluster.yaml."""
+
+
+@cluster.command("up")
+@click.argument("cluster_file", type=click.Path(dir_okay=False), default="cluster.yaml")
+@_user_errors
+def cluster_up(cluster_file):
+    """Start the scheduler and one worker per configured OpenCL device."""
+    from .launch import cluster_up as up
+
+    state = up(cluster_file)
+    click.echo(f"scheduler  {state.scheduler_address}")
+    click.echo(f"dashboard  {state.dashboard or '(none: set scheduler.dashboard)'}")
+    click.echo(f"workers    {len(state.pids) - 1}; logs in {state.log_dir}")
+    click.echo(f"map with   dmap run INDEX READS -o OUT.sam --cluster {cluster_file}")
+
+
+@cluster.command("down")
+@click.argument("cluster_file", type=click.Path(dir_okay=False), default="cluster.yaml")
+@_user_errors
+def cluster_down(cluster_file):
+    """Stop what 'dmap cluster up' started."""
+    from .launch import cluster_down as down
+
+    state = down(cluster_file)
+    click.echo(f"stopped the scheduler at {state.scheduler_address} and {len(state.pids) - 1} workers")
 
 
 @main.command()

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-import yaml
 from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
 
 from .device import DEVICE_RESOURCE, list_devices
@@ -106,39 +103,6 @@ def connect(scheduler: str, timeout: float = 10) -> Iterator[Client]:
         ) from None
     with client:
         yield client
-
-
-@dataclass
-class ClusterFile:
-    """What ``cluster.yaml`` says (see the commented example in the repository)."""
-
-    scheduler_address: str
-    chunk_size: int | None = None
-    in_flight: int | None = None
-
-
-def read_cluster_file(path: str | os.PathLike) -> ClusterFile:
-    """Read ``cluster.yaml``; errors say which key is wrong."""
-    try:
-        with open(path) as f:
-            doc = yaml.safe_load(f) or {}
-    except OSError as e:
-        raise ClusterError(f"cannot read cluster file {os.fspath(path)!r}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise ClusterError(f"cluster file {os.fspath(path)!r} is not valid YAML: {e}") from None
-    if not isinstance(doc, dict):
-        raise ClusterError(f"cluster file {os.fspath(path)!r} must be a YAML mapping")
-    address = (doc.get("scheduler") or {}).get("address")
-    if not address:
-        raise ClusterError(
-            f"cluster file {os.fspath(path)!r} has no scheduler.address; starting a cluster from the file is not "
-            "implemented yet: start 'dask scheduler' and workers by hand (see cluster.yaml) and give the address"
-        )
-    settings = doc.get("dmap") or {}
-    unknown = set(settings) - {"chunk_size", "in_flight"}
-    if unknown:
-        raise ClusterError(f"cluster file {os.fspath(path)!r}: unknown dmap settings {sorted(unknown)}")
-    return ClusterFile(str(address), settings.get("chunk_size"), settings.get("in_flight"))
 
 
 def require_device_workers(client: Client) -> int:

@@ -155,3 +155,61 @@ def wait_for_records(directory, name: str, timeout: float = 120) -> None:
             return
         time.sleep(0.02)
     raise AssertionError(f"{name} never started writing records")
+
+
+def test_cluster_up_run_down(tmp_path, mapping_case, monkeypatch):
+    import socket
+    import urllib.request
+
+    import psutil
+
+    monkeypatch.setenv("DMAP_STATE_DIR", str(tmp_path / "state"))
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    cfg = tmp_path / "cluster.yaml"
+    cfg.write_text(f"scheduler:\n  address: tcp://127.0.0.1:{ports[0]}\n  dashboard: {ports[1]}\n"
+                   "workers:\n  - device: all\n    threads: 2\n")
+    dmap = [sys.executable, "-m", "dmap.cli"]
+    up = subprocess.run([*dmap, "cluster", "up", cfg], capture_output=True, text=True, timeout=180)
+    assert up.returncode == 0, up.stderr
+    state = json.loads(next((tmp_path / "state").glob("*/state.json")).read_text())
+    try:
+        assert f"tcp://127.0.0.1:{ports[0]}" in up.stdout and len(state["pids"]) == 2
+        again = subprocess.run([*dmap, "cluster", "up", cfg], capture_output=True, text=True, timeout=60)
+        assert again.returncode == 1 and "already up" in again.stderr
+        run = subprocess.run([*mapping_case, "--cluster", cfg, "-o", tmp_path / "o.sam"], capture_output=True,
+                             text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        assert "60000 reads, 60000 mapped" in run.stderr
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports[1]}/status", timeout=30) as page:
+            assert page.status == 200
+    finally:
+        down = subprocess.run([*dmap, "cluster", "down", cfg], capture_output=True, text=True, timeout=60)
+    assert down.returncode == 0, down.stderr
+    assert not [p for p in state["pids"] if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    again = subprocess.run([*dmap, "cluster", "down", cfg], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 1 and "no cluster" in again.stderr
+
+
+def test_committed_cluster_yaml_is_valid():
+    from dmap.cluster_file import read_cluster_file
+
+    cfg = read_cluster_file(os.path.join(HERE, "..", "cluster.yaml"))
+    assert cfg.scheduler_address.startswith("tcp://") and cfg.workers and cfg.chunk_size
+
+
+@pytest.mark.parametrize("text,words", [
+    ("scheduler: {address: 8786}\n", "tcp://"),
+    ("scheduler: {address: tcp://127.0.0.1:8786}\nworkers: [{device: all, threads: 0}]\n", "threads"),
+    ("scheduler: {address: tcp://127.0.0.1:8786}\nnodes: []\n", "unknown sections"),
+    ("scheduler: {address: tcp://127.0.0.1:8786}\ndmap: {chunk: 5}\n", "unknown dmap settings"),
+    ("[1, 2\n", "not valid YAML"),
+])
+def test_bad_cluster_files(tmp_path, text, words):
+    (tmp_path / "c.yaml").write_text(text)
+    r = subprocess.run([sys.executable, "-m", "dmap.cli", "cluster", "up", tmp_path / "c.yaml"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and words in r.stderr and "Traceback" not in r.stderr, r.stderr

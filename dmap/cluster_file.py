@@ -1,0 +1,110 @@
+"""``cluster.yaml``: the cluster as users describe it.
+
+::
+
+    scheduler:
+      address: tcp://127.0.0.1:8786   # where the scheduler listens (or runs already)
+      dashboard: 8787                 # dashboard port on the scheduler's host; null for none
+    workers:                          # what `dmap cluster up` starts (this machine only for now)
+      - device: all                   # PLATFORM:DEVICE from `dmap devices`, or all
+        threads: 2
+        memory_limit: 8GB
+    dmap:
+      chunk_size: 50000
+      in_flight: 4
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+import yaml
+
+from .errors import ClusterError
+
+DEFAULT_WORKER = {"device": "all", "threads": 2, "memory_limit": "auto"}
+
+
+@dataclass
+class WorkerGroup:
+    device: str  # "P:D" or "all"
+    threads: int = 2
+    memory_limit: str = "auto"
+    host: str = "localhost"
+
+
+@dataclass
+class ClusterFile:
+    """What ``cluster.yaml`` says."""
+
+    path: str
+    scheduler_address: str
+    dashboard_port: int | None = None
+    workers: list[WorkerGroup] = field(default_factory=list)
+    chunk_size: int | None = None
+    in_flight: int | None = None
+
+    @property
+    def scheduler_host(self) -> str:
+        return urlparse(self.scheduler_address).hostname or "127.0.0.1"
+
+    @property
+    def scheduler_port(self) -> int:
+        return urlparse(self.scheduler_address).port or 8786
+
+
+def _fail(path, message: str) -> ClusterError:
+    return ClusterError(f"cluster file {os.fspath(path)!r}: {message}")
+
+
+def read_cluster_file(path: str | os.PathLike) -> ClusterFile:
+    """Read and check ``cluster.yaml``; errors name the key that is wrong."""
+    try:
+        with open(path) as f:
+            doc = yaml.safe_load(f) or {}
+    except OSError as e:
+        raise ClusterError(f"cannot read cluster file {os.fspath(path)!r}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise _fail(path, f"not valid YAML: {e}") from None
+    if not isinstance(doc, dict):
+        raise _fail(path, "must be a YAML mapping")
+    unknown = set(doc) - {"scheduler", "workers", "dmap"}
+    if unknown:
+        raise _fail(path, f"unknown sections {sorted(unknown)}")
+    sched = doc.get("scheduler") or {}
+    address = sched.get("address")
+    if not address:
+        raise _fail(path, "scheduler.address is missing (e.g. tcp://127.0.0.1:8786)")
+    if not str(address).startswith("tcp://"):
+        raise _fail(path, f"scheduler.address {address!r} must look like tcp://HOST:PORT")
+    dashboard = sched.get("dashboard")
+    if dashboard is not None and not isinstance(dashboard, int):
+        raise _fail(path, "scheduler.dashboard must be a port number or null")
+    groups = []
+    for i, w in enumerate(doc.get("workers") or []):
+        if not isinstance(w, dict) or set(w) - {"device", "threads", "memory_limit", "host"}:
+            raise _fail(path, f"workers[{i}] must have only device, threads, memory_limit, host")
+        spec = {**DEFAULT_WORKER, **w}
+        if not isinstance(spec["threads"], int) or spec["threads"] < 1:
+            raise _fail(path, f"workers[{i}].threads must be a positive integer")
+        groups.append(WorkerGroup(str(spec["device"]), spec["threads"], str(spec["memory_limit"]),
+                                  str(spec.get("host", "localhost"))))
+    settings = doc.get("dmap") or {}
+    unknown = set(settings) - {"chunk_size", "in_flight"}
+    if unknown:
+        raise _fail(path, f"unknown dmap settings {sorted(unknown)}")
+    return ClusterFile(os.path.abspath(os.fspath(path)), str(address), dashboard, groups,
+                       settings.get("chunk_size"), settings.get("in_flight"))
+
+
+def is_this_machine(host: str) -> bool:
+    """Whether ``host`` names this machine (processes can be started here)."""
+    if host in ("localhost", "127.0.0.1", "::1", "0.0.0.0", socket.gethostname()):
+        return True
+    try:
+        return socket.gethostbyname(host).startswith("127.")
+    except OSError:
+        return False
