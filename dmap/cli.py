@@ -175,6 +175,7 @@ def devices():
             f"{d.spec}\t{d.name} [{d.type}] on {d.platform}: {d.compute_units} compute units, "
             f"{d.global_mem >> 20} MiB global, {d.local_mem >> 10} KiB local, max buffer {d.max_alloc >> 20} MiB, "
             f"{d.version} -> worker 'dmap-{d.spec}' (--dmap-device {d.spec})"
+            + (f"; splits into up to {d.max_split} workers (--dmap-device {d.spec}/N:K)" if d.max_split > 1 else "")
         )
 
 

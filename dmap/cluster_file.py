@@ -9,6 +9,7 @@
       - device: all                   # PLATFORM:DEVICE from `dmap devices`, or all
         threads: 2
         memory_limit: 8GB
+        split: 1                      # workers per device, each on an equal part (device fission)
     dmap:
       chunk_size: 50000
       in_flight: 4
@@ -25,7 +26,7 @@ import yaml
 
 from .errors import ClusterError
 
-DEFAULT_WORKER = {"device": "all", "threads": 2, "memory_limit": "auto"}
+DEFAULT_WORKER = {"device": "all", "threads": 2, "memory_limit": "auto", "split": 1}
 
 
 @dataclass
@@ -34,6 +35,7 @@ class WorkerGroup:
     threads: int = 2
     memory_limit: str = "auto"
     host: str = "localhost"
+    split: int = 1  # workers per device, each on an equal part of it (device fission)
 
 
 @dataclass
@@ -85,13 +87,14 @@ def read_cluster_file(path: str | os.PathLike) -> ClusterFile:
         raise _fail(path, "scheduler.dashboard must be a port number or null")
     groups = []
     for i, w in enumerate(doc.get("workers") or []):
-        if not isinstance(w, dict) or set(w) - {"device", "threads", "memory_limit", "host"}:
-            raise _fail(path, f"workers[{i}] must have only device, threads, memory_limit, host")
+        if not isinstance(w, dict) or set(w) - {"device", "threads", "memory_limit", "host", "split"}:
+            raise _fail(path, f"workers[{i}] must have only device, threads, memory_limit, host, split")
         spec = {**DEFAULT_WORKER, **w}
-        if not isinstance(spec["threads"], int) or spec["threads"] < 1:
-            raise _fail(path, f"workers[{i}].threads must be a positive integer")
+        for key in ("threads", "split"):
+            if not isinstance(spec[key], int) or spec[key] < 1:
+                raise _fail(path, f"workers[{i}].{key} must be a positive integer")
         groups.append(WorkerGroup(str(spec["device"]), spec["threads"], str(spec["memory_limit"]),
-                                  str(spec.get("host", "localhost"))))
+                                  str(spec.get("host", "localhost")), spec["split"]))
     settings = doc.get("dmap") or {}
     unknown = set(settings) - {"chunk_size", "in_flight"}
     if unknown:

@@ -53,6 +53,7 @@ class DeviceInfo:
     local_mem: int
     max_alloc: int
     version: str
+    max_split: int  # sub-devices it can be split into (1: no fission)
 
 
 def list_devices() -> list[DeviceInfo]:
@@ -89,6 +90,7 @@ def list_devices() -> list[DeviceInfo]:
                     local_mem=d.local_mem_size,
                     max_alloc=d.max_mem_alloc_size,
                     version=d.version.strip(),
+                    max_split=max(d.partition_max_sub_devices, 1) if d.partition_properties else 1,
                 )
             )
     if not out:
@@ -97,6 +99,37 @@ def list_devices() -> list[DeviceInfo]:
             "for the CPU or your GPU vendor's driver"
         )
     return out
+
+
+def _resolve(cl, spec: str):
+    """The OpenCL device of a spec: ``P:D``, or ``P:D/N:K`` for part K of P:D split into N equal parts.
+
+    Splitting (device fission) lets several workers share one CPU device
+    without fighting over its cores.
+    """
+    whole, _, part = spec.partition("/")
+    try:
+        p_i, d_i = (int(x) for x in whole.split(":"))
+        device = cl.get_platforms()[p_i].get_devices()[d_i]
+    except (ValueError, IndexError):
+        raise DeviceError(f"no OpenCL device {spec!r}; 'dmap devices' lists them as PLATFORM:DEVICE") from None
+    if not part:
+        return device
+    try:
+        n, k = (int(x) for x in part.split(":"))
+    except ValueError:
+        raise DeviceError(f"device spec {spec!r}: a split is written P:D/N:K (part K of N)") from None
+    units = device.max_compute_units
+    if not (1 <= n <= max(device.partition_max_sub_devices, 1) and n <= units and 0 <= k < n):
+        raise DeviceError(
+            f"device {whole} cannot be split into {n} parts (it has {units} compute units and allows at most "
+            f"{device.partition_max_sub_devices} sub-devices) or has no part {k}"
+        )
+    try:
+        parts = device.create_sub_devices([cl.device_partition_property.EQUALLY, units // n])
+    except cl.Error as e:
+        raise DeviceError(f"device {whole} does not support splitting: {e}") from None
+    return parts[k]
 
 
 @dataclass
@@ -130,13 +163,7 @@ class Device:
         cl = self.cl = _cl()
         infos = list_devices()
         spec = spec or os.environ.get("DMAP_DEVICE") or infos[0].spec
-        try:
-            p_i, d_i = (int(x) for x in spec.split(":"))
-            self.device = cl.get_platforms()[p_i].get_devices()[d_i]
-        except (ValueError, IndexError):
-            raise DeviceError(
-                f"no OpenCL device {spec!r}; 'dmap devices' lists them as PLATFORM:DEVICE"
-            ) from None
+        self.device = _resolve(cl, spec)
         self.spec = spec
         self.name = self.device.name.strip()
         self.context = cl.Context([self.device])

@@ -22,7 +22,7 @@ from pathlib import Path
 from distributed import Client
 
 from .cluster_file import ClusterFile, WorkerGroup, is_this_machine, read_cluster_file
-from .device import DEVICE_RESOURCE, list_devices
+from .device import DEVICE_RESOURCE, Device, list_devices
 from .errors import ClusterError
 
 START_TIMEOUT = 60.0
@@ -83,10 +83,13 @@ def _worker_commands(cfg: ClusterFile) -> list[list[str]]:
                 f"worker host {group.host!r}: starting workers on other machines is not implemented yet; "
                 "start them there by hand (docs/cluster.md)"
             )
-        specs = devices if group.device == "all" else [group.device]
+        wholes = devices if group.device == "all" else [group.device]
+        for whole in wholes:
+            if whole not in devices:
+                raise ClusterError(f"no OpenCL device {whole!r} here; 'dmap devices' lists {', '.join(devices)}")
+        specs = [w if group.split == 1 else f"{w}/{group.split}:{k}" for w in wholes for k in range(group.split)]
         for spec in specs:
-            if spec not in devices:
-                raise ClusterError(f"no OpenCL device {spec!r} here; 'dmap devices' lists {', '.join(devices)}")
+            Device(spec)  # fails here, with the reason, if the device cannot be split so
             commands.append(dask + [
                 cfg.scheduler_address, "--host", cfg.scheduler_host, "--nthreads", str(group.threads),
                 "--memory-limit", group.memory_limit, "--name", f"dmap-{spec}-{len(commands)}",

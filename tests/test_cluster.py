@@ -157,12 +157,17 @@ def wait_for_records(directory, name: str, timeout: float = 120) -> None:
     raise AssertionError(f"{name} never started writing records")
 
 
-def test_cluster_up_run_down(tmp_path, mapping_case, monkeypatch):
+@pytest.mark.parametrize("split", [1, 2])
+def test_cluster_up_run_down(tmp_path, mapping_case, monkeypatch, split):
     import socket
     import urllib.request
 
     import psutil
 
+    from dmap.device import list_devices
+
+    if split > list_devices()[0].max_split:
+        pytest.skip("this device cannot be split")
     monkeypatch.setenv("DMAP_STATE_DIR", str(tmp_path / "state"))
     ports = []
     for _ in range(2):
@@ -171,13 +176,13 @@ def test_cluster_up_run_down(tmp_path, mapping_case, monkeypatch):
             ports.append(s.getsockname()[1])
     cfg = tmp_path / "cluster.yaml"
     cfg.write_text(f"scheduler:\n  address: tcp://127.0.0.1:{ports[0]}\n  dashboard: {ports[1]}\n"
-                   "workers:\n  - device: all\n    threads: 2\n")
+                   f"workers:\n  - device: all\n    threads: 2\n    split: {split}\n")
     dmap = [sys.executable, "-m", "dmap.cli"]
     up = subprocess.run([*dmap, "cluster", "up", cfg], capture_output=True, text=True, timeout=180)
     assert up.returncode == 0, up.stderr
     state = json.loads(next((tmp_path / "state").glob("*/state.json")).read_text())
     try:
-        assert f"tcp://127.0.0.1:{ports[0]}" in up.stdout and len(state["pids"]) == 2
+        assert f"tcp://127.0.0.1:{ports[0]}" in up.stdout and len(state["pids"]) == 1 + split
         again = subprocess.run([*dmap, "cluster", "up", cfg], capture_output=True, text=True, timeout=60)
         assert again.returncode == 1 and "already up" in again.stderr
         run = subprocess.run([*mapping_case, "--cluster", cfg, "-o", tmp_path / "o.sam"], capture_output=True,
