@@ -20,25 +20,32 @@ WORKER_THREADS = 2
 LOOPBACK = "127.0.0.1"
 
 
-def embedded_cluster_spec(processes: bool = False, dashboard: bool = False) -> tuple[dict, dict]:
+def embedded_cluster_spec(
+    processes: bool = False, dashboard: bool = False, split: int = 1, devices: list[str] | None = None
+) -> tuple[dict, dict]:
     """Scheduler and worker specs for :class:`distributed.SpecCluster`.
 
     In-process workers (threads) start in well under a second and share data
     without copies; ``processes=True`` starts one spawned process per device.
+    ``split`` > 1 puts that many workers on equal parts of each device;
+    ``devices`` names the device specs (one worker each) instead.
     """
     workers = {}
-    for info in list_devices():
+    specs = devices or [
+        info.spec if split == 1 else f"{info.spec}/{split}:{k}" for info in list_devices() for k in range(split)
+    ]
+    for spec in specs:
         options = {
             "nthreads": WORKER_THREADS,
             "resources": {DEVICE_RESOURCE: 1},
-            "plugins": {DevicePlugin(info.spec)},
-            "name": f"dmap-{info.spec}",
+            "plugins": {DevicePlugin(spec)},
+            "name": f"dmap-{spec}",
             "host": LOOPBACK,
             "dashboard": False,
         }
         if processes:
             options["silence_logs"] = logging.CRITICAL  # failures reach the caller as exceptions
-        workers[f"dmap-{info.spec}"] = {"cls": Nanny if processes else Worker, "options": options}
+        workers[f"dmap-{spec}"] = {"cls": Nanny if processes else Worker, "options": options}
     scheduler = {
         "cls": Scheduler,
         "options": {
@@ -66,10 +73,15 @@ class LocalDeviceCluster(SpecCluster):
         One spawned worker process per device (default), or threads here.
     dashboard
         Serve the Dask dashboard on 127.0.0.1:8787.
+    split
+        Workers per device, each on an equal part of it (device fission).
+    devices
+        Device specs, one worker each (e.g. ``["0:0/2:0"]``), instead of all.
     """
 
-    def __init__(self, processes: bool = True, dashboard: bool = False, **kwargs):
-        scheduler, workers = embedded_cluster_spec(processes, dashboard)
+    def __init__(self, processes: bool = True, dashboard: bool = False, split: int = 1,
+                 devices: list[str] | None = None, **kwargs):
+        scheduler, workers = embedded_cluster_spec(processes, dashboard, split, devices)
         kwargs.setdefault("silence_logs", logging.ERROR)
         super().__init__(workers=workers, scheduler=scheduler, **kwargs)
 
