@@ -21,7 +21,8 @@ LOOPBACK = "127.0.0.1"
 
 
 def embedded_cluster_spec(
-    processes: bool = False, dashboard: bool = False, split: int = 1, devices: list[str] | None = None
+    processes: bool = False, dashboard: bool = False, split: int = 1, devices: list[str] | None = None,
+    threads: int = WORKER_THREADS,
 ) -> tuple[dict, dict]:
     """Scheduler and worker specs for :class:`distributed.SpecCluster`.
 
@@ -29,6 +30,7 @@ def embedded_cluster_spec(
     without copies; ``processes=True`` starts one spawned process per device.
     ``split`` > 1 puts that many workers on equal parts of each device;
     ``devices`` names the device specs (one worker each) instead.
+    ``threads`` per worker: each has its own command queue (a buffer set).
     """
     workers = {}
     specs = devices or [
@@ -36,7 +38,7 @@ def embedded_cluster_spec(
     ]
     for spec in specs:
         options = {
-            "nthreads": WORKER_THREADS,
+            "nthreads": threads,
             "resources": {DEVICE_RESOURCE: 1},
             "plugins": {DevicePlugin(spec)},
             "name": f"dmap-{spec}",
@@ -77,11 +79,14 @@ class LocalDeviceCluster(SpecCluster):
         Workers per device, each on an equal part of it (device fission).
     devices
         Device specs, one worker each (e.g. ``["0:0/2:0"]``), instead of all.
+    threads
+        Threads per worker; each has its own command queue and buffers, so
+        this many chunks are in flight on a device at once.
     """
 
     def __init__(self, processes: bool = True, dashboard: bool = False, split: int = 1,
-                 devices: list[str] | None = None, **kwargs):
-        scheduler, workers = embedded_cluster_spec(processes, dashboard, split, devices)
+                 devices: list[str] | None = None, threads: int = WORKER_THREADS, **kwargs):
+        scheduler, workers = embedded_cluster_spec(processes, dashboard, split, devices, threads)
         kwargs.setdefault("silence_logs", logging.ERROR)
         super().__init__(workers=workers, scheduler=scheduler, **kwargs)
 

@@ -167,7 +167,11 @@ class Device:
         self.spec = spec
         self.name = self.device.name.strip()
         self.context = cl.Context([self.device])
-        self.queue = cl.CommandQueue(self.context)
+        # One command queue per worker thread: each thread's buffers and
+        # kernels form one "buffer set" (BowMapCL 4.3.1), so copies and
+        # kernels of different chunks overlap instead of queueing behind
+        # each other in one in-order queue.
+        self._queues = threading.local()
         self.max_alloc = self.device.max_mem_alloc_size
         # Blocks kept resident: up to half the device memory, least recently used out first.
         self.block_budget = self.device.global_mem_size // 2
@@ -175,6 +179,14 @@ class Device:
         self._blocks: OrderedDict = OrderedDict()
         self._lock = threading.RLock()
         self.block_loads = 0
+
+    @property
+    def queue(self):
+        """This thread's command queue on the device."""
+        q = getattr(self._queues, "queue", None)
+        if q is None:
+            q = self._queues.queue = self.cl.CommandQueue(self.context)
+        return q
 
     def __repr__(self) -> str:
         return f"<Device {self.spec} {self.name}>"
