@@ -130,7 +130,8 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
                          scheduler=scheduler, return_hits=False, processes=processes, argv=sys.argv)
     click.echo(
         f"dmap: {res.n_reads} reads, {res.n_mapped} mapped, {res.n_hits} hits in {res.seconds:.2f} s "
-        f"({res.reads_per_second:,.0f} reads/s) -> {output}", err=True,
+        f"({res.reads_per_second:,.0f} reads/s) -> {output}; index blocks loaded: "
+        f"{sum(res.block_loads.values())} on {len(res.block_loads)} worker(s)", err=True,
     )
 
 

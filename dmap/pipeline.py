@@ -73,6 +73,7 @@ class MappingResult:
     sam_path: str | None = None
     hits: Hits | None = None
     chunk_seconds: list[float] = field(default_factory=list)
+    block_loads: dict[str, int] = field(default_factory=dict)  # index blocks each worker loaded in this run
 
     @property
     def reads_per_second(self) -> float:
@@ -174,7 +175,9 @@ def map_reads(
             writer.write_header(sam.header(idx.meta, argv))
         with _client(client, scheduler, processes) as c:
             require_device_workers(c)
+            loads_before = block_loads(c)
             _run(c, idx, first_chunk, chunks, writer, in_flight, result, kept if return_hits else None)
+            result.block_loads = {w: n - loads_before.get(w, 0) for w, n in block_loads(c).items()}
         if out is not None:
             out.close()
             os.replace(tmp, sam_path)
@@ -194,6 +197,16 @@ def map_reads(
         result.hits = _collect_hits(kept, contig_names)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _worker_block_loads(dask_worker) -> int:
+    plugin = dask_worker.plugins.get("dmap-device")
+    return plugin.block_loads if plugin is not None else 0
+
+
+def block_loads(client: Client) -> dict[str, int]:
+    """Index blocks each device worker has loaded since it started (blocks stay resident between tasks)."""
+    return client.run(_worker_block_loads)
 
 
 def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept) -> None:

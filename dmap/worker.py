@@ -27,6 +27,11 @@ class DevicePlugin(WorkerPlugin):
         self._device: Device | None = None
 
     @property
+    def block_loads(self) -> int:
+        """Index blocks loaded onto this worker's device so far."""
+        return self._device.block_loads if self._device is not None else 0
+
+    @property
     def device(self) -> Device:
         # Built on first use, in the worker's process and thread pool.
         if self._device is None:

@@ -218,3 +218,26 @@ def test_bad_cluster_files(tmp_path, text, words):
     r = subprocess.run([sys.executable, "-m", "dmap.cli", "cluster", "up", tmp_path / "c.yaml"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_blocks_stay_resident_and_loads_are_counted(tmp_path):
+    """4 blocks, 2 workers: each worker loads each block at most once, and a second run loads none."""
+    import numpy as np
+    from distributed import Client
+
+    import dmap
+    from dmap.device import list_devices
+
+    if list_devices()[0].max_split < 2:
+        pytest.skip("this device cannot be split into two workers")
+    rng = np.random.default_rng(8)
+    genome = "".join(rng.choice(list("ACGT"), size=40_000))
+    write_fasta(tmp_path / "ref.fa", [("g", genome)])
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", block_length=10_000, max_query_length=50)
+    write_fastq(tmp_path / "r.fq", [genome[s : s + 40] for s in rng.integers(0, 39_000, size=4000)])
+    with dmap.LocalDeviceCluster(processes=False, split=2) as cluster, Client(cluster) as client:
+        first = dmap.map_reads(idx, tmp_path / "r.fq", client=client, chunk_size=500, return_hits=False)
+        second = dmap.map_reads(idx, tmp_path / "r.fq", client=client, chunk_size=500, return_hits=False)
+    assert len(first.block_loads) == 2 and 4 <= sum(first.block_loads.values()) <= 8
+    assert all(n <= 4 for n in first.block_loads.values())
+    assert sum(second.block_loads.values()) == 0
