@@ -7,6 +7,7 @@ that uses it (a Dask worker), never sent between processes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import OrderedDict
@@ -179,6 +180,16 @@ class Device:
         self._blocks: OrderedDict = OrderedDict()
         self._lock = threading.RLock()
         self.block_loads = 0
+        self.queries_searched = 0  # (read, strand) pairs, for the workers page
+
+    def timed(self, label: str):
+        """Time a step under ``label`` in Dask's Fine Performance Metrics
+        (the dashboard shows them per activity); a no-op outside a Dask task."""
+        try:
+            from distributed.metrics import context_meter
+        except ImportError:  # pragma: no cover - distributed is a dependency
+            return contextlib.nullcontext()
+        return context_meter.meter(label)
 
     @property
     def queue(self):

@@ -49,7 +49,8 @@ def locate_rows(device: Device, block: DeviceBlock, rows: np.ndarray, batch: int
         return np.zeros(0, dtype=np.uint32)
     cl = device.cl
     prg = device.program("locate.cl", {**occ_defines(block), "SA_RATE": block.sa_sample_rate, "BATCH": batch})
-    rows_buf = device.upload(rows.astype(np.uint32))
+    with device.timed("dmap-transfer"):
+        rows_buf = device.upload(rows.astype(np.uint32))
     out = np.empty(rows.size, dtype=np.uint32)
     out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, out.nbytes)
     b = block.buffers
@@ -58,8 +59,10 @@ def locate_rows(device: Device, block: DeviceBlock, rows: np.ndarray, batch: int
         b["occ"], np.uint32(block.shape.n_periods), b["C"], b["sa_samples"], b["boundary_rows"],
         b["boundary_pos"], np.uint32(block.n_boundary), rows_buf, np.uint32(rows.size), out_buf,
     )
-    cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(-(-rows.size // batch)))
-    cl.enqueue_copy(device.queue, out, out_buf)
+    with device.timed("dmap-locate-kernel"):
+        cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(-(-rows.size // batch))).wait()
+    with device.timed("dmap-transfer"):
+        cl.enqueue_copy(device.queue, out, out_buf)
     return out
 
 

@@ -40,6 +40,10 @@ class DevicePlugin(WorkerPlugin):
 
     def setup(self, worker) -> None:
         worker.plugins[self.name] = self
+        # Sent with every heartbeat; the dashboard's worker pages list them.
+        worker.metrics["dmap_device"] = lambda w: self.spec or "default"
+        worker.metrics["dmap_block_loads"] = lambda w: self.block_loads
+        worker.metrics["dmap_queries_searched"] = lambda w: self._device.queries_searched if self._device else 0
 
 
 @click.command()

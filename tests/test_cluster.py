@@ -241,3 +241,30 @@ def test_blocks_stay_resident_and_loads_are_counted(tmp_path):
     assert len(first.block_loads) == 2 and 4 <= sum(first.block_loads.values()) <= 8
     assert all(n <= 4 for n in first.block_loads.values())
     assert sum(second.block_loads.values()) == 0
+
+
+def test_dashboard_metrics(tmp_path):
+    """Kernel/transfer/locate time reaches the scheduler's Fine Performance Metrics; device counters its worker info."""
+    from distributed import Client
+
+    import dmap
+
+    write_fasta(tmp_path / "ref.fa", [("g", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGCTAGGATCGATCGGATC" * 20)])
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=30)
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAGTCC", "GATCGATCGG"] * 50)
+    with dmap.LocalDeviceCluster(processes=False) as cluster, Client(cluster) as client:
+        dmap.map_reads(idx, tmp_path / "r.fq", client=client, return_hits=False)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            labels = client.run_on_scheduler(
+                lambda dask_scheduler: sorted({str(k) for k, v in dask_scheduler.cumulative_worker_metrics.items()
+                                               if "dmap-" in str(k) and v > 0}))
+            workers = client.scheduler_info()["workers"].values()
+            counters = [w.get("metrics", {}).get("dmap_queries_searched", 0) for w in workers]
+            if len(labels) >= 3 and sum(counters) >= 200:
+                break
+            time.sleep(0.5)
+    text = " ".join(labels)
+    for label in ("dmap-search-kernel", "dmap-locate-kernel", "dmap-transfer"):
+        assert label in text, labels
+    assert sum(counters) == 200  # 100 reads x 2 strands

@@ -53,9 +53,10 @@ def search_block(
     cl = device.cl
     prg = device.program("exact_search.cl", {**occ_defines(block), "BATCH": batch, "N_STRANDS": n_strands})
     n_queries = n * n_strands
-    reads = device.upload(np.ascontiguousarray(codes, dtype=np.uint8))
-    offs = device.upload(offsets.astype(np.uint32))
-    lens = device.upload(lengths.astype(np.uint32))
+    with device.timed("dmap-transfer"):
+        reads = device.upload(np.ascontiguousarray(codes, dtype=np.uint8))
+        offs = device.upload(offsets.astype(np.uint32))
+        lens = device.upload(lengths.astype(np.uint32))
     out = np.empty((n_queries, 2), dtype=np.uint32)
     out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, out.nbytes)
     shape = block.shape
@@ -65,6 +66,9 @@ def search_block(
         block.buffers["occ"], np.uint32(shape.n_periods), block.buffers["C"], np.uint32(shape.n_rows),
         reads, offs, lens, np.uint32(n_queries), out_buf,
     )
-    cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(work_items))
-    cl.enqueue_copy(device.queue, out, out_buf)
+    with device.timed("dmap-search-kernel"):
+        cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(work_items)).wait()
+    with device.timed("dmap-transfer"):
+        cl.enqueue_copy(device.queue, out, out_buf)
+    device.queries_searched += n_queries
     return out.reshape(n, n_strands, 2)
