@@ -21,7 +21,7 @@ LOOPBACK = "127.0.0.1"
 
 
 def embedded_cluster_spec(
-    processes: bool = False, dashboard: bool = False, split: int = 1, devices: list[str] | None = None,
+    processes: bool = False, dashboard: bool | int = False, split: int = 1, devices: list[str] | None = None,
     threads: int = WORKER_THREADS,
 ) -> tuple[dict, dict]:
     """Scheduler and worker specs for :class:`distributed.SpecCluster`.
@@ -48,14 +48,16 @@ def embedded_cluster_spec(
         if processes:
             options["silence_logs"] = logging.CRITICAL  # failures reach the caller as exceptions
         workers[f"dmap-{spec}"] = {"cls": Nanny if processes else Worker, "options": options}
+    port = 8787 if dashboard is True else int(dashboard)
     scheduler = {
         "cls": Scheduler,
         "options": {
             "host": LOOPBACK,
-            "dashboard": dashboard,
+            "dashboard": bool(dashboard),
             # Port 0 when no dashboard is asked for: the scheduler's HTTP
             # server should never contend for 8787 with another cluster.
-            "dashboard_address": f"{LOOPBACK}:8787" if dashboard else f"{LOOPBACK}:0",
+            "dashboard_address": f"{LOOPBACK}:{port}",
+            "preload": ["dmap.dashboard"] if dashboard else [],
         },
     }
     return scheduler, workers
@@ -74,7 +76,8 @@ class LocalDeviceCluster(SpecCluster):
     processes
         One spawned worker process per device (default), or threads here.
     dashboard
-        Serve the Dask dashboard on 127.0.0.1:8787.
+        Serve the Dask dashboard, with the dmap page at ``/dmap``, on
+        127.0.0.1:8787 (True) or on the given port.
     split
         Workers per device, each on an equal part of it (device fission).
     devices
@@ -84,7 +87,7 @@ class LocalDeviceCluster(SpecCluster):
         this many chunks are in flight on a device at once.
     """
 
-    def __init__(self, processes: bool = True, dashboard: bool = False, split: int = 1,
+    def __init__(self, processes: bool = True, dashboard: bool | int = False, split: int = 1,
                  devices: list[str] | None = None, threads: int = WORKER_THREADS, **kwargs):
         scheduler, workers = embedded_cluster_spec(processes, dashboard, split, devices, threads)
         kwargs.setdefault("silence_logs", logging.ERROR)

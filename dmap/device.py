@@ -7,9 +7,11 @@ that uses it (a Dask worker), never sent between processes.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,15 +183,21 @@ class Device:
         self._lock = threading.RLock()
         self.block_loads = 0
         self.queries_searched = 0  # (read, strand) pairs, for the workers page
+        self.seconds: collections.Counter = collections.Counter()  # label of Device.timed -> seconds
 
+    @contextlib.contextmanager
     def timed(self, label: str):
-        """Time a step under ``label`` in Dask's Fine Performance Metrics
-        (the dashboard shows them per activity); a no-op outside a Dask task."""
+        """Time a step under ``label``: in this device's running totals
+        (``seconds``, shown on the dmap dashboard page) and in Dask's Fine
+        Performance Metrics (a no-op outside a Dask task)."""
+        from distributed.metrics import context_meter
+
+        start = time.perf_counter()
         try:
-            from distributed.metrics import context_meter
-        except ImportError:  # pragma: no cover - distributed is a dependency
-            return contextlib.nullcontext()
-        return context_meter.meter(label)
+            with context_meter.meter(label):
+                yield
+        finally:
+            self.seconds[label] += time.perf_counter() - start
 
     @property
     def queue(self):

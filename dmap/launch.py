@@ -122,9 +122,10 @@ def cluster_up(cluster_file: str | os.PathLike) -> ClusterState:
     dashboard = ["--dashboard-address", f"{cfg.scheduler_host}:{cfg.dashboard_port}"] if cfg.dashboard_port \
         else ["--no-dashboard"]
     procs = [_spawn([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", cfg.scheduler_host,
-                     "--port", str(cfg.scheduler_port), *dashboard], folder / "scheduler.log")]
+                     "--port", str(cfg.scheduler_port), "--preload", "dmap.dashboard", *dashboard],
+                    folder / "scheduler.log")]
     state = ClusterState(cfg.scheduler_address,
-                         f"http://{cfg.scheduler_host}:{cfg.dashboard_port}/status" if cfg.dashboard_port else None,
+                         f"http://{cfg.scheduler_host}:{cfg.dashboard_port}/dmap" if cfg.dashboard_port else None,
                          [procs[0].pid], str(folder))
     try:
         client = _wait_for_scheduler(cfg.scheduler_address, procs[0], folder / "scheduler.log")

@@ -44,6 +44,7 @@ class DevicePlugin(WorkerPlugin):
         worker.metrics["dmap_device"] = lambda w: self.spec or "default"
         worker.metrics["dmap_block_loads"] = lambda w: self.block_loads
         worker.metrics["dmap_queries_searched"] = lambda w: self._device.queries_searched if self._device else 0
+        worker.metrics["dmap_seconds"] = lambda w: dict(self._device.seconds) if self._device else {}
 
 
 @click.command()

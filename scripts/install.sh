@@ -11,6 +11,7 @@ if ! ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1; then apt_pkgs+=(pocl-opencl-i
 if [[ "${1:-}" == test ]]; then
   for tool in samtools bowtie; do command -v "$tool" >/dev/null || apt_pkgs+=("$tool"); done
   [[ -f /usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz ]] || apt_pkgs+=(bowtie-examples)
+  command -v chromium >/dev/null || apt_pkgs+=(chromium)  # the dashboard test's headless browser
 fi
 if ((${#apt_pkgs[@]})); then
   sudo=""; [[ $(id -u) == 0 ]] || sudo="sudo -n"

@@ -1,0 +1,61 @@
+"""The dmap page of the Dask dashboard, in a real headless browser (Debian's
+Chromium driven by Playwright): every device appears with non-zero work after
+a run.  The screenshot is kept in test-artifacts/."""
+
+import os
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import write_fasta, write_fastq
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium")
+
+
+def test_dmap_page_shows_every_device(tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api")
+    import socket
+
+    from distributed import Client
+
+    import dmap
+    from dmap.device import list_devices
+
+    rng = np.random.default_rng(2)
+    genome = "".join(rng.choice(list("ACGT"), size=300_000))
+    write_fasta(tmp_path / "ref.fa", [("g", genome)])
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx")
+    write_fastq(tmp_path / "r.fq", [genome[s : s + 80] for s in rng.integers(0, 299_000, size=200_000)])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    split = 2 if list_devices()[0].max_split >= 2 else 1
+    ARTIFACTS.mkdir(exist_ok=True)
+    with dmap.LocalDeviceCluster(processes=True, dashboard=port, split=split) as cluster, Client(cluster) as client, \
+            playwright.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        page.goto(f"http://127.0.0.1:{port}/dmap")
+        page.wait_for_selector("#dmap-devices", timeout=30_000)  # workers report from their first heartbeat
+        run = threading.Thread(target=dmap.map_reads, args=(idx, tmp_path / "r.fq"),
+                               kwargs={"client": client, "return_hits": False, "chunk_size": 5000})
+        run.start()
+        run.join(timeout=300)
+        time.sleep(2.5)  # two heartbeats
+        table = page.locator("#dmap-devices").inner_text(timeout=30_000)
+        page.screenshot(path=str(ARTIFACTS / "dmap-dashboard.png"), full_page=True)
+        browser.close()
+        workers = sorted(cluster.workers)  # the spec names, e.g. dmap-0:0/2:0
+    rows = [line.split("\t") for line in table.strip().splitlines()[1:]]
+    assert sorted(r[0] for r in rows) == workers
+    queries = [int(re.sub(r"\D", "", r[2])) for r in rows]
+    assert all(q > 0 for q in queries) and sum(queries) == 400_000  # 200,000 reads x 2 strands
+    assert all(float(r[5]) > 0 for r in rows)  # search kernel seconds
