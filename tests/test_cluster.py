@@ -268,3 +268,40 @@ def test_dashboard_metrics(tmp_path):
     for label in ("dmap-search-kernel", "dmap-locate-kernel", "dmap-transfer"):
         assert label in text, labels
     assert sum(counters) == 200  # 100 reads x 2 strands
+
+
+def test_worker_memory_stays_bounded_on_a_long_run(real_cluster, tmp_path):
+    """Chunks are streamed with backpressure: worker memory late in a long run stays at its early level."""
+    import threading
+
+    import numpy as np
+    import psutil
+
+    address, nanny = real_cluster
+    rng = np.random.default_rng(9)
+    genome = "".join(rng.choice(list("ACGT"), size=200_000))
+    write_fasta(tmp_path / "ref.fa", [("g", genome)])
+    subprocess.run([sys.executable, "-m", "dmap.cli", "index", tmp_path / "ref.fa", "-o", tmp_path / "idx"], check=True)
+    write_fastq(tmp_path / "r.fq", [genome[s : s + 100] for s in rng.integers(0, 199_000, size=300_000)])
+    worker = psutil.Process(nanny.pid).children()[0]
+    samples, done = [], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            samples.append(worker.memory_info().rss)
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        r = subprocess.run([sys.executable, "-m", "dmap.cli", "run", tmp_path / "idx", tmp_path / "r.fq", "-o",
+                            tmp_path / "o.sam", "--scheduler", address, "--chunk-size", "5000"],
+                           capture_output=True, text=True, timeout=300)
+    finally:
+        done.set()
+        sampler.join()
+    assert r.returncode == 0, r.stderr
+    third = len(samples) // 3
+    assert third > 5, "the run was too short to sample"
+    early, late = max(samples[:third]), max(samples[-third:])
+    assert late <= early * 1.15 + 20 * 2**20, (early >> 20, late >> 20)
