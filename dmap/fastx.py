@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import dnaio
@@ -156,8 +156,13 @@ def iter_read_chunks(
     alphabet: Alphabet,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     max_length: int | None = None,
+    next_size: Callable[[int, int], int] | None = None,
 ) -> Iterator[ReadChunk]:
     """Parse reads in chunks of ``chunk_size``, validated and encoded.
+
+    ``next_size(reads_done, bytes_done)``, if given, chooses the size of each
+    chunk after the first (see :class:`dmap.schedule.GuidedChunks`);
+    ``bytes_done`` counts the FASTA/FASTQ bytes of the reads parsed so far.
 
     Raises
     ------
@@ -168,7 +173,8 @@ def iter_read_chunks(
     if chunk_size < 1:
         raise InputFormatError(f"chunk size must be at least 1, not {chunk_size}")
     records = _records(path, "reads")
-    number = first = 0
+    number = first = bytes_done = 0
+    size = chunk_size
     while True:
         # One pass that keeps only the strings: holding a chunk of record
         # objects made the garbage collector rescan them (2x slower).
@@ -176,7 +182,7 @@ def iter_read_chunks(
         seqs: list[str] = []
         quals: list[str | None] = []
         add_name, add_seq, add_qual = names.append, seqs.append, quals.append
-        for rec in itertools.islice(records, chunk_size):
+        for rec in itertools.islice(records, size):
             add_name(rec.id)
             add_seq(rec.sequence)
             add_qual(rec.qualities)
@@ -198,3 +204,9 @@ def iter_read_chunks(
         yield ReadChunk(number, first, names, seqs, quals, codes, offsets, lengths, seq_bytes)  # type: ignore[arg-type]
         number += 1
         first += len(names)
+        # Header, sequence (and '+' line and qualities) with their newlines.
+        per_record = 6 if quals is not None else 2
+        bytes_done += sum(map(len, names)) + int(lengths.sum()) * (2 if quals is not None else 1) \
+            + per_record * len(names)
+        if next_size is not None:
+            size = max(1, next_size(first, bytes_done))

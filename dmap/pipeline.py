@@ -36,6 +36,7 @@ from .errors import ClusterError, DmapError
 from .fastx import DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
 from .hits import ChunkHits
 from .index.store import Index, open_index
+from .schedule import GuidedChunks
 from .tasks import locate_task, merge_task, search_task
 
 
@@ -116,6 +117,7 @@ def map_reads(
     in_flight: int = 4,
     return_hits: bool = True,
     processes: bool = False,
+    guided: bool = True,
     argv: list[str] | None = None,
 ) -> MappingResult:
     """Find every exact occurrence of each read (both strands for DNA).
@@ -134,7 +136,10 @@ def map_reads(
     max_hits
         Report at most this many hits per read in the SAM (all are counted).
     chunk_size
-        Reads per task.
+        Reads per task (the largest chunk when ``guided``).
+    guided
+        Shrink chunks toward the end of an uncompressed input so that devices
+        of unequal speed finish together (:class:`dmap.schedule.GuidedChunks`).
     in_flight
         Chunks submitted at once (bounds memory).
     return_hits
@@ -156,7 +161,9 @@ def map_reads(
         raise DmapError("in_flight must be at least 1")
     idx = open_index(index)
     contig_names = [c.name for c in idx.meta.contigs]
-    chunks = iter_read_chunks(reads, idx.alphabet, chunk_size, max_length=idx.meta.max_query_length)
+    schedule = GuidedChunks(reads, chunk_size) if guided else None
+    chunks = iter_read_chunks(reads, idx.alphabet, chunk_size, max_length=idx.meta.max_query_length,
+                              next_size=schedule)
     first_chunk = next(chunks)  # input errors surface before a cluster starts
     t0 = time.perf_counter()
     result = MappingResult()
@@ -174,7 +181,9 @@ def map_reads(
         if writer is not None:
             writer.write_header(sam.header(idx.meta, argv))
         with _client(client, scheduler, processes) as c:
-            require_device_workers(c)
+            n_workers = require_device_workers(c)
+            if schedule is not None:
+                schedule.n_workers = n_workers
             loads_before = block_loads(c)
             _run(c, idx, first_chunk, chunks, writer, in_flight, result, kept if return_hits else None)
             result.block_loads = {w: n - loads_before.get(w, 0) for w, n in block_loads(c).items()}
