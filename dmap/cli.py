@@ -103,11 +103,14 @@ def index_info(index_path):
               help="cluster.yaml describing the cluster.")
 @click.option("--max-errors", type=int, default=0, show_default=True,
               help="Edit distance allowed; only 0 (exact matching) is implemented so far.")
+@click.option("--no-guided", "fixed_chunks", is_flag=True,
+              help="Equal chunks to the end (default: chunks shrink toward the end so devices finish together).")
 @click.option("-v", "--verbose", is_flag=True, help="Show Dask's own log messages.")
 @click.option("--processes", is_flag=True,
               help="Embedded cluster: one spawned worker process per device instead of threads in this process.")
 @_user_errors
-def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, max_errors, verbose, processes):
+def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, max_errors, fixed_chunks, verbose,
+        processes):
     """Map READS (FASTQ/FASTA, optionally .gz) against INDEX and write SAM."""
     if not verbose:
         # dmap reports failures itself in one line; Dask's client would log
@@ -127,7 +130,8 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
         chunk_size = chunk_size or cfg.chunk_size
     res = dmap.map_reads(index_path, reads, sam_path=output, max_hits=max_hits,
                          chunk_size=chunk_size or DEFAULT_CHUNK_SIZE, in_flight=in_flight or 4,
-                         scheduler=scheduler, return_hits=False, processes=processes, argv=sys.argv)
+                         scheduler=scheduler, return_hits=False, processes=processes, guided=not fixed_chunks,
+                         argv=sys.argv)
     click.echo(
         f"dmap: {res.n_reads} reads, {res.n_mapped} mapped, {res.n_hits} hits in {res.seconds:.2f} s "
         f"({res.reads_per_second:,.0f} reads/s) -> {output}; index blocks loaded: "
