@@ -177,7 +177,8 @@ class Device:
         self._queues = threading.local()
         self.max_alloc = self.device.max_mem_alloc_size
         # Blocks kept resident: up to half the device memory, least recently used out first.
-        self.block_budget = self.device.global_mem_size // 2
+        # $DMAP_BLOCK_BUDGET (bytes) overrides it, e.g. to share a device.
+        self.block_budget = int(os.environ.get("DMAP_BLOCK_BUDGET") or self.device.global_mem_size // 2)
         self._programs: dict = {}
         self._blocks: OrderedDict = OrderedDict()
         self._lock = threading.RLock()

@@ -118,6 +118,7 @@ def map_reads(
     return_hits: bool = True,
     processes: bool = False,
     guided: bool = True,
+    block_major: bool = True,
     argv: list[str] | None = None,
 ) -> MappingResult:
     """Find every exact occurrence of each read (both strands for DNA).
@@ -140,6 +141,9 @@ def map_reads(
     guided
         Shrink chunks toward the end of an uncompressed input so that devices
         of unequal speed finish together (:class:`dmap.schedule.GuidedChunks`).
+    block_major
+        Among the chunks in flight, run all of one block before the next
+        (fewer block reloads when a device cannot hold every block).
     in_flight
         Chunks submitted at once (bounds memory).
     return_hits
@@ -185,7 +189,7 @@ def map_reads(
             if schedule is not None:
                 schedule.n_workers = n_workers
             loads_before = block_loads(c)
-            _run(c, idx, first_chunk, chunks, writer, in_flight, result, kept if return_hits else None)
+            _run(c, idx, first_chunk, chunks, writer, in_flight, result, kept if return_hits else None, block_major)
             result.block_loads = {w: n - loads_before.get(w, 0) for w, n in block_loads(c).items()}
         if out is not None:
             out.close()
@@ -208,6 +212,11 @@ def map_reads(
     return result
 
 
+def block_priority(block: int, chunk: int) -> int:
+    """Dask priority (higher runs first): lower blocks first, then earlier chunks."""
+    return -(block * (1 << 32) + chunk)
+
+
 def _worker_block_loads(dask_worker) -> int:
     plugin = dask_worker.plugins.get("dmap-device")
     return plugin.block_loads if plugin is not None else 0
@@ -218,7 +227,7 @@ def block_loads(client: Client) -> dict[str, int]:
     return client.run(_worker_block_loads)
 
 
-def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept) -> None:
+def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, block_major=True) -> None:
     """Submit chunks from this thread; a writer thread takes results in input order.
 
     Reading/encoding the next chunks overlaps with formatting and writing
@@ -235,8 +244,13 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept) -> N
         reads_f = client.scatter(chunk.encoded(), hash=False)
         located = []
         for b in range(idx.n_blocks):
-            s = client.submit(search_task, path, b, reads_f, resources=dev, pure=False, priority=-chunk.number)
-            located.append(client.submit(locate_task, path, b, s, resources=dev, pure=False, priority=-chunk.number))
+            # Block-major among the chunks in flight (BowMapCL 4.4.1): a device
+            # works through one block for all of them before the next, so a
+            # device that cannot hold every block reloads each once per
+            # window of chunks instead of once per chunk.
+            prio = block_priority(b, chunk.number) if block_major else -chunk.number
+            s = client.submit(search_task, path, b, reads_f, resources=dev, pure=False, priority=prio)
+            located.append(client.submit(locate_task, path, b, s, resources=dev, pure=False, priority=prio))
         merged = client.submit(merge_task, path, len(chunk), located, pure=False, priority=-chunk.number)
         pending.put((merged, chunk, time.perf_counter()))
 

@@ -305,3 +305,30 @@ def test_worker_memory_stays_bounded_on_a_long_run(real_cluster, tmp_path):
     assert third > 5, "the run was too short to sample"
     early, late = max(samples[:third]), max(samples[-third:])
     assert late <= early * 1.15 + 20 * 2**20, (early >> 20, late >> 20)
+
+
+def test_block_major_order_reloads_fewer_blocks(tmp_path, monkeypatch):
+    """A device that holds one block at a time: block-major order loads blocks far less often."""
+    import numpy as np
+    from distributed import Client
+
+    import dmap
+
+    rng = np.random.default_rng(3)
+    genome = "".join(rng.choice(list("ACGT"), size=60_000))
+    write_fasta(tmp_path / "ref.fa", [("g", genome)])
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", block_length=15_000, max_query_length=50)
+    write_fastq(tmp_path / "r.fq", [genome[s : s + 40] for s in rng.integers(0, 59_000, size=8000)])
+    block_bytes = max(idx.load_block(b).nbytes for b in range(idx.n_blocks))
+    monkeypatch.setenv("DMAP_BLOCK_BUDGET", str(int(block_bytes * 1.5)))  # room for one block
+    loads, sams = {}, {}
+    for block_major in (False, True):
+        with dmap.LocalDeviceCluster(processes=False, threads=1) as cluster, Client(cluster) as client:
+            res = dmap.map_reads(idx, tmp_path / "r.fq", client=client, chunk_size=500, in_flight=8, guided=False,
+                                 block_major=block_major, sam_path=tmp_path / f"{block_major}.sam")
+        loads[block_major] = sum(res.block_loads.values())
+        sams[block_major] = [x for x in open(tmp_path / f"{block_major}.sam") if not x.startswith("@PG")]
+    assert sams[True] == sams[False]
+    n_chunks = 8000 // 500
+    assert loads[False] >= n_chunks * idx.n_blocks * 0.75  # chunk-major: about a load per (chunk, block)
+    assert loads[True] <= loads[False] / 3, loads
