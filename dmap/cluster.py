@@ -48,16 +48,16 @@ def embedded_cluster_spec(
         if processes:
             options["silence_logs"] = logging.CRITICAL  # failures reach the caller as exceptions
         workers[f"dmap-{spec}"] = {"cls": Nanny if processes else Worker, "options": options}
-    port = 8787 if dashboard is True else int(dashboard)
+    port = 8787 if dashboard is True else int(dashboard)  # an int: that port (0: any free one)
     scheduler = {
         "cls": Scheduler,
         "options": {
             "host": LOOPBACK,
-            "dashboard": bool(dashboard),
+            "dashboard": dashboard is not False,
             # Port 0 when no dashboard is asked for: the scheduler's HTTP
             # server should never contend for 8787 with another cluster.
             "dashboard_address": f"{LOOPBACK}:{port}",
-            "preload": ["dmap.dashboard"] if dashboard else [],
+            "preload": ["dmap.dashboard"] if dashboard is not False else [],
         },
     }
     return scheduler, workers
