@@ -5,7 +5,7 @@ __version__ = "0.1.0"
 from .cluster import LocalDeviceCluster  # noqa: E402
 from .errors import ClusterError, DeviceError, DmapError, IndexFormatError, InputFormatError  # noqa: E402
 from .index import Index, build_index, open_index  # noqa: E402
-from .pipeline import Hits, MappingResult, map_reads  # noqa: E402
+from .pipeline import Hits, MappingResult, device_stats, map_reads  # noqa: E402
 
 __all__ = [
     "__version__",
@@ -13,6 +13,7 @@ __all__ = [
     "open_index",
     "Index",
     "map_reads",
+    "device_stats",
     "MappingResult",
     "Hits",
     "LocalDeviceCluster",

@@ -217,14 +217,29 @@ def block_priority(block: int, chunk: int) -> int:
     return -(block * (1 << 32) + chunk)
 
 
-def _worker_block_loads(dask_worker) -> int:
+def _worker_device_stats(dask_worker) -> dict | None:
     plugin = dask_worker.plugins.get("dmap-device")
-    return plugin.block_loads if plugin is not None else 0
+    if plugin is None:
+        return None
+    device = plugin._device
+    return {
+        "name": str(dask_worker.name),
+        "device": plugin.spec or "default",
+        "block_loads": plugin.block_loads,
+        "queries_searched": device.queries_searched if device else 0,
+        "seconds": dict(device.seconds) if device else {},
+    }
+
+
+def device_stats(client: Client) -> dict[str, dict]:
+    """Counters of each device worker, read now: device, block loads, queries
+    searched, seconds per activity (the dashboard's dmap page shows the same)."""
+    return {w: s for w, s in client.run(_worker_device_stats).items() if s is not None}
 
 
 def block_loads(client: Client) -> dict[str, int]:
     """Index blocks each device worker has loaded since it started (blocks stay resident between tasks)."""
-    return client.run(_worker_block_loads)
+    return {w: s["block_loads"] for w, s in device_stats(client).items()}
 
 
 def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, block_major=True) -> None:

@@ -16,3 +16,5 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     outputs = "".join(str(o) for c in nb.cells for o in c.get("outputs", []))
     assert "mapped" in outputs and "Traceback" not in outputs
+    if path.name.startswith("01"):
+        assert "reads/s'" in outputs and "': '0 reads/s'" not in outputs  # per-device rates are real
