@@ -226,6 +226,7 @@ def _worker_device_stats(dask_worker) -> dict | None:
         "name": str(dask_worker.name),
         "device": plugin.spec or "default",
         "block_loads": plugin.block_loads,
+        "block_budget": plugin.device.block_budget,
         "queries_searched": device.queries_searched if device else 0,
         "seconds": dict(device.seconds) if device else {},
     }
@@ -242,6 +243,23 @@ def block_loads(client: Client) -> dict[str, int]:
     return {w: s["block_loads"] for w, s in device_stats(client).items()}
 
 
+def block_homes(client: Client, idx: Index) -> dict[int, str]:
+    """Preferred worker of each block, or {} when every device can hold every block.
+
+    When the index is larger than a device's block budget, block b prefers
+    worker b mod n (BowMapCL's partitioned blocks), so each device loads only
+    its share; otherwise any worker takes any block, which balances load best.
+    """
+    stats = device_stats(client)
+    if len(stats) < 2 or idx.n_blocks < 2:
+        return {}
+    total = sum(idx.block_nbytes(b) for b in range(idx.n_blocks))
+    if total <= min(s["block_budget"] for s in stats.values()):
+        return {}
+    workers = sorted(stats)
+    return {b: workers[b % len(workers)] for b in range(idx.n_blocks)}
+
+
 def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, block_major=True) -> None:
     """Submit chunks from this thread; a writer thread takes results in input order.
 
@@ -251,6 +269,7 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, bloc
     """
     path = idx.path
     dev = {DEVICE_RESOURCE: 1}
+    home = block_homes(client, idx)
     done = object()
     pending: queue.Queue = queue.Queue(maxsize=in_flight)
     failure: list[BaseException] = []
@@ -264,8 +283,9 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, bloc
             # device that cannot hold every block reloads each once per
             # window of chunks instead of once per chunk.
             prio = block_priority(b, chunk.number) if block_major else -chunk.number
-            s = client.submit(search_task, path, b, reads_f, resources=dev, pure=False, priority=prio)
-            located.append(client.submit(locate_task, path, b, s, resources=dev, pure=False, priority=prio))
+            place = {"workers": [home[b]], "allow_other_workers": True} if home else {}
+            s = client.submit(search_task, path, b, reads_f, resources=dev, pure=False, priority=prio, **place)
+            located.append(client.submit(locate_task, path, b, s, resources=dev, pure=False, priority=prio, **place))
         merged = client.submit(merge_task, path, len(chunk), located, pure=False, priority=-chunk.number)
         pending.put((merged, chunk, time.perf_counter()))
 

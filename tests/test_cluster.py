@@ -332,3 +332,29 @@ def test_block_major_order_reloads_fewer_blocks(tmp_path, monkeypatch):
     n_chunks = 8000 // 500
     assert loads[False] >= n_chunks * idx.n_blocks * 0.75  # chunk-major: about a load per (chunk, block)
     assert loads[True] <= loads[False] / 3, loads
+
+
+def test_blocks_get_home_workers_when_devices_cannot_hold_them_all(tmp_path, monkeypatch):
+    """4 blocks, 2 workers whose devices hold 2 blocks each: each worker loads its own 2 blocks."""
+    import numpy as np
+    from distributed import Client
+
+    import dmap
+    from dmap.device import list_devices
+    from dmap.pipeline import block_homes
+
+    if list_devices()[0].max_split < 2:
+        pytest.skip("this device cannot be split into two workers")
+    rng = np.random.default_rng(6)
+    genome = "".join(rng.choice(list("ACGT"), size=60_000))
+    write_fasta(tmp_path / "ref.fa", [("g", genome)])
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", block_length=15_000, max_query_length=50)
+    write_fastq(tmp_path / "r.fq", [genome[s : s + 40] for s in rng.integers(0, 59_000, size=8000)])
+    block_bytes = max(idx.block_nbytes(b) for b in range(idx.n_blocks))
+    monkeypatch.setenv("DMAP_BLOCK_BUDGET", str(int(block_bytes * 2.5)))  # room for two blocks
+    with dmap.LocalDeviceCluster(processes=False, split=2, threads=1) as cluster, Client(cluster) as client:
+        homes = block_homes(client, idx)
+        res = dmap.map_reads(idx, tmp_path / "r.fq", client=client, chunk_size=500, guided=False,
+                             sam_path=tmp_path / "o.sam")
+    assert sorted(set(homes.values())) == sorted(res.block_loads) and len(homes) == 4
+    assert sum(res.block_loads.values()) <= 6, res.block_loads  # 4 when every task ran at its home

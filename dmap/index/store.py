@@ -184,6 +184,10 @@ class Index:
             **arrays,
         )
 
+    def block_nbytes(self, number: int) -> int:
+        """Bytes a block occupies on a device."""
+        return sum(int(self._group[f"blocks/{number}/{name}"].nbytes) for name in BLOCK_ARRAYS)
+
     def reference(self) -> np.ndarray:
         """The joined reference as codes (checksum verified)."""
         return self.read_array("reference")
