@@ -119,3 +119,23 @@ def have(tool: str) -> bool:
 def samtools_quickcheck(path) -> None:
     if have("samtools"):
         subprocess.run(["samtools", "quickcheck", "-v", str(path)], check=True)
+
+
+def require_device_parts(n: int = 2) -> None:
+    """Skip unless the first OpenCL device can be split into ``n`` workers."""
+    from dmap.device import list_devices
+
+    if list_devices()[0].max_split < n:
+        pytest.skip(f"this device cannot be split into {n} workers")
+
+
+def genome_case(directory, seed: int, size: int, read_length: int, n_reads: int, **index_options):
+    """A random genome ``ref.fa``, its index ``idx`` and ``r.fq`` of exact reads from it; returns the Index."""
+    import dmap
+
+    rng = np.random.default_rng(seed)
+    genome = "".join(rng.choice(list("ACGT"), size=size))
+    write_fasta(directory / "ref.fa", [("g", genome)])
+    starts = rng.integers(0, size - read_length, size=n_reads)
+    write_fastq(directory / "r.fq", [genome[s : s + read_length] for s in starts])
+    return dmap.build_index(directory / "ref.fa", directory / "idx", **index_options)

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import write_fasta, write_fastq
+from conftest import genome_case, require_device_parts, write_fasta, write_fastq
 
 HERE = os.path.dirname(__file__)
 
@@ -56,14 +56,7 @@ def real_cluster(tmp_path_factory):
 @pytest.fixture
 def mapping_case(tmp_path):
     """An index of a random 200 kbp genome and 60,000 reads from it (both strands)."""
-    import numpy as np
-
-    rng = np.random.default_rng(5)
-    genome = "".join(rng.choice(list("ACGT"), size=200_000))
-    write_fasta(tmp_path / "ref.fa", [("g", genome)])
-    subprocess.run([sys.executable, "-m", "dmap.cli", "index", tmp_path / "ref.fa", "-o", tmp_path / "idx"], check=True)
-    starts = rng.integers(0, len(genome) - 60, size=60_000)
-    write_fastq(tmp_path / "r.fq", [genome[s : s + 60] for s in starts])
+    genome_case(tmp_path, seed=5, size=200_000, read_length=60, n_reads=60_000)
     return [sys.executable, "-m", "dmap.cli", "run", str(tmp_path / "idx"), str(tmp_path / "r.fq"), "--chunk-size",
             "1000"]
 
@@ -164,10 +157,7 @@ def test_cluster_up_run_down(tmp_path, mapping_case, monkeypatch, split):
 
     import psutil
 
-    from dmap.device import list_devices
-
-    if split > list_devices()[0].max_split:
-        pytest.skip("this device cannot be split")
+    require_device_parts(split)
     monkeypatch.setenv("DMAP_STATE_DIR", str(tmp_path / "state"))
     ports = []
     for _ in range(2):
@@ -222,19 +212,13 @@ def test_bad_cluster_files(tmp_path, text, words):
 
 def test_blocks_stay_resident_and_loads_are_counted(tmp_path):
     """4 blocks, 2 workers: each worker loads each block at most once, and a second run loads none."""
-    import numpy as np
     from distributed import Client
 
     import dmap
-    from dmap.device import list_devices
 
-    if list_devices()[0].max_split < 2:
-        pytest.skip("this device cannot be split into two workers")
-    rng = np.random.default_rng(8)
-    genome = "".join(rng.choice(list("ACGT"), size=40_000))
-    write_fasta(tmp_path / "ref.fa", [("g", genome)])
-    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", block_length=10_000, max_query_length=50)
-    write_fastq(tmp_path / "r.fq", [genome[s : s + 40] for s in rng.integers(0, 39_000, size=4000)])
+    require_device_parts(2)
+    idx = genome_case(tmp_path, seed=8, size=40_000, read_length=40, n_reads=4000, block_length=10_000,
+                      max_query_length=50)
     with dmap.LocalDeviceCluster(processes=False, split=2) as cluster, Client(cluster) as client:
         first = dmap.map_reads(idx, tmp_path / "r.fq", client=client, chunk_size=500, return_hits=False)
         second = dmap.map_reads(idx, tmp_path / "r.fq", client=client, chunk_size=500, return_hits=False)
@@ -274,15 +258,10 @@ def test_worker_memory_stays_bounded_on_a_long_run(real_cluster, tmp_path):
     """Chunks are streamed with backpressure: worker memory late in a long run stays at its early level."""
     import threading
 
-    import numpy as np
     import psutil
 
     address, nanny = real_cluster
-    rng = np.random.default_rng(9)
-    genome = "".join(rng.choice(list("ACGT"), size=200_000))
-    write_fasta(tmp_path / "ref.fa", [("g", genome)])
-    subprocess.run([sys.executable, "-m", "dmap.cli", "index", tmp_path / "ref.fa", "-o", tmp_path / "idx"], check=True)
-    write_fastq(tmp_path / "r.fq", [genome[s : s + 100] for s in rng.integers(0, 199_000, size=300_000)])
+    genome_case(tmp_path, seed=9, size=200_000, read_length=100, n_reads=300_000)
     worker = psutil.Process(nanny.pid).children()[0]
     samples, done = [], threading.Event()
 
@@ -309,16 +288,12 @@ def test_worker_memory_stays_bounded_on_a_long_run(real_cluster, tmp_path):
 
 def test_block_major_order_reloads_fewer_blocks(tmp_path, monkeypatch):
     """A device that holds one block at a time: block-major order loads blocks far less often."""
-    import numpy as np
     from distributed import Client
 
     import dmap
 
-    rng = np.random.default_rng(3)
-    genome = "".join(rng.choice(list("ACGT"), size=60_000))
-    write_fasta(tmp_path / "ref.fa", [("g", genome)])
-    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", block_length=15_000, max_query_length=50)
-    write_fastq(tmp_path / "r.fq", [genome[s : s + 40] for s in rng.integers(0, 59_000, size=8000)])
+    idx = genome_case(tmp_path, seed=3, size=60_000, read_length=40, n_reads=8000, block_length=15_000,
+                      max_query_length=50)
     block_bytes = max(idx.load_block(b).nbytes for b in range(idx.n_blocks))
     monkeypatch.setenv("DMAP_BLOCK_BUDGET", str(int(block_bytes * 1.5)))  # room for one block
     loads, sams = {}, {}
@@ -336,20 +311,14 @@ def test_block_major_order_reloads_fewer_blocks(tmp_path, monkeypatch):
 
 def test_blocks_get_home_workers_when_devices_cannot_hold_them_all(tmp_path, monkeypatch):
     """4 blocks, 2 workers whose devices hold 2 blocks each: each worker loads its own 2 blocks."""
-    import numpy as np
     from distributed import Client
 
     import dmap
-    from dmap.device import list_devices
     from dmap.pipeline import block_homes
 
-    if list_devices()[0].max_split < 2:
-        pytest.skip("this device cannot be split into two workers")
-    rng = np.random.default_rng(6)
-    genome = "".join(rng.choice(list("ACGT"), size=60_000))
-    write_fasta(tmp_path / "ref.fa", [("g", genome)])
-    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", block_length=15_000, max_query_length=50)
-    write_fastq(tmp_path / "r.fq", [genome[s : s + 40] for s in rng.integers(0, 59_000, size=8000)])
+    require_device_parts(2)
+    idx = genome_case(tmp_path, seed=6, size=60_000, read_length=40, n_reads=8000, block_length=15_000,
+                      max_query_length=50)
     block_bytes = max(idx.block_nbytes(b) for b in range(idx.n_blocks))
     monkeypatch.setenv("DMAP_BLOCK_BUDGET", str(int(block_bytes * 2.5)))  # room for two blocks
     with dmap.LocalDeviceCluster(processes=False, split=2, threads=1) as cluster, Client(cluster) as client:

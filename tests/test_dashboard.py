@@ -9,9 +9,8 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
-from conftest import write_fasta, write_fastq
+from conftest import genome_case
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -27,11 +26,7 @@ def test_dmap_page_shows_every_device(tmp_path):
     import dmap
     from dmap.device import list_devices
 
-    rng = np.random.default_rng(2)
-    genome = "".join(rng.choice(list("ACGT"), size=300_000))
-    write_fasta(tmp_path / "ref.fa", [("g", genome)])
-    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx")
-    write_fastq(tmp_path / "r.fq", [genome[s : s + 80] for s in rng.integers(0, 299_000, size=200_000)])
+    idx = genome_case(tmp_path, seed=2, size=300_000, read_length=80, n_reads=200_000)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -6,9 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
-from conftest import write_fasta, write_fastq
+from conftest import genome_case, require_device_parts
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "two_hosts.py"
 
@@ -23,15 +22,8 @@ def can_make_namespaces() -> bool:
 
 @pytest.mark.skipif(not can_make_namespaces(), reason="needs root and ip netns")
 def test_two_hosts(tmp_path):
-    from dmap.device import list_devices
-
-    if list_devices()[0].max_split < 2:
-        pytest.skip("this device cannot be split into two workers")
-    rng = np.random.default_rng(4)
-    genome = "".join(rng.choice(list("ACGT"), size=100_000))
-    write_fasta(tmp_path / "ref.fa", [("g", genome)])
-    subprocess.run(["dmap", "index", tmp_path / "ref.fa", "-o", tmp_path / "idx"], check=True)
-    write_fastq(tmp_path / "r.fq", [genome[s : s + 50] for s in rng.integers(0, 99_000, size=200_000)])
+    require_device_parts(2)
+    genome_case(tmp_path, seed=4, size=100_000, read_length=50, n_reads=200_000)
     spec = importlib.util.spec_from_file_location("two_hosts", SCRIPT)
     two_hosts = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(two_hosts)
