@@ -218,8 +218,11 @@ class Device:
             prg = self._programs.get(key)
             if prg is None:
                 kdir = kernel_dir()
-                options = [f"-D{k}={v}" for k, v in sorted(defines.items())] + [f"-I{kdir}"]
-                text = (kdir / source).read_text()
+                options = [f"-D{k}={v}" for k, v in sorted(defines.items())]
+                # occ.cl is inlined rather than found with -I: the source and
+                # options then do not depend on where dmap is installed, so
+                # pyopencl's binary cache serves every checkout.
+                text = (kdir / source).read_text().replace('#include "occ.cl"', (kdir / "occ.cl").read_text())
                 try:
                     prg = self.cl.Program(self.context, text).build(options=options)
                 except self.cl.Error as e:
