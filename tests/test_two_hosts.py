@@ -3,6 +3,7 @@ equals a local run's and both hosts' workers take part."""
 
 import importlib.util
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,7 +14,7 @@ SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "two_hosts.py"
 
 
 def can_make_namespaces() -> bool:
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 or shutil.which("ip") is None:
         return False
     r = subprocess.run(["ip", "netns", "add", "dmapprobe"], capture_output=True)
     subprocess.run(["ip", "netns", "del", "dmapprobe"], capture_output=True)
