@@ -196,8 +196,9 @@ def map_reads(
             os.replace(tmp, sam_path)
             result.sam_path = sam_path
     except (CommClosedError, FutureCancelledError, CancelledError, TimeoutError) as e:
+        reason = " ".join(str(e).split())  # Dask's messages span lines; the CLI prints one
         raise ClusterError(
-            f"lost the Dask cluster during the run ({type(e).__name__}: {e}); no output was written"
+            f"lost the Dask cluster during the run ({type(e).__name__}: {reason}); no output was written"
         ) from None
     except OSError as e:  # writing the SAM (disk full, permissions)
         raise DmapError(f"cannot write {sam_path!r}: {e.strerror or e}; no output was written") from None
