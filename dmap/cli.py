@@ -101,16 +101,19 @@ def index_info(index_path):
 @click.option("--scheduler", default=None, help="Dask scheduler address (tcp://HOST:PORT) of a running cluster.")
 @click.option("--cluster", "cluster_file", default=None, type=click.Path(dir_okay=False),
               help="cluster.yaml describing the cluster.")
-@click.option("--max-errors", type=int, default=0, show_default=True,
-              help="Edit distance allowed; only 0 (exact matching) is implemented so far.")
+@click.option("--max-errors", "-e", type=int, default=0, show_default=True,
+              help="K: find every locus within K edits (substitutions, insertions, deletions); 0 = exact matches.")
+@click.option("--all", "report_all", is_flag=True,
+              help="With --max-errors: report every locus within K, not only those at the best distance.")
+@click.option("--eqx", is_flag=True, help="With --max-errors: CIGAR with =/X instead of M.")
 @click.option("--no-guided", "fixed_chunks", is_flag=True,
               help="Equal chunks to the end (default: chunks shrink toward the end so devices finish together).")
 @click.option("-v", "--verbose", is_flag=True, help="Show Dask's own log messages.")
 @click.option("--processes", is_flag=True,
               help="Embedded cluster: one spawned worker process per device instead of threads in this process.")
 @_user_errors
-def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, max_errors, fixed_chunks, verbose,
-        processes):
+def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, max_errors, report_all, eqx,
+        fixed_chunks, verbose, processes):
     """Map READS (FASTQ/FASTA, optionally .gz) against INDEX and write SAM."""
     if not verbose:
         # dmap reports failures itself in one line; Dask's client would log
@@ -119,8 +122,6 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
         for name in ["distributed", *logging.root.manager.loggerDict]:
             if name.startswith("distributed"):
                 logging.getLogger(name).setLevel(logging.CRITICAL)
-    if max_errors:
-        raise DmapError("approximate mapping (--max-errors > 0) is not implemented yet; dmap maps exact matches only")
     in_flight = None
     if cluster_file is not None:
         if scheduler is not None:
@@ -128,7 +129,8 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
         cfg = read_cluster_file(cluster_file)
         scheduler, in_flight = cfg.scheduler_address, cfg.in_flight
         chunk_size = chunk_size or cfg.chunk_size
-    res = dmap.map_reads(index_path, reads, sam_path=output, max_hits=max_hits,
+    res = dmap.map_reads(index_path, reads, sam_path=output, max_hits=max_hits, max_errors=max_errors,
+                         report_all=report_all, eqx=eqx,
                          chunk_size=chunk_size or DEFAULT_CHUNK_SIZE, in_flight=in_flight or 4,
                          scheduler=scheduler, return_hits=False, processes=processes, guided=not fixed_chunks,
                          argv=sys.argv)

@@ -152,6 +152,15 @@ class DeviceBlock:
     n_boundary: int
 
 
+@dataclass
+class BlockText:
+    """A block's reference text (codes), on the host and on the device."""
+
+    host: np.ndarray
+    buffer: object
+    nbytes: int
+
+
 class Device:
     """An OpenCL device with its context, queue, programs and resident blocks.
 
@@ -254,6 +263,19 @@ class Device:
             blk = self._blocks[key] = self.upload_block(host)
             self.block_loads += 1
             return blk
+
+    def block_text(self, index: Index, number: int) -> BlockText:
+        """Block ``number``'s text on this device (and on the host, for tracebacks), cached like blocks."""
+        key = (index.uid, number, "text")
+        with self._lock:
+            if key in self._blocks:
+                self._blocks.move_to_end(key)
+                return self._blocks[key]
+            host = index.block_text(number)
+            while self._blocks and sum(b.nbytes for b in self._blocks.values()) + host.nbytes > self.block_budget:
+                self._blocks.popitem(last=False)
+            text = self._blocks[key] = BlockText(host, self.upload(host), int(host.nbytes))
+            return text
 
     def upload_block(self, host: BlockArrays) -> DeviceBlock:
         """Copy a block's arrays to the device (uncached; :meth:`block` caches)."""

@@ -6,6 +6,11 @@ For each read chunk ``i`` and index block ``b``::
                                     >-- merge(i) -> SAM text of chunk i
     search(i, b') -> locate(i, b') /
 
+With ``max_errors`` K > 0 the searched queries are the reads' K+1 pigeonhole
+seeds, and a ``verify(i, b)`` task after ``locate`` turns the seed hits into
+candidate regions, runs Myers' kernel on them and traces the alignments
+back; ``merge(i)`` then joins loci across blocks and ranks them.
+
 ``search`` and ``locate`` ask for the ``opencl`` resource, so they run only
 on workers pinned to a device; ``merge`` (dedup across block overlaps, SAM
 formatting) runs anywhere.  At most ``in_flight`` chunks are submitted at a
@@ -34,10 +39,14 @@ from .cluster import connect, embedded_client, require_device_workers
 from .device import DEVICE_RESOURCE, local_device
 from .errors import ClusterError, DmapError
 from .fastx import DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
+from .approx.alignments import ChunkAlignments
 from .hits import ChunkHits
 from .index.store import Index, open_index
 from .schedule import GuidedChunks
-from .tasks import locate_task, merge_task, search_task
+from .approx.seeds import pigeonhole_seeds
+from .tasks import locate_task, merge_alignments_task, merge_task, search_task, verify_task
+
+MAX_ERRORS_LIMIT = 32  # distances are kept in one byte; seeds shorter than ~3 symbols hit everywhere anyway
 
 
 @dataclass
@@ -49,6 +58,8 @@ class Hits:
     contig: list[str]
     position: np.ndarray  # 0-based leftmost position in the contig
     strand: np.ndarray  # '+' or '-'
+    distance: np.ndarray | None = None  # edit distance (approximate mapping only)
+    cigar: list[str] | None = None
 
     def __len__(self) -> int:
         return int(self.read.size)
@@ -57,10 +68,11 @@ class Hits:
         """The hits as a :class:`pandas.DataFrame` (pandas must be installed)."""
         import pandas as pd
 
-        return pd.DataFrame(
-            {"read": self.read, "read_name": self.read_name, "contig": self.contig,
-             "position": self.position, "strand": self.strand}
-        )
+        columns = {"read": self.read, "read_name": self.read_name, "contig": self.contig,
+                   "position": self.position, "strand": self.strand}
+        if self.distance is not None:
+            columns.update(distance=self.distance, cigar=self.cigar)
+        return pd.DataFrame(columns)
 
 
 @dataclass
@@ -81,16 +93,21 @@ class MappingResult:
         return self.n_reads / self.seconds if self.seconds else 0.0
 
 
-def _collect_hits(results: list[tuple[ChunkHits, ReadChunk]], contig_names: list[str]) -> Hits:
-    reads, names, contigs, pos, strand = [], [], [], [], []
+def _collect_hits(results: list[tuple[ChunkHits | ChunkAlignments, ReadChunk]], contig_names: list[str],
+                  approximate: bool) -> Hits:
+    reads, names, contigs, pos, strand, dist, cigar = [], [], [], [], [], [], []
     for h, chunk in results:
+        if approximate:
+            dist.append(h.distance)
+            cigar += h.cigar
         reads.append(h.read + chunk.first)
         names += [chunk.names[i] for i in h.read.tolist()]
         contigs += [contig_names[c] for c in h.contig.tolist()]
         pos.append(h.position)
         strand.append(np.where(h.strand == 1, "-", "+"))
     cat = lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dtype=dt)  # noqa: E731
-    return Hits(cat(reads, np.int64), names, contigs, cat(pos, np.int64), cat(strand, "<U1"))
+    return Hits(cat(reads, np.int64), names, contigs, cat(pos, np.int64), cat(strand, "<U1"),
+                cat(dist, np.int64) if approximate else None, cigar if approximate else None)
 
 
 @contextlib.contextmanager
@@ -113,6 +130,9 @@ def map_reads(
     client: Client | None = None,
     scheduler: str | None = None,
     max_hits: int | None = None,
+    max_errors: int = 0,
+    report_all: bool = False,
+    eqx: bool = False,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     in_flight: int = 4,
     return_hits: bool = True,
@@ -121,7 +141,7 @@ def map_reads(
     block_major: bool = True,
     argv: list[str] | None = None,
 ) -> MappingResult:
-    """Find every exact occurrence of each read (both strands for DNA).
+    """Map reads: every exact occurrence, or every locus within K edits (both strands for DNA).
 
     Parameters
     ----------
@@ -136,6 +156,14 @@ def map_reads(
         embedded cluster with one worker per local OpenCL device is started.
     max_hits
         Report at most this many hits per read in the SAM (all are counted).
+    max_errors
+        K: 0 for exact matches; otherwise every locus where the read aligns
+        with at most K edits (substitutions, insertions, deletions) is found
+        (see :mod:`dmap.approx.alignments`), and the best ones reported.
+    report_all
+        With ``max_errors``: report every locus within K, not only the best.
+    eqx
+        With ``max_errors``: CIGAR with ``=``/``X`` instead of ``M``.
     chunk_size
         Reads per task (the largest chunk when ``guided``).
     guided
@@ -163,10 +191,16 @@ def map_reads(
         raise DmapError(f"--max-hits must be at least 1, not {max_hits}")
     if in_flight < 1:
         raise DmapError("in_flight must be at least 1")
+    if not 0 <= max_errors <= MAX_ERRORS_LIMIT:
+        raise DmapError(f"--max-errors must be between 0 and {MAX_ERRORS_LIMIT}, not {max_errors}")
     idx = open_index(index)
+    if max_errors >= idx.meta.max_query_length:
+        raise DmapError(f"--max-errors {max_errors} leaves no read length within the index's maximum query "
+                        f"length {idx.meta.max_query_length}")
     contig_names = [c.name for c in idx.meta.contigs]
     schedule = GuidedChunks(reads, chunk_size) if guided else None
-    chunks = iter_read_chunks(reads, idx.alphabet, chunk_size, max_length=idx.meta.max_query_length,
+    # An alignment with K edits spans up to m + K reference symbols, and must fit in a block overlap.
+    chunks = iter_read_chunks(reads, idx.alphabet, chunk_size, max_length=idx.meta.max_query_length - max_errors,
                               next_size=schedule)
     first_chunk = next(chunks)  # input errors surface before a cluster starts
     t0 = time.perf_counter()
@@ -189,7 +223,9 @@ def map_reads(
             if schedule is not None:
                 schedule.n_workers = n_workers
             loads_before = block_loads(c)
-            _run(c, idx, first_chunk, chunks, writer, in_flight, result, kept if return_hits else None, block_major)
+            approx = Approximate(max_errors, report_all, eqx, max_hits) if max_errors else None
+            _run(c, idx, first_chunk, chunks, writer, in_flight, result, kept if return_hits else None, block_major,
+                 approx)
             result.block_loads = {w: n - loads_before.get(w, 0) for w, n in block_loads(c).items()}
         if out is not None:
             out.close()
@@ -208,7 +244,7 @@ def map_reads(
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     if return_hits:
-        result.hits = _collect_hits(kept, contig_names)
+        result.hits = _collect_hits(kept, contig_names, max_errors > 0)
     result.seconds = time.perf_counter() - t0
     return result
 
@@ -261,7 +297,18 @@ def block_homes(client: Client, idx: Index) -> dict[int, str]:
     return {b: workers[b % len(workers)] for b in range(idx.n_blocks)}
 
 
-def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, block_major=True) -> None:
+@dataclass
+class Approximate:
+    """Settings of approximate mapping (``map_reads(max_errors=K)``)."""
+
+    max_errors: int
+    report_all: bool
+    eqx: bool
+    max_hits: int | None
+
+
+def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, block_major=True,
+         approx: Approximate | None = None) -> None:
     """Submit chunks from this thread; a writer thread takes results in input order.
 
     Reading/encoding the next chunks overlaps with formatting and writing
@@ -276,7 +323,11 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, bloc
     failure: list[BaseException] = []
 
     def submit(chunk: ReadChunk) -> None:
-        reads_f = client.scatter(chunk.encoded(), hash=False)
+        encoded = chunk.encoded()
+        reads_f = client.scatter(encoded, hash=False)
+        if approx is not None:
+            seeds = pigeonhole_seeds(encoded.lengths, approx.max_errors)
+            seeds_f, queries_f = client.scatter([seeds, seeds.encoded(encoded)], hash=False)
         located = []
         for b in range(idx.n_blocks):
             # Block-major among the chunks in flight (BowMapCL 4.4.1): a device
@@ -285,16 +336,24 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, bloc
             # window of chunks instead of once per chunk.
             prio = block_priority(b, chunk.number) if block_major else -chunk.number
             place = {"workers": [home[b]], "allow_other_workers": True} if home else {}
-            s = client.submit(search_task, path, b, reads_f, resources=dev, pure=False, priority=prio, **place)
-            located.append(client.submit(locate_task, path, b, s, resources=dev, pure=False, priority=prio, **place))
-        merged = client.submit(merge_task, path, len(chunk), located, pure=False, priority=-chunk.number)
+            task = dict(resources=dev, pure=False, priority=prio, **place)
+            s = client.submit(search_task, path, b, queries_f if approx else reads_f, **task)
+            loc = client.submit(locate_task, path, b, s, **task)
+            if approx is not None:
+                loc = client.submit(verify_task, path, b, reads_f, seeds_f, loc, approx.max_errors, approx.eqx, **task)
+            located.append(loc)
+        if approx is None:
+            merged = client.submit(merge_task, path, len(chunk), located, pure=False, priority=-chunk.number)
+        else:
+            merged = client.submit(merge_alignments_task, path, len(chunk), located, approx.max_errors,
+                                   approx.report_all, approx.max_hits, pure=False, priority=-chunk.number)
         pending.put((merged, chunk, time.perf_counter()))
 
     def write_in_order() -> None:
         try:
             while (item := pending.get()) is not done:
                 fut, chunk, started = item
-                hits: ChunkHits = fut.result()
+                hits: ChunkHits | ChunkAlignments = fut.result()
                 if writer is not None:
                     writer.write_records(chunk, hits)
                 counts = hits.counts()

@@ -1,4 +1,4 @@
-"""SAM output: header and records for exact hits.
+"""SAM output: header and records for exact hits and for approximate alignments.
 
 Conventions (documented in the README):
 * each read's hits are ordered by (contig, position, strand); the first is
@@ -20,6 +20,7 @@ import numpy as np
 
 from . import __version__
 from .alphabet import _DNA_COMPLEMENT, reverse_complement
+from .approx.alignments import ChunkAlignments
 from .fastx import ReadChunk
 from .hits import ChunkHits
 from .index.store import IndexMeta
@@ -183,6 +184,41 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     return out
 
 
+def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_names: list[str]) -> str:
+    """SAM records of a chunk mapped with ``--max-errors K``.
+
+    Each read's reported alignments in rank order (the first is primary,
+    the others secondary, flag 0x100, with SEQ and QUAL ``*``), unmapped
+    reads with flag 4.  Tags: ``NM`` (edit distance), ``MD``, ``AS`` (minus
+    the edit distance: higher is better), ``NH`` (records of the read).
+    """
+    names, seqs = chunk.names, chunk.seqs
+    quals = chunk.quals if chunk.quals is not None else ["*"] * len(chunk)
+    counts = alns.counts()
+    first = np.zeros(len(chunk), dtype=np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    strand, contig = alns.strand.tolist(), alns.contig.tolist()
+    pos, dist, mq = alns.position.tolist(), alns.distance.tolist(), alns.mapq.tolist()
+    lines = []
+    for r in range(len(chunk)):
+        n = int(counts[r])
+        if n == 0:
+            lines.append(f"{names[r]}\t4\t*\t0\t0\t*\t*\t0\t0\t{seqs[r]}\t{quals[r]}\n")
+            continue
+        for a in range(first[r], first[r] + n):
+            flag = (16 if strand[a] else 0) | (256 if a > first[r] else 0)
+            if flag & 256:
+                seq_qual = "*\t*"
+            elif flag & 16:
+                seq_qual = f"{reverse_complement(seqs[r])}\t{quals[r][::-1]}"
+            else:
+                seq_qual = f"{seqs[r]}\t{quals[r]}"
+            d = dist[a]
+            lines.append(f"{names[r]}\t{flag}\t{contig_names[contig[a]]}\t{pos[a] + 1}\t{mq[a]}\t{alns.cigar[a]}"
+                         f"\t*\t0\t0\t{seq_qual}\tNM:i:{d}\tMD:Z:{alns.md[a]}\tAS:i:{-d}\tNH:i:{n}\n")
+    return "".join(lines)
+
+
 class SamWriter:
     """Writes a SAM file: header, then records chunk by chunk.
 
@@ -199,8 +235,10 @@ class SamWriter:
     def write_header(self, text: str) -> None:
         self.file.write(text.encode())
 
-    def write_records(self, chunk: ReadChunk, hits: ChunkHits) -> None:
-        if self.device is not None:
+    def write_records(self, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments) -> None:
+        if isinstance(hits, ChunkAlignments):
+            self.file.write(format_alignment_records(chunk, hits, self.contig_names).encode())
+        elif self.device is not None:
             self.file.write(format_records_device(self.device, chunk, hits, self.contig_names, self.max_hits))
         else:
             self.file.write(format_records(chunk, hits, self.contig_names, self.max_hits).encode())

@@ -12,6 +12,11 @@ from functools import lru_cache
 
 import numpy as np
 
+from .approx.alignments import BlockAlignments, ChunkAlignments, align_block, merge_alignments
+from .approx.candidates import Regions, candidate_regions
+from .approx.patterns import pattern_matrix
+from .approx.seeds import Seeds
+from .approx.verify import myers_distances
 from .device import current_device
 from .fastx import EncodedReads
 from .hits import BlockHits, ChunkHits, merge_block_hits
@@ -56,3 +61,52 @@ def merge_task(index_path: str, n_reads: int, parts: list[BlockHits]) -> ChunkHi
     """Deduplicate a chunk's hits across block overlaps; contig coordinates."""
     index = cached_index(index_path)
     return merge_block_hits(parts, n_reads, n_strands(index), index.contig_offsets)
+
+
+def verify_task(index_path: str, block: int, reads: EncodedReads, seeds: Seeds, located: BlockHits,
+                max_errors: int, eqx: bool = False) -> BlockAlignments:
+    """Candidate regions of a block's seed hits, verified by Myers' kernel, traced back to alignments."""
+    index = cached_index(index_path)
+    device = current_device()
+    meta = index.meta
+    ns = n_strands(index)
+    regions = candidate_regions(located, seeds, reads.lengths, ns, max_errors, meta.blocks[block].length,
+                                index.contig_offsets, np.array([c.length for c in meta.contigs], dtype=np.int64))
+    if len(regions) == 0:
+        return BlockAlignments.empty()
+    text = device.block_text(index, block)
+    # Patterns only for the (read, strand) pairs with candidates, renumbered densely.
+    used, dense = np.unique(regions.pattern, return_inverse=True)
+    both = pattern_matrix(reads.codes, reads.offsets[used // ns], reads.lengths[used // ns], ns)
+    patterns = both[np.arange(used.size) * ns + used % ns]
+    lengths = reads.lengths[used // ns]
+    local = Regions(dense, regions.start, regions.length)
+    sigma = index.alphabet.sigma
+    dist = myers_distances(device, text.buffer, patterns, lengths, sigma, local.start, local.length, local.pattern)
+    last = block == index.n_blocks - 1
+    with device.timed("dmap-traceback"):
+        found = align_block(dist, local, patterns, lengths, text, reference_letters(index.alphabet), sigma,
+                            max_errors, located.start, None if block == 0 else 0,
+                            None if last else located.own_length, eqx, device)
+    found.pattern = used[found.pattern]
+    return found
+
+
+def merge_alignments_task(index_path: str, n_reads: int, parts: list[BlockAlignments], max_errors: int,
+                          report_all: bool, max_hits: int | None) -> ChunkAlignments:
+    """A chunk's alignments: loci joined across blocks, best per locus, ranked per read."""
+    index = cached_index(index_path)
+    return merge_alignments(parts, n_reads, n_strands(index), index.contig_offsets, max_errors, report_all,
+                            max_hits)
+
+
+@lru_cache(maxsize=8)
+def _letters(symbols: bytes, sigma: int, unknown: int) -> np.ndarray:
+    out = np.full(256, unknown, dtype=np.uint8)
+    out[:sigma] = np.frombuffer(symbols[:sigma], dtype=np.uint8)
+    return out
+
+
+def reference_letters(alphabet) -> np.ndarray:
+    """Code -> reference symbol (ASCII) for MD tags; codes that match nothing print as N (X for protein)."""
+    return _letters(bytes(alphabet.symbols), alphabet.sigma, ord("X" if alphabet.name == "protein" else "N"))

@@ -196,6 +196,7 @@ def build_index(
         for b, start in enumerate(starts):
             text = ref[start : min(start + block_length + max_query_length - 1, n)]
             arrays = index_block(text, alpha.sigma, occ_layout, rate, sa_sample_rate)
+            checksums[f"blocks/{b}/text"] = checksum(text)  # the block's slice of `reference`
             sub = group.require_group(f"blocks/{b}")
             for name, data in arrays.items():
                 checksums[f"blocks/{b}/{name}"] = _write(sub, name, data)

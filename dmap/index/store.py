@@ -1,6 +1,6 @@
 """The on-disk index: a Zarr group with one subgroup per reference block.
 
-Layout (format version 1)::
+Layout (format version 2)::
 
     INDEX/                      zarr group, attribute "dmap" holds IndexMeta
       reference                 uint8 codes of all contigs joined by separators
@@ -10,7 +10,9 @@ Layout (format version 1)::
       blocks/<b>/boundary_rows  uint32: rows whose preceding text symbol is a
       blocks/<b>/boundary_pos   uint32:   separator/sentinel, with their SA value
 
-Every array's checksum is stored in the metadata and checked when it is read.
+Every array's checksum is stored in the metadata and checked when it is read;
+so is the checksum of each block's slice of ``reference`` ("blocks/<b>/text"),
+which approximate mapping reads block by block.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ..errors import IndexFormatError
 from .occ import OccShape
 
 FORMAT_NAME = "dmap-fm-index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: per-block text checksums
 BLOCK_ARRAYS = ("occ", "C", "sa_samples", "boundary_rows", "boundary_pos")
 
 
@@ -154,14 +156,15 @@ class Index:
     def contig_offsets(self) -> np.ndarray:
         return np.array([c.offset for c in self.meta.contigs], dtype=np.int64)
 
-    def read_array(self, name: str) -> np.ndarray:
-        """Read one array and verify its checksum."""
+    def read_array(self, name: str, part: slice = slice(None), checksum_name: str | None = None) -> np.ndarray:
+        """Read one array (or ``part`` of it) and verify its checksum (stored under ``checksum_name``)."""
         try:
-            data = self._group[name][...]
+            data = self._group[name][part]
         except Exception as e:
             raise IndexFormatError(
                 f"index {self.path!r} is damaged: cannot read {name} ({type(e).__name__}: {e})"
             ) from None
+        name = checksum_name or name
         expected = self.meta.checksums.get(name)
         if expected is None:
             raise IndexFormatError(f"index {self.path!r} has no checksum for {name}; rebuild it")
@@ -191,6 +194,11 @@ class Index:
     def reference(self) -> np.ndarray:
         """The joined reference as codes (checksum verified)."""
         return self.read_array("reference")
+
+    def block_text(self, number: int) -> np.ndarray:
+        """Block ``number``'s text (codes, overlap included; checksum verified)."""
+        b = self.meta.blocks[number]
+        return self.read_array("reference", slice(b.start, b.start + b.length), f"blocks/{number}/text")
 
     def describe(self) -> str:
         """Human-readable summary, as printed by ``dmap index info``."""

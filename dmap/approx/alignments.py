@@ -1,0 +1,224 @@
+"""From per-end distances to reported alignments.
+
+A *locus* of a pattern is a maximal run of consecutive reference end
+positions where it aligns with at most K edits; one alignment is reported
+per locus, at its best end (least distance, leftmost among equals).  This is
+what the oracle (:func:`dmap.approx.reference.brute_force_loci`) computes.
+
+Blocks overlap, so each block keeps only the ends it *owns*: for a read of
+length m, block b owns the ends in ``[start_b + m + K - 1, start_{b+1} + m + K - 1)``.
+An alignment ending there is at most m + K long, so it lies wholly inside
+block b (whose text reaches ``start_{b+1} + L - 1``, and m + K <= L), where
+the block's distances are exact.  The owned ranges partition the reference,
+so the merge task joins a locus split between two blocks by adjacency and
+finds every locus exactly once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .candidates import Regions
+from .traceback import cigar_and_md, traceback, traceback_device
+from .verify import region_offsets
+
+
+@dataclass
+class BlockAlignments:
+    """The best alignment of each locus piece a block owns (global coordinates)."""
+
+    pattern: np.ndarray  # read * n_strands + strand
+    start: np.ndarray
+    end: np.ndarray  # last reference position (inclusive)
+    distance: np.ndarray
+    run_first: np.ndarray  # the owned run of ends this alignment is the best of
+    run_last: np.ndarray
+    cigar: list[str]
+    md: list[str]
+
+    @classmethod
+    def empty(cls) -> BlockAlignments:
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, z, z, z, z, z, [], [])
+
+    def __len__(self) -> int:
+        return int(self.pattern.size)
+
+
+def best_of_runs(
+    distances: np.ndarray,
+    regions: Regions,
+    pattern_length: np.ndarray,
+    max_errors: int,
+    own_from: int | None,
+    own_until: int | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of owned ends with distance <= K in each region, and the best end of each.
+
+    ``own_from``/``own_until`` are the block-local owned range for a read of
+    length 0 (``None``: unbounded); a pattern of length m owns them shifted
+    by ``m + K - 1``.
+
+    Returns
+    -------
+    region, end, distance, run_first, run_last, n_runs
+        Per run: its region, best end, its distance, first and last end
+        (block-local).
+    """
+    at = region_offsets(regions.length)
+    region = np.repeat(np.arange(len(regions)), regions.length)
+    end = regions.start[region] + np.arange(distances.size) - at[region]
+    shift = pattern_length[regions.pattern[region]].astype(np.int64) + max_errors - 1
+    keep = distances <= max_errors
+    if own_from is not None:
+        keep &= end >= own_from + shift
+    if own_until is not None:
+        keep &= end < own_until + shift
+    idx = np.flatnonzero(keep)
+    new = np.ones(idx.size, dtype=bool)
+    new[1:] = (np.diff(idx) != 1) | (region[idx[1:]] != region[idx[:-1]])
+    run = np.cumsum(new) - 1
+    n_runs = int(new.sum())
+    dist = distances[idx].astype(np.int64)
+    order = np.lexsort((end[idx], dist, run))
+    firsts = np.flatnonzero(np.r_[True, run[order][1:] != run[order][:-1]])
+    best = idx[order[firsts]]
+    run_first = end[idx[new]]
+    run_last = end[idx[np.r_[np.flatnonzero(new)[1:], idx.size] - 1]] if idx.size else end[idx]
+    return region[best], end[best], distances[best].astype(np.int64), run_first, run_last, n_runs
+
+
+def align_block(
+    distances: np.ndarray,
+    regions: Regions,
+    patterns: np.ndarray,
+    pattern_length: np.ndarray,
+    text: np.ndarray,
+    letters: np.ndarray,
+    sigma: int,
+    max_errors: int,
+    block_start: int,
+    own_from: int | None,
+    own_until: int | None,
+    eqx: bool = False,
+    device=None,
+) -> BlockAlignments:
+    """The block's alignments: best end per owned run, traced back to CIGAR and MD.
+
+    ``patterns`` is indexed by ``regions.pattern``; ``text`` is the block's
+    :class:`dmap.device.BlockText`; ``letters`` maps codes to reference
+    symbols for MD.  With a ``device`` the traceback runs in
+    ``kernels/traceback.cl``, else in numpy (the same alignments).
+    """
+    region, end, dist, run_first, run_last, n = best_of_runs(
+        distances, regions, pattern_length, max_errors, own_from, own_until)
+    if n == 0:
+        return BlockAlignments.empty()
+    pattern = regions.pattern[region]
+    if device is None:  # the numpy reference, for tests
+        start = np.empty(n, dtype=np.int64)
+        cigar: list[str] = [""] * n
+        md: list[str] = [""] * n
+        m_of = pattern_length[pattern].astype(np.int64)
+        for m in np.unique(m_of).tolist():
+            sel = np.flatnonzero(m_of == m)
+            s, d, ops = traceback(patterns[pattern[sel]], m, text.host, end[sel], regions.start[region[sel]],
+                                  max_errors, sigma)
+            if not np.array_equal(d, dist[sel]):
+                raise AssertionError("traceback distance differs from Myers' distance")
+            start[sel] = s
+            for row, a in enumerate(sel.tolist()):
+                cigar[a], md[a] = cigar_and_md(ops[row], letters[text.host[s[row] : end[a] + 1]], eqx)
+    else:
+        start, d, _, cigar, md = traceback_device(device, text, patterns[pattern], pattern_length[pattern], end,
+                                                  regions.start[region], max_errors, sigma, letters, eqx)
+        if not np.array_equal(d, dist):
+            raise AssertionError("traceback distance differs from Myers' distance")
+    return BlockAlignments(pattern, start + block_start, end + block_start, dist,
+                           run_first + block_start, run_last + block_start, cigar, md)
+
+
+@dataclass
+class ChunkAlignments:
+    """A chunk's reported alignments, sorted by read, then rank (primary first)."""
+
+    read: np.ndarray
+    strand: np.ndarray
+    contig: np.ndarray
+    position: np.ndarray  # 0-based leftmost position in the contig
+    distance: np.ndarray
+    rank: np.ndarray  # 0 = primary
+    mapq: np.ndarray  # per alignment (the read's MAPQ)
+    n_found: np.ndarray  # per read: loci within K
+    cigar: list[str]
+    md: list[str]
+    n_reads: int
+
+    def counts(self) -> np.ndarray:
+        """Reported alignments per read."""
+        return np.bincount(self.read, minlength=self.n_reads)
+
+    def __len__(self) -> int:
+        return int(self.read.size)
+
+
+def mapq_of_gap(best: np.ndarray, second: np.ndarray, n_found: np.ndarray, max_errors: int) -> np.ndarray:
+    """MAPQ: 60 for a single locus; else 60 * (second best - best) / (K + 1), 0 for a tie."""
+    gap = np.where(n_found > 1, second - best, max_errors + 1)
+    return np.minimum(60, 60 * gap // (max_errors + 1)).astype(np.int64)
+
+
+def merge_alignments(
+    parts: list[BlockAlignments],
+    n_reads: int,
+    n_strands: int,
+    contig_offsets: np.ndarray,
+    max_errors: int,
+    report_all: bool = False,
+    max_hits: int | None = None,
+) -> ChunkAlignments:
+    """Join locus pieces across blocks, pick each locus's best, rank each read's loci.
+
+    By default the loci at the read's least distance are reported; with
+    ``report_all`` every locus within K.  Ranking: distance, then contig,
+    position, strand.  ``max_hits`` caps the records per read.
+    """
+    cat = lambda name: np.concatenate([getattr(p, name) for p in parts]) if parts else np.zeros(0, np.int64)  # noqa: E731
+    pattern, first, last = cat("pattern"), cat("run_first"), cat("run_last")
+    start, end, dist = cat("start"), cat("end"), cat("distance")
+    cigars = [c for p in parts for c in p.cigar]
+    mds = [c for p in parts for c in p.md]
+    order = np.lexsort((first, pattern))
+    pattern, first, last, start, end, dist = (a[order] for a in (pattern, first, last, start, end, dist))
+    new = np.ones(order.size, dtype=bool)
+    new[1:] = (pattern[1:] != pattern[:-1]) | (first[1:] != last[:-1] + 1)
+    locus = np.cumsum(new) - 1
+    pick = np.lexsort((end, dist, locus))
+    pick = pick[np.r_[True, locus[pick][1:] != locus[pick][:-1]]] if pick.size else pick
+    pattern, start, dist = pattern[pick], start[pick], dist[pick]
+    src = order[pick]
+    read, strand = pattern // n_strands, pattern % n_strands
+    contig = np.searchsorted(contig_offsets, start, side="right") - 1
+    position = start - contig_offsets[contig]
+    rank_order = np.lexsort((strand, position, contig, dist, read))
+    read, strand, contig, position, dist, src = (a[rank_order] for a in (read, strand, contig, position, dist, src))
+    n_found = np.bincount(read, minlength=n_reads)
+    first_of_read = np.zeros(n_reads, dtype=np.int64)
+    np.cumsum(n_found[:-1], out=first_of_read[1:])
+    rank = np.arange(read.size) - first_of_read[read]
+    best = np.full(n_reads, max_errors + 1, dtype=np.int64)
+    second = np.full(n_reads, max_errors + 1, dtype=np.int64)
+    best[read[rank == 0]] = dist[rank == 0]
+    second[read[rank == 1]] = dist[rank == 1]
+    mapq = mapq_of_gap(best, second, n_found, max_errors)
+    keep = np.ones(read.size, dtype=bool) if report_all else dist == best[read]
+    if max_hits is not None:
+        keep &= rank < max_hits
+    src = src[keep]
+    return ChunkAlignments(
+        read=read[keep], strand=strand[keep].astype(np.int8), contig=contig[keep], position=position[keep],
+        distance=dist[keep], rank=rank[keep], mapq=mapq[read[keep]], n_found=n_found,
+        cigar=[cigars[i] for i in src.tolist()], md=[mds[i] for i in src.tolist()], n_reads=n_reads,
+    )

@@ -1,0 +1,79 @@
+"""Plain dynamic programming the approximate mapper is tested against.
+
+* :func:`semiglobal_row` - the last DP row (pattern whole, text ends free):
+  what ``kernels/myers.cl`` computes, one column at a time;
+* :func:`brute_force_loci` - the oracle: every read (and its reverse
+  complement) against every contig, no index, no seeds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def semiglobal_row(pattern: np.ndarray, text: np.ndarray, sigma: int) -> np.ndarray:
+    """``D[m][j]`` for every text position j: the least edit distance of the
+    whole pattern to a text substring ending at j.
+
+    Symbols ``>= sigma`` (N, separators, NO_MATCH) match nothing.
+    """
+    m = pattern.size
+    i = np.arange(m + 1)
+    col = i.copy()  # D[i][-1]: i insertions before any text
+    row = np.empty(text.size, dtype=np.int64)
+    for j, c in enumerate(text.tolist()):
+        cost = ((pattern != c) | (pattern >= sigma) | (c >= sigma)).astype(np.int64)
+        diag_or_left = np.empty(m + 1, dtype=np.int64)
+        diag_or_left[0] = 0  # free start
+        diag_or_left[1:] = np.minimum(col[:-1] + cost, col[1:] + 1)
+        # then the vertical moves: D[i] = min over k <= i of diag_or_left[k] + (i - k)
+        col = np.minimum.accumulate(diag_or_left - i) + i
+        row[j] = col[m]
+    return row
+
+
+def runs(values: np.ndarray, limit: int) -> list[tuple[int, int, int, int]]:
+    """Maximal runs of positions with ``values <= limit``, each as
+    ``(first, last, best_position, best_value)``; the best is the least
+    value, the leftmost among equals."""
+    ok = np.flatnonzero(values <= limit)
+    out = []
+    if ok.size == 0:
+        return out
+    breaks = np.flatnonzero(np.diff(ok) > 1)
+    for lo, hi in zip(np.r_[0, breaks + 1], np.r_[breaks, ok.size - 1]):
+        span = ok[lo : hi + 1]
+        best = span[np.argmin(values[span])]
+        out.append((int(span[0]), int(span[-1]), int(best), int(values[best])))
+    return out
+
+
+def brute_force_loci(
+    contigs: list[np.ndarray], patterns: list[np.ndarray], sigma: int, max_errors: int
+) -> set[tuple[int, int, int, int]]:
+    """Every locus of every pattern: ``(pattern, contig, best end, distance)``.
+
+    A locus is a maximal run of consecutive end positions in one contig where
+    the pattern aligns with at most ``max_errors`` edits; its best end has the
+    least distance (the leftmost among equals).
+    """
+    out = set()
+    for p, pat in enumerate(patterns):
+        for c, text in enumerate(contigs):
+            for _, _, end, dist in runs(semiglobal_row(pat, text, sigma), max_errors):
+                out.add((p, c, end, dist))
+    return out
+
+
+def edit_distance(a: np.ndarray, b: np.ndarray, sigma: int) -> int:
+    """Global edit distance (symbols >= sigma match nothing)."""
+    prev = np.arange(b.size + 1)
+    for i, x in enumerate(a.tolist(), 1):
+        cost = ((b != x) | (b >= sigma) | (x >= sigma)).astype(np.int64)
+        cur = np.empty_like(prev)
+        cur[0] = i
+        diag_or_up = np.minimum(prev[:-1] + cost, prev[1:] + 1)
+        cur[1:] = diag_or_up
+        cur = np.minimum.accumulate(cur - np.arange(b.size + 1)) + np.arange(b.size + 1)
+        prev = cur
+    return int(prev[-1])

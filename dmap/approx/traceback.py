@@ -1,0 +1,223 @@
+"""Alignments from best end positions: a banded DP traceback in numpy, then CIGAR and MD.
+
+Myers' kernel gives only the distance at each end.  For the few ends that
+are reported, the alignment itself comes from a DP over the band of
+diagonals an alignment with at most K edits can use (2K+1 cells per read
+symbol), vectorised across all alignments of the same read length.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+INF = np.int16(10_000)
+DIAG, UP, LEFT = 0, 1, 2  # match/mismatch, insertion (read symbol only), deletion (reference symbol only)
+# Op codes in the op matrix; PAD fills after the end of an alignment.
+OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL, PAD = 0, 1, 2, 3, 255
+
+
+def traceback(
+    patterns: np.ndarray,
+    m: int,
+    text: np.ndarray,
+    end: np.ndarray,
+    min_start: np.ndarray,
+    max_errors: int,
+    sigma: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Alignments of patterns of length ``m`` ending at text positions ``end``.
+
+    Parameters
+    ----------
+    patterns
+        ``(n, >= m)`` codes.
+    text
+        The text (codes) ``end`` and ``min_start`` index into.
+    end
+        Last text position of each alignment (inclusive).
+    min_start
+        No alignment may use text before this position (its region's start).
+
+    Returns
+    -------
+    start, distance, ops
+        First text position, edit distance and ``(n, m + 2K)`` op codes in
+        text order, padded with ``PAD``.  Ties prefer a match/mismatch, then
+        an insertion, then a deletion, at each step from the end.
+    """
+    k = max_errors
+    n_alignments = end.size
+    width = 2 * k + 1  # band cell b is diagonal j - i = b
+    cols = m + k  # text columns 1..cols end at `end`
+    first_text = end.astype(np.int64) - cols + 1  # text position of column 1
+    j0 = np.maximum(min_start.astype(np.int64) - first_text, 0)  # columns < j0 are outside the region
+    pos = first_text[:, None] + np.arange(cols + 1)[None, :] - 1  # text position of column j
+    tcol = np.where(pos >= 0, text[np.clip(pos, 0, text.size - 1)], 255).astype(np.int16)
+    tcol[:, 0] = 255
+    pat = patterns[:, :m].astype(np.int16)
+    big = np.int16(sigma)
+    D = np.empty((n_alignments, m + 1, width), dtype=np.int16)
+    ptr = np.zeros((n_alignments, m + 1, width), dtype=np.uint8)
+    band = np.arange(width)
+    D[:, 0, :] = np.where(band[None, :] >= j0[:, None], 0, INF)
+    for i in range(1, m + 1):
+        p = pat[:, i - 1]
+        for b in range(width):
+            j = i + b
+            if j > cols:
+                D[:, i, b] = INF
+                continue
+            t = tcol[:, j]
+            cost = ((p != t) | (p >= big) | (t >= big)).astype(np.int16)
+            best = D[:, i - 1, b] + cost
+            choice = np.zeros(n_alignments, dtype=np.uint8)
+            if b + 1 < width:
+                up = D[:, i - 1, b + 1] + 1
+                better = up < best
+                best = np.where(better, up, best)
+                choice[better] = UP
+            if b > 0:
+                left = D[:, i, b - 1] + 1
+                better = left < best
+                best = np.where(better, left, best)
+                choice[better] = LEFT
+            best[j < j0] = INF
+            D[:, i, b] = np.minimum(best, INF)
+            ptr[:, i, b] = choice
+    distance = D[:, m, k].astype(np.int64)
+    ops = np.full((n_alignments, m + 2 * k), PAD, dtype=np.uint8)
+    i = np.full(n_alignments, m)
+    b = np.full(n_alignments, k)
+    rows = np.arange(n_alignments)
+    step = 0
+    while (i > 0).any():
+        live = i > 0
+        c = ptr[rows, i, b]
+        j = i + b
+        mism = (pat[rows, np.maximum(i - 1, 0)] != tcol[rows, np.minimum(j, cols)]) \
+            | (pat[rows, np.maximum(i - 1, 0)] >= big) | (tcol[rows, np.minimum(j, cols)] >= big)
+        op = np.select([c == DIAG, c == UP], [np.where(mism, OP_MISMATCH, OP_MATCH), OP_INS], OP_DEL)
+        ops[:, step] = np.where(live, op, PAD)
+        i = np.where(live & (c != LEFT), i - 1, i)
+        b = np.where(live & (c == UP), b + 1, np.where(live & (c == LEFT), b - 1, b))
+        step += 1
+    start = first_text + b  # at row 0, column b: the alignment starts at column b + 1
+    # ops were collected from the end: reverse the used part of each row
+    used = (ops != PAD).sum(axis=1)
+    idx = used[:, None] - 1 - np.arange(ops.shape[1])[None, :]
+    ops = np.where(idx >= 0, ops[rows[:, None], np.maximum(idx, 0)], PAD).astype(np.uint8)
+    return start, distance, ops
+
+
+_OP_LETTERS = np.frombuffer(b"=XID", dtype=np.uint8)
+_RUNS = re.compile(rb"(=+|X+|I+|D+)")
+_MATCH_RUNS = re.compile(rb"([=X]+|I+|D+)")
+
+
+def cigar_and_md(ops: np.ndarray, ref_letters: np.ndarray, eqx: bool = False) -> tuple[str, str]:
+    """CIGAR (``M/I/D``, or ``=/X/I/D`` with ``eqx``) and the SAM ``MD`` tag of one alignment.
+
+    ``ref_letters`` holds the reference symbols (ASCII) the alignment spans.
+    """
+    ops = ops[ops != PAD]
+    letters = _OP_LETTERS[ops].tobytes()
+    cigar = []
+    for run in (_RUNS if eqx else _MATCH_RUNS).findall(letters):
+        op = chr(run[0]) if (eqx or run[0] in b"ID") else "M"
+        cigar.append(f"{len(run)}{op}")
+    md, matches, t = [], 0, 0
+    for run in _RUNS.findall(letters):
+        kind = run[0]
+        if kind == ord("="):
+            matches += len(run)
+            t += len(run)
+        elif kind == ord("X"):
+            for x in range(len(run)):
+                md.append(f"{matches}{chr(ref_letters[t + x])}")
+                matches = 0
+            t += len(run)
+        elif kind == ord("D"):
+            md.append(f"{matches}^{ref_letters[t : t + len(run)].tobytes().decode('latin-1')}")
+            matches = 0
+            t += len(run)
+        # insertions consume no reference
+    md.append(str(matches))
+    return "".join(cigar), "".join(md)
+
+
+def _strings(buf: np.ndarray) -> list[str]:
+    """Rows of a zero-terminated string matrix as Python strings."""
+    n, stride = buf.shape
+    lengths = np.argmax(buf == 0, axis=1).tolist()
+    raw = buf.tobytes()
+    return [raw[i * stride : i * stride + k].decode("latin-1") for i, k in enumerate(lengths)]
+
+
+# Scratch for the kernel's traceback pointers is (m + 2K + 1) * (2K + 1) bytes
+# per alignment; alignments go to the device in batches that keep it below this.
+SCRATCH_BYTES = 256 << 20
+
+
+def traceback_device(
+    device,
+    text,
+    patterns: np.ndarray,
+    pattern_length: np.ndarray,
+    end: np.ndarray,
+    min_start: np.ndarray,
+    max_errors: int,
+    sigma: int,
+    letters: np.ndarray,
+    eqx: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[str]]:
+    """:func:`traceback`, CIGAR and MD of every alignment with ``kernels/traceback.cl``.
+
+    Parameters
+    ----------
+    text
+        The text, as a :class:`dmap.device.BlockText` (host array and device buffer).
+    patterns
+        ``(n, width)`` codes of each alignment's pattern (one row per alignment).
+
+    Returns
+    -------
+    start, distance, ops, cigar, md
+    """
+    from ..search.exact import launch_size
+
+    n, width = patterns.shape
+    k = max_errors
+    maxops = width + 2 * k
+    stride = 5 * maxops + 8
+    cl = device.cl
+    prg = device.program("traceback.cl", {"SIGMA": sigma, "K": k, "WIDTH": 2 * k + 1, "MAXOPS": maxops,
+                                          "EQX": int(eqx)})
+    start = np.empty(n, dtype=np.uint32)
+    dist = np.empty(n, dtype=np.uint32)
+    n_ops = np.empty(n, dtype=np.uint32)
+    ops = np.empty((n, maxops), dtype=np.uint8)
+    cigar = np.empty((n, stride), dtype=np.uint8)
+    md = np.empty((n, stride), dtype=np.uint8)
+    letters_buf = device.upload(letters)
+    per = max(1, SCRATCH_BYTES // ((maxops + 1) * (2 * k + 1)))
+    for lo in range(0, n, per):
+        hi = min(n, lo + per)
+        c = hi - lo
+        with device.timed("dmap-transfer"):
+            ins = [device.upload(np.ascontiguousarray(a[lo:hi])) for a in (
+                patterns, pattern_length.astype(np.uint32), end.astype(np.uint32), min_start.astype(np.uint32))]
+        outs = [cl.Buffer(device.context, cl.mem_flags.READ_WRITE, max(1, size)) for size in (
+            c * (maxops + 1) * (2 * k + 1), c * maxops, 4 * c, 4 * c, 4 * c, c * stride, c * stride)]
+        kernel = cl.Kernel(prg, "traceback")
+        kernel.set_args(text.buffer, np.uint32(text.host.size), ins[0], np.uint32(width), ins[1], ins[2], ins[3],
+                        np.uint32(c), letters_buf, *outs)
+        with device.timed("dmap-traceback-kernel"):
+            cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(c)).wait()
+        with device.timed("dmap-transfer"):
+            for host, buf in zip((ops[lo:hi], start[lo:hi], dist[lo:hi], n_ops[lo:hi], cigar[lo:hi], md[lo:hi]),
+                                 outs[1:]):
+                cl.enqueue_copy(device.queue, host, buf)
+    ops[np.arange(maxops)[None, :] >= n_ops[:, None]] = PAD
+    return start.astype(np.int64), dist.astype(np.int64), ops, _strings(cigar), _strings(md)

@@ -1,0 +1,68 @@
+"""Host wrapper of ``kernels/myers.cl``: edit distance at every end position of candidate regions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..device import Device
+from ..search.exact import launch_size
+from .patterns import match_masks
+
+
+def region_offsets(lengths: np.ndarray) -> np.ndarray:
+    """Where each region's distances start in the flat output."""
+    out = np.zeros(lengths.size, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=out[1:])
+    return out
+
+
+def myers_distances(
+    device: Device,
+    text_buffer,
+    patterns: np.ndarray,
+    pattern_length: np.ndarray,
+    sigma: int,
+    region_start: np.ndarray,
+    region_length: np.ndarray,
+    region_pattern: np.ndarray,
+) -> np.ndarray:
+    """Semi-global edit distance of each region's pattern at each region end.
+
+    Parameters
+    ----------
+    text_buffer
+        Device buffer of the text (codes) the regions index into.
+    patterns, pattern_length
+        Padded pattern codes (:func:`dmap.approx.patterns.pattern_matrix`) and lengths.
+    region_start, region_length, region_pattern
+        Each region's first text position, length and pattern number.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint8, regions back to back: entry ``j`` of region ``r`` is the least
+        edit distance of the pattern to a text substring ending at
+        ``region_start[r] + j`` (capped at 255).
+    """
+    n = region_start.size
+    total = int(region_length.sum())
+    out = np.empty(total, dtype=np.uint8)
+    if n == 0:
+        return out
+    cl = device.cl
+    peq = match_masks(patterns, sigma)
+    words = peq.shape[2]
+    prg = device.program("myers.cl", {"SIGMA": sigma, "WORDS": words})
+    with device.timed("dmap-transfer"):
+        bufs = [device.upload(np.ascontiguousarray(a)) for a in (
+            peq, pattern_length.astype(np.uint32), region_start.astype(np.uint32),
+            region_length.astype(np.uint32), region_pattern.astype(np.uint32),
+            region_offsets(region_length).astype(np.uint32))]
+    out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, max(total, 1))
+    kernel = cl.Kernel(prg, "myers")
+    kernel.set_args(text_buffer, *bufs, np.uint32(n), out_buf)
+    with device.timed("dmap-verify-kernel"):
+        cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(n)).wait()
+    with device.timed("dmap-transfer"):
+        cl.enqueue_copy(device.queue, out, out_buf)
+    return out

@@ -1,0 +1,140 @@
+// Alignments from best end positions: banded DP with traceback, then the
+// CIGAR and MD strings, one alignment per work-item.
+//
+// An alignment of a pattern of length m ending at text position `end` with
+// at most K edits uses diagonals j - i in [0, 2K] of the DP over text
+// columns 1..m+K (column m+K is `end`): WIDTH = 2K+1 cells per pattern
+// symbol.  The same recurrence and tie order as dmap/approx/traceback.py
+// (its numpy reference): match/mismatch, then insertion, then deletion.
+// Text before `min_start` (outside the candidate region: another contig or
+// the block's edge) is never used.
+//
+// Defines: SIGMA, K, WIDTH (= 2K+1), MAXOPS (longest pattern + 2K), EQX (0/1).
+
+#define INF 10000
+#define OP_MATCH 0
+#define OP_MISMATCH 1
+#define OP_INS 2
+#define OP_DEL 3
+#define STR_STRIDE (5 * MAXOPS + 8)
+
+inline uint put_uint(__global uchar *s, uint at, uint v) {
+    uchar digits[10];
+    uint n = 0;
+    do { digits[n++] = (uchar)('0' + v % 10u); v /= 10u; } while (v);
+    while (n) s[at++] = digits[--n];
+    return at;
+}
+
+__kernel void traceback(__global const uchar *text, const uint text_length,
+                        __global const uchar *patterns, const uint pattern_stride,
+                        __global const uint *pattern_length, __global const uint *end,
+                        __global const uint *min_start, const uint n,
+                        __global const uchar *letters, __global uchar *ptr_scratch,
+                        __global uchar *ops, __global uint *start_out, __global uint *dist_out,
+                        __global uint *n_ops_out, __global uchar *cigar, __global uchar *md) {
+    const uint a = get_global_id(0);
+    if (a >= n) return;
+    __global const uchar *pat = patterns + (ulong)a * pattern_stride;
+    __global uchar *ptr = ptr_scratch + (ulong)a * (MAXOPS + 1) * WIDTH;
+    const int m = (int)pattern_length[a];
+    const int cols = m + K;
+    const long first_text = (long)end[a] - cols + 1;  // text position of column 1
+    const long j0 = max((long)min_start[a] - first_text, 0L);
+    short D[WIDTH], Dn[WIDTH];
+    for (int b = 0; b < WIDTH; b++) D[b] = (b >= j0) ? 0 : INF;
+    for (int i = 1; i <= m; i++) {
+        const uint pc = pat[i - 1];
+        for (int b = 0; b < WIDTH; b++) {
+            const int j = i + b;
+            uchar choice = 0;
+            int best = INF;
+            if (j <= cols) {
+                const long tp = first_text + j - 1;
+                const uint tc = (tp >= 0 && tp < (long)text_length) ? text[tp] : 255u;
+                best = D[b] + ((pc != tc || pc >= SIGMA || tc >= SIGMA) ? 1 : 0);
+                if (b + 1 < WIDTH && D[b + 1] + 1 < best) { best = D[b + 1] + 1; choice = 1; }
+                if (b > 0 && Dn[b - 1] + 1 < best) { best = Dn[b - 1] + 1; choice = 2; }
+                if (j < j0) best = INF;
+            }
+            Dn[b] = (short)min(best, INF);
+            ptr[i * WIDTH + b] = choice;
+        }
+        for (int b = 0; b < WIDTH; b++) D[b] = Dn[b];
+    }
+    dist_out[a] = (uint)D[K];
+
+    // Walk back from (m, K), writing ops from the end, then reverse them.
+    __global uchar *o = ops + (ulong)a * MAXOPS;
+    int i = m, b = K;
+    uint k = 0;
+    while (i > 0) {
+        const uchar c = ptr[i * WIDTH + b];
+        if (c == 0) {
+            const long tp = first_text + i + b - 1;
+            const uint tc = (tp >= 0 && tp < (long)text_length) ? text[tp] : 255u;
+            const uint pc = pat[i - 1];
+            o[k++] = (pc != tc || pc >= SIGMA || tc >= SIGMA) ? OP_MISMATCH : OP_MATCH;
+            i--;
+        } else if (c == 1) {
+            o[k++] = OP_INS;
+            i--;
+            b++;
+        } else {
+            o[k++] = OP_DEL;
+            b--;
+        }
+    }
+    for (uint x = 0; x < k / 2; x++) {
+        const uchar t = o[x];
+        o[x] = o[k - 1 - x];
+        o[k - 1 - x] = t;
+    }
+    n_ops_out[a] = k;
+    const long start = first_text + b;
+    start_out[a] = (uint)start;
+
+    // CIGAR: runs of M (=/X with EQX), I, D.
+    __global uchar *cg = cigar + (ulong)a * STR_STRIDE;
+    uint at = 0;
+    for (uint x = 0; x < k;) {
+        uchar kind = o[x];
+        if (!EQX && kind == OP_MISMATCH) kind = OP_MATCH;
+        uint y = x + 1;
+        while (y < k) {
+            uchar next = o[y];
+            if (!EQX && next == OP_MISMATCH) next = OP_MATCH;
+            if (next != kind) break;
+            y++;
+        }
+        at = put_uint(cg, at, y - x);
+        cg[at++] = kind == OP_INS ? 'I' : kind == OP_DEL ? 'D' : !EQX ? 'M' : kind == OP_MATCH ? '=' : 'X';
+        x = y;
+    }
+    cg[at] = 0;
+
+    // MD: matches counted, mismatches and deletions spelled from the reference.
+    __global uchar *d = md + (ulong)a * STR_STRIDE;
+    at = 0;
+    uint matches = 0;
+    long t = start;
+    for (uint x = 0; x < k; x++) {
+        const uchar op = o[x];
+        if (op == OP_MATCH) {
+            matches++;
+            t++;
+        } else if (op == OP_MISMATCH) {
+            at = put_uint(d, at, matches);
+            d[at++] = letters[text[t++]];
+            matches = 0;
+        } else if (op == OP_DEL) {
+            at = put_uint(d, at, matches);
+            d[at++] = '^';
+            while (x < k && o[x] == OP_DEL) { d[at++] = letters[text[t++]]; x++; }
+            x--;
+            matches = 0;
+        }
+    }
+    at = put_uint(d, at, matches);
+    d[at] = 0;
+}
