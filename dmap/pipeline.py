@@ -35,15 +35,15 @@ from distributed.client import FutureCancelledError
 from distributed.comm.core import CommClosedError
 
 from . import sam
+from .approx.alignments import ChunkAlignments
+from .approx.seeds import pigeonhole_seeds
 from .cluster import connect, embedded_client, require_device_workers
 from .device import DEVICE_RESOURCE, local_device
 from .errors import ClusterError, DmapError
 from .fastx import DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
-from .approx.alignments import ChunkAlignments
 from .hits import ChunkHits
 from .index.store import Index, open_index
 from .schedule import GuidedChunks
-from .approx.seeds import pigeonhole_seeds
 from .tasks import locate_task, merge_alignments_task, merge_task, search_task, verify_task
 
 MAX_ERRORS_LIMIT = 32  # distances are kept in one byte; seeds shorter than ~3 symbols hit everywhere anyway

@@ -2,9 +2,11 @@
 
 import gzip
 import os
+import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from conftest import write_fasta, write_fastq
 
@@ -142,10 +144,34 @@ def test_output_directory_missing(index, tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr and "cannot write" in r.stderr
 
 
-def test_max_errors_is_not_implemented_yet(index, tmp_path):
+def test_max_errors_out_of_range(index, tmp_path):
     write_fastq(tmp_path / "r.fq", ["ACGT"])
-    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "--max-errors", "2")
-    assert_clean_failure(r, tmp_path / "o.sam", "not implemented")
+    for k in ("-1", "33"):
+        r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "--max-errors", k)
+        assert_clean_failure(r, tmp_path / "o.sam", "--max-errors must be between 0 and 32")
+
+
+def test_read_too_long_for_max_errors(tmp_path):
+    write_fasta(tmp_path / "ref.fa", [("g", "ACGT" * 50)])
+    assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "-L", "30").returncode == 0
+    write_fastq(tmp_path / "r.fq", ["ACGT" * 7])  # 28 symbols: fits L = 30 exactly, not with 3 errors
+    assert dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-o", tmp_path / "exact.sam").returncode == 0
+    r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-o", tmp_path / "o.sam", "--max-errors", "3")
+    assert_clean_failure(r, tmp_path / "o.sam", "maximum query length")
+
+
+def test_approximate_run(tmp_path):
+    rng = np.random.default_rng(2)
+    genome = "".join(rng.choice(list("ACGT"), size=3000))
+    write_fasta(tmp_path / "ref.fa", [("g", genome)])
+    assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx").returncode == 0
+    read = genome[500:540] + genome[541:600]  # one deletion
+    write_fastq(tmp_path / "r.fq", [read, "".join(rng.choice(list("ACGT"), size=40))])
+    r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-e", "2", "--all")
+    assert r.returncode == 0, r.stderr
+    recs = [line.split("\t") for line in (tmp_path / "o.sam").read_text().splitlines() if not line.startswith("@")]
+    assert recs[0][3:5] == ["501", "60"] and re.fullmatch(r"\d+M1D\d+M", recs[0][5]) and "NM:i:1" in recs[0]
+    assert recs[1][1] == "4"
 
 
 def test_text_reads_with_a_tab_are_rejected(tmp_path):

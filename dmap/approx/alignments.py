@@ -77,6 +77,9 @@ def best_of_runs(
     if own_until is not None:
         keep &= end < own_until + shift
     idx = np.flatnonzero(keep)
+    if idx.size == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z, z, z, 0
     new = np.ones(idx.size, dtype=bool)
     new[1:] = (np.diff(idx) != 1) | (region[idx[1:]] != region[idx[:-1]])
     run = np.cumsum(new) - 1
@@ -86,7 +89,7 @@ def best_of_runs(
     firsts = np.flatnonzero(np.r_[True, run[order][1:] != run[order][:-1]])
     best = idx[order[firsts]]
     run_first = end[idx[new]]
-    run_last = end[idx[np.r_[np.flatnonzero(new)[1:], idx.size] - 1]] if idx.size else end[idx]
+    run_last = end[idx[np.r_[np.flatnonzero(new)[1:], idx.size] - 1]]
     return region[best], end[best], distances[best].astype(np.int64), run_first, run_last, n_runs
 
 

@@ -42,6 +42,9 @@ def candidate_regions(
     contig_lengths: np.ndarray,
 ) -> Regions:
     """Merged, clipped candidate regions of a block's located seed hits."""
+    if hits.query.size == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return Regions(z, z, z)
     seed, strand = hits.query // n_strands, hits.query % n_strands
     read = seeds.read[seed]
     m = read_length[read].astype(np.int64)

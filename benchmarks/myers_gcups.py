@@ -1,0 +1,81 @@
+"""Cell updates per second of the Myers kernel against edlib, on the same pairs, one core each.
+
+    POCL_CPU_MAX_CU_COUNT=1 python3 benchmarks/myers_gcups.py [--pairs 200000] [--length 100] [--window 106]
+
+Each pair is a read-length pattern and a text window around its locus (the
+shape dmap verifies: m + 2K symbols); cells = m x window per pair.  dmap:
+``kernels/myers.cl`` through :func:`dmap.approx.verify.myers_distances`
+(kernel time; PoCL limited to one compute unit by the variable above).
+edlib: ``edlib.align(pattern, text, mode="HW", task="distance")`` in a loop
+(semi-global, the same problem; its Python call overhead included, and
+reported without it as well by subtracting an empty-call baseline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from dmap.approx.patterns import pattern_matrix
+from dmap.approx.reference import semiglobal_row
+from dmap.approx.verify import myers_distances
+from dmap.device import Device
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pairs", type=int, default=200_000)
+    ap.add_argument("--length", type=int, default=100)
+    ap.add_argument("--window", type=int, default=106)
+    ap.add_argument("--device", default=None, help="P:D as printed by 'dmap devices'")
+    args = ap.parse_args()
+    rng = np.random.default_rng(1)
+    n, m, w = args.pairs, args.length, args.window
+    pats = rng.integers(0, 4, size=(n, m)).astype(np.uint8)
+    texts = rng.integers(0, 4, size=(n, w)).astype(np.uint8)
+    texts[:, 3 : 3 + m] = pats  # the locus inside the window
+    flip = rng.random((n, w)) < 0.03
+    texts[flip] = rng.integers(0, 4, size=int(flip.sum()))
+    device = Device(args.device)
+    codes = pats.reshape(-1)
+    patterns = pattern_matrix(codes, np.arange(n) * m, np.full(n, m), 1)
+    text_buf = device.upload(texts.reshape(-1))
+    starts, lengths = np.arange(n) * w, np.full(n, w)
+    myers_distances(device, text_buf, patterns[:1000], np.full(1000, m), 4, starts[:1000], lengths[:1000],
+                    np.arange(1000))  # build the program
+    best = float("inf")
+    for _ in range(3):
+        device.seconds.clear()
+        out = myers_distances(device, text_buf, patterns, np.full(n, m), 4, starts, lengths, np.arange(n))
+        best = min(best, device.seconds["dmap-verify-kernel"])
+    for k in range(0, n, max(1, n // 20)):
+        assert np.array_equal(out[k * w : (k + 1) * w], np.minimum(semiglobal_row(pats[k], texts[k], 4), 255))
+    cells = n * m * w
+    print(f"device: {device.name}")
+    print("| implementation | pairs | m x window | seconds | GCUPS |\n|---|---|---|---|---|")
+    print(f"| dmap myers.cl ({device.name}) | {n} | {m} x {w} | {best:.3f} | {cells / best / 1e9:.2f} |")
+    try:
+        import edlib
+    except ImportError:
+        print("| edlib | not installed (pip install edlib) | | | |")
+        return
+    letters = np.frombuffer(b"ACGT", dtype=np.uint8)
+    ps = [letters[p].tobytes().decode() for p in pats]
+    ts = [letters[t].tobytes().decode() for t in texts]
+    t0 = time.perf_counter()
+    for p, t in zip(ps, ts):
+        edlib.align(p, t, mode="HW", task="distance")
+    ed = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(len(ps)):
+        edlib.align("A", "A", mode="HW", task="distance")
+    empty = time.perf_counter() - t0
+    print(f"| edlib HW distance (one core, Python loop) | {n} | {m} x {w} | {ed:.3f} | {cells / ed / 1e9:.2f} |")
+    print(f"| edlib, minus the cost of an empty call | {n} | {m} x {w} | {ed - empty:.3f} | "
+          f"{cells / max(ed - empty, 1e-9) / 1e9:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The verification kernels against plain dynamic programming."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dmap.alphabet import NO_MATCH
+from dmap.approx.patterns import match_masks, pattern_matrix
+from dmap.approx.reference import edit_distance, semiglobal_row
+from dmap.approx.traceback import OP_INS, PAD, cigar_and_md, traceback, traceback_device
+from dmap.approx.verify import myers_distances
+from dmap.device import BlockText
+
+LENGTHS = list(range(1, 131)) + [191, 192, 255, 256, 257, 300, 383, 384, 385, 511, 512]
+
+
+def mutated(rng, pattern: np.ndarray, sigma: int, n_edits: int) -> np.ndarray:
+    s = list(pattern.tolist())
+    for _ in range(n_edits):
+        at = int(rng.integers(0, len(s) + 1))
+        kind = int(rng.integers(3))
+        if kind == 0 and at < len(s):
+            s[at] = int(rng.integers(0, sigma + 1))  # sigma: a symbol that matches nothing
+        elif kind == 1:
+            s.insert(at, int(rng.integers(0, sigma)))
+        elif at < len(s) and len(s) > 1:
+            del s[at]
+    return np.array(s, dtype=np.uint8)
+
+
+def pairs(rng, sigma: int):
+    """(pattern, text) pairs: every length, texts holding a mutated copy amid noise."""
+    for m in LENGTHS:
+        pattern = rng.integers(0, sigma, size=m).astype(np.uint8)
+        if m % 7 == 3:
+            pattern[rng.integers(0, m)] = NO_MATCH
+        core = mutated(rng, pattern, sigma, max(1, m // 12))
+        text = np.concatenate([rng.integers(0, sigma + 1, size=int(rng.integers(0, 20))), core,
+                               rng.integers(0, sigma + 1, size=int(rng.integers(0, 20)))]).astype(np.uint8)
+        yield pattern, text
+
+
+@pytest.mark.parametrize("sigma", [4, 20, 60])
+def test_myers_kernel_equals_dp_on_every_length(device, sigma):
+    rng = np.random.default_rng(sigma)
+    cases = list(pairs(rng, sigma))
+    lengths = np.array([p.size for p, _ in cases])
+    codes = np.concatenate([p for p, _ in cases])
+    offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+    patterns = pattern_matrix(codes, offsets, lengths, 1)
+    text = np.concatenate([t for _, t in cases])
+    starts = np.r_[0, np.cumsum([t.size for _, t in cases])[:-1]]
+    region_length = np.array([t.size for _, t in cases])
+    got = myers_distances(device, device.upload(text), patterns, lengths, sigma, starts, region_length,
+                          np.arange(len(cases)))
+    for k, (p, t) in enumerate(cases):
+        expected = np.minimum(semiglobal_row(p, t, sigma), 255)
+        assert np.array_equal(got[starts[k] : starts[k] + t.size], expected), f"pattern length {p.size}"
+
+
+def test_pattern_matrix_reverse_complement():
+    codes = np.array([0, 1, 2, 3, NO_MATCH, 0, 0], dtype=np.uint8)
+    p = pattern_matrix(codes, np.array([0, 5]), np.array([5, 2]), 2)
+    assert p.shape == (4, 64)
+    assert p[0, :5].tolist() == [0, 1, 2, 3, NO_MATCH] and p[1, :5].tolist() == [NO_MATCH, 0, 1, 2, 3]
+    assert p[3, :2].tolist() == [3, 3] and (p[:, 5:] == NO_MATCH).all()
+    masks = match_masks(p, 4)
+    assert masks[0, 0, 0] == 1 and masks[0, 3, 0] == 8 and masks[1, 0, 0] == 2
+
+
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_traceback_kernel_equals_numpy_and_alignments_are_optimal(device, k):
+    rng = np.random.default_rng(k)
+    sigma, m, n = 4, 70, 60
+    letters = np.full(256, ord("N"), dtype=np.uint8)
+    letters[:4] = np.frombuffer(b"ACGT", dtype=np.uint8)
+    pats, ends, starts = [], [], []
+    text = np.zeros(0, dtype=np.uint8)
+    for _ in range(n):
+        p = rng.integers(0, sigma, size=m).astype(np.uint8)
+        core = mutated(rng, p, sigma, int(rng.integers(0, k + 1)))
+        region = np.concatenate([rng.integers(0, 4, size=int(rng.integers(0, 2 * k + 1))), core,
+                                 rng.integers(0, 4, size=k)]).astype(np.uint8)
+        row = semiglobal_row(p, region, sigma)
+        best = int(np.argmin(row))
+        if row[best] > k:
+            continue
+        pats.append(p)
+        starts.append(text.size)
+        ends.append(text.size + best)
+        text = np.concatenate([text, region])
+    patterns = np.stack(pats)
+    end, min_start = np.array(ends), np.array(starts)
+    s_np, d_np, ops_np = traceback(patterns, m, text, end, min_start, k, sigma)
+    host = BlockText(text, device.upload(text), text.nbytes)
+    s, d, ops, cigars, mds = traceback_device(device, host, patterns, np.full(len(pats), m), end, min_start, k,
+                                              sigma, letters)
+    assert np.array_equal(s, s_np) and np.array_equal(d, d_np)
+    assert np.array_equal(ops[:, : ops_np.shape[1]], ops_np) and (ops[:, ops_np.shape[1] :] == PAD).all()
+    for a in range(len(pats)):
+        assert s[a] >= min_start[a]
+        assert edit_distance(patterns[a], text[s[a] : end[a] + 1], sigma) == d[a]
+        assert d[a] == semiglobal_row(patterns[a], text[min_start[a] : end[a] + 1], sigma)[-1]
+        used = ops[a][ops[a] != PAD]
+        assert (used != OP_INS).sum() == end[a] + 1 - s[a]  # ops that consume the reference
+        assert (cigars[a], mds[a]) == cigar_and_md(ops[a], letters[text[s[a] : end[a] + 1]])
+
+
+def test_cigar_and_md_conventions():
+    M, X, I, D = 0, 1, 2, 3  # noqa: E741
+    ops = np.array([M, M, X, X, M, D, D, X, I, M, PAD], dtype=np.uint8)
+    ref = np.frombuffer(b"ACGTACGTAC", dtype=np.uint8)[:9]
+    assert cigar_and_md(ops, ref) == ("5M2D1M1I1M", "2G0T1^CG0T1")
+    assert cigar_and_md(ops, ref, eqx=True)[0] == "2=2X1=2D1X1I1="

@@ -1,0 +1,201 @@
+"""Approximate mapping end to end against the brute-force oracle.
+
+The oracle (dmap.approx.reference.brute_force_loci) aligns every read and
+its reverse complement to every contig by plain DP, with no index and no
+seeds.  With ``report_all`` dmap must report exactly its loci; by default
+exactly those at each read's least distance.  Blocks are small so that loci
+fall in block overlaps and across block edges.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import numpy as np
+import pysam
+import pytest
+from conftest import alphabet_for, have, random_contig, samtools_quickcheck, write_fasta, write_fastq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dmap
+from dmap.alphabet import reverse_complement
+from dmap.approx.reference import brute_force_loci, edit_distance
+from dmap.fastx import iter_contigs
+
+SYMBOLS = {"dna": "ACGT", "protein": "ACDEFGHIKLMNPQRSTVWY", "text": "abcdefghij ,.ABC"}
+
+
+def planted(rng, seq: str, n_edits: int, symbols: str, where: str = "anywhere") -> str:
+    """``seq`` with ``n_edits`` random substitutions/insertions/deletions (at its ends with ``where='ends'``)."""
+    s = list(seq)
+    for _ in range(n_edits):
+        if where == "ends":
+            at = int(rng.choice([0, 1, len(s) - 1, len(s)]))
+        else:
+            at = int(rng.integers(0, len(s) + 1))
+        at = min(at, len(s))
+        kind = int(rng.integers(3))
+        if kind == 0 and at < len(s):
+            s[at] = str(rng.choice(list(symbols)))
+        elif kind == 1:
+            s.insert(at, str(rng.choice(list(symbols))))
+        elif at < len(s) and len(s) > 2:
+            del s[at]
+    return "".join(s)
+
+
+def make_case(rng, alphabet: str, k: int, n_reads: int = 40):
+    contigs = [(f"c{i}", random_contig(rng, alphabet, int(rng.integers(200, 1200)))) for i in range(3)]
+    symbols = SYMBOLS[alphabet]
+    reads = []
+    for i in range(n_reads):
+        _, seq = contigs[int(rng.integers(len(contigs)))]
+        m = int(rng.integers(max(k + 2, 12), 60))
+        kind = i % 5
+        at = {0: 0, 1: max(0, len(seq) - m)}.get(kind, int(rng.integers(0, max(1, len(seq) - m))))
+        r = seq[at : at + m]
+        if kind == 4:
+            r = "".join(rng.choice(list(symbols), size=m))  # most likely nowhere
+        r = planted(rng, r, int(rng.integers(0, k + 2)), symbols, "ends" if i % 3 == 0 else "anywhere")
+        if alphabet == "dna" and i % 2:
+            r = reverse_complement(r)
+        if alphabet == "dna" and i % 11 == 4:
+            r = r[:3] + "N" + r[4:]
+        reads.append(r.upper() if alphabet == "dna" else r)
+    return contigs, reads
+
+
+def oracle(contigs, reads, alphabet, k):
+    alpha = alphabet_for(alphabet, contigs)
+    ref = [alpha.reference_table[np.frombuffer(s.encode(), np.uint8)] for _, s in contigs]
+    pats = []
+    n_strands = 2 if alpha.has_reverse_complement else 1
+    for r in reads:
+        c = alpha.read_table[np.frombuffer(r.encode(), np.uint8)]
+        pats.append(c)
+        if n_strands == 2:
+            pats.append(alpha.complement_codes(c[::-1]))
+    loci = brute_force_loci(ref, pats, alpha.sigma, k)
+    # reads of at most K symbols align everywhere; dmap reports them unmapped
+    return {lc for lc in loci if len(reads[lc[0] // n_strands]) > k}, ref, pats, n_strands, alpha
+
+
+def found(hits, contigs, n_strands):
+    names = [c for c, _ in contigs]
+    out = set()
+    for row in hits.to_pandas().itertuples():
+        span = sum(int(n) for n, op in re.findall(r"(\d+)([MD=X])", row.cigar))
+        out.add((row.read * n_strands + (row.strand == "-"), names.index(row.contig), row.position + span - 1,
+                 row.distance, row.position, span))
+    return out
+
+
+def written(tmp_path, contigs, reads):
+    """Write the reference and reads; the contigs as dmap reads them back (FASTA drops trailing spaces of lines)."""
+    write_fasta(tmp_path / "ref.fa", contigs)
+    write_fastq(tmp_path / "r.fq", reads)
+    return [(name, seq.decode("latin-1")) for name, seq in iter_contigs(tmp_path / "ref.fa")]
+
+
+def run_case(tmp_path, client, contigs, reads, alphabet, k, block_length, report_all=True):
+    written(tmp_path, contigs, reads)
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", alphabet=alphabet, max_query_length=80,
+                           block_length=block_length, overwrite=True)
+    return dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / "out.sam", client=client, max_errors=k,
+                          report_all=report_all, chunk_size=17)
+
+
+def check_against_oracle(tmp_path, client, contigs, reads, alphabet, k, block_length):
+    contigs = written(tmp_path, contigs, reads)
+    expected, ref, pats, ns, alpha = oracle(contigs, reads, alphabet, k)
+    res = run_case(tmp_path, client, contigs, reads, alphabet, k, block_length)
+    got = found(res.hits, contigs, ns)
+    assert {g[:4] for g in got} == expected
+    for p, c, _, dist, pos, span in got:
+        assert dist <= k and edit_distance(pats[p], ref[c][pos : pos + span], alpha.sigma) == dist
+    samtools_quickcheck(tmp_path / "out.sam")
+    return res
+
+
+@pytest.mark.parametrize("alphabet", ["dna", "protein", "text"])
+@pytest.mark.parametrize("k", [1, 3])
+def test_all_loci_equal_oracle(tmp_path, client, alphabet, k):
+    rng = np.random.default_rng(["dna", "protein", "text"].index(alphabet) * 10 + k)
+    contigs, reads = make_case(rng, alphabet, k)
+    check_against_oracle(tmp_path, client, contigs, reads, alphabet, k, block_length=500)
+
+
+def test_tandem_repeats_and_block_edges(tmp_path, client):
+    rng = np.random.default_rng(7)
+    unit = "ACGTTGCA"
+    genome = "".join(rng.choice(list("ACGT"), size=300)) + unit * 60 + "".join(rng.choice(list("ACGT"), size=300))
+    contigs = [("rep", genome), ("tiny", "ACGTACGTTT")]
+    reads = [planted(rng, genome[s : s + 40], int(rng.integers(0, 3)), "ACGT") for s in range(0, len(genome) - 40, 23)]
+    reads += ["ACGTACGTTT", "ACGTACGAT", (unit * 6)[:45]]
+    check_against_oracle(tmp_path, client, contigs, reads, "dna", 2, block_length=97)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 4), block_length=st.integers(60, 900))
+def test_random_cases_equal_oracle(tmp_path, client, seed, k, block_length):
+    rng = np.random.default_rng(seed)
+    contigs, reads = make_case(rng, "dna", k, n_reads=15)
+    check_against_oracle(tmp_path, client, contigs, reads, "dna", k, block_length)
+
+
+def test_default_reports_the_best_loci_with_mapq(tmp_path, client):
+    rng = np.random.default_rng(3)
+    contigs, reads = make_case(rng, "dna", 3)
+    expected, *_ = oracle(written(tmp_path, contigs, reads), reads, "dna", 3)
+    res = run_case(tmp_path, client, contigs, reads, "dna", 3, 400, report_all=False)
+    best: dict[int, int] = {}
+    for p, _, _, d in expected:
+        best[p // 2] = min(best.get(p // 2, 99), d)
+    want = {lc for lc in expected if lc[3] == best[lc[0] // 2]}
+    assert {g[:4] for g in found(res.hits, contigs, 2)} == want
+    n_loci = {r: sum(1 for lc in expected if lc[0] // 2 == r) for r in best}
+    seen = set()
+    for rec in pysam.AlignmentFile(str(tmp_path / "out.sam")):
+        r = int(rec.query_name[4:])
+        if rec.is_unmapped:
+            assert r not in best
+            continue
+        assert rec.is_secondary == (r in seen)
+        seen.add(r)
+        assert rec.get_tag("NM") == best[r] and rec.get_tag("AS") == -best[r]
+        if not rec.is_secondary and n_loci[r] == 1:
+            assert rec.mapping_quality == 60
+        if sum(1 for lc in want if lc[0] // 2 == r) > 1:
+            assert rec.mapping_quality == 0
+
+
+@pytest.mark.skipif(not have("samtools"), reason="samtools is not installed")
+def test_md_and_nm_agree_with_samtools_calmd(tmp_path, client):
+    rng = np.random.default_rng(11)
+    contigs, reads = make_case(rng, "dna", 4)
+    run_case(tmp_path, client, contigs, reads, "dna", 4, 600)
+    out = subprocess.run(["samtools", "calmd", str(tmp_path / "out.sam"), str(tmp_path / "ref.fa")],
+                         capture_output=True, check=True).stdout
+    (tmp_path / "calmd.sam").write_bytes(out)
+    ours = {(r.query_name, r.flag, r.reference_start): (r.get_tag("NM"), r.get_tag("MD"))
+            for r in pysam.AlignmentFile(str(tmp_path / "out.sam")) if not r.is_unmapped}
+    theirs = {(r.query_name, r.flag, r.reference_start): (r.get_tag("NM"), r.get_tag("MD"))
+              for r in pysam.AlignmentFile(str(tmp_path / "calmd.sam")) if not r.is_unmapped}
+    assert ours and ours == theirs
+
+
+def test_eqx_and_max_hits(tmp_path, client):
+    genome = "".join(np.random.default_rng(5).choice(list("ACGT"), size=400))
+    contigs = [("a", genome), ("b", genome)]  # every locus twice
+    reads = [genome[100:150], genome[10:40][:12] + "T" + genome[10:40][13:]]
+    write_fasta(tmp_path / "ref.fa", contigs)
+    write_fastq(tmp_path / "r.fq", reads)
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=80)
+    res = dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / "o.sam", client=client, max_errors=2, eqx=True,
+                         max_hits=1)
+    recs = [r for r in pysam.AlignmentFile(str(tmp_path / "o.sam"))]
+    assert len(recs) == 2 and all(not r.is_secondary for r in recs)
+    assert set(res.hits.contig) == {"a"} and "50=" in res.hits.cigar
+    assert all(set(re.findall(r"[A-Z=]", c)) <= {"=", "X", "I", "D"} for c in res.hits.cigar)
