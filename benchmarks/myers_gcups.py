@@ -1,11 +1,12 @@
 """Cell updates per second of the Myers kernel against edlib, on the same pairs, one core each.
 
-    POCL_CPU_MAX_CU_COUNT=1 python3 benchmarks/myers_gcups.py [--pairs 200000] [--length 100] [--window 106]
+    python3 benchmarks/myers_gcups.py --device 0:0/2:0 [--pairs 200000] [--length 100] [--window 106]
 
 Each pair is a read-length pattern and a text window around its locus (the
 shape dmap verifies: m + 2K symbols); cells = m x window per pair.  dmap:
 ``kernels/myers.cl`` through :func:`dmap.approx.verify.myers_distances`
-(kernel time; PoCL limited to one compute unit by the variable above).
+(kernel time; ``0:0/2:0`` is one of two sub-devices of one compute unit
+each, from device fission, so the kernel runs on one core).
 edlib: ``edlib.align(pattern, text, mode="HW", task="distance")`` in a loop
 (semi-global, the same problem; its Python call overhead included, and
 reported without it as well by subtracting an empty-call baseline).
