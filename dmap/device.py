@@ -250,32 +250,31 @@ class Device:
             )
         return self.cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(data))
 
-    def block(self, index: Index, number: int) -> DeviceBlock:
-        """Block ``number`` of ``index`` on this device, loading it on first use."""
-        key = (index.uid, number)
+    def _resident(self, key, load, upload):
+        """The cached device copy under ``key``, else ``upload(load())`` after evicting
+        least recently used entries until it fits the block budget."""
         with self._lock:
             if key in self._blocks:
                 self._blocks.move_to_end(key)
-                return self._blocks[key]
-            host = index.load_block(number)
+                return self._blocks[key], False
+            host = load()
             while self._blocks and sum(b.nbytes for b in self._blocks.values()) + host.nbytes > self.block_budget:
                 self._blocks.popitem(last=False)
-            blk = self._blocks[key] = self.upload_block(host)
+            item = self._blocks[key] = upload(host)
+            return item, True
+
+    def block(self, index: Index, number: int) -> DeviceBlock:
+        """Block ``number`` of ``index`` on this device, loading it on first use."""
+        blk, loaded = self._resident((index.uid, number), lambda: index.load_block(number), self.upload_block)
+        if loaded:
             self.block_loads += 1
-            return blk
+        return blk
 
     def block_text(self, index: Index, number: int) -> BlockText:
         """Block ``number``'s text on this device (and on the host, for tracebacks), cached like blocks."""
-        key = (index.uid, number, "text")
-        with self._lock:
-            if key in self._blocks:
-                self._blocks.move_to_end(key)
-                return self._blocks[key]
-            host = index.block_text(number)
-            while self._blocks and sum(b.nbytes for b in self._blocks.values()) + host.nbytes > self.block_budget:
-                self._blocks.popitem(last=False)
-            text = self._blocks[key] = BlockText(host, self.upload(host), int(host.nbytes))
-            return text
+        text, _ = self._resident((index.uid, number, "text"), lambda: index.block_text(number),
+                                 lambda host: BlockText(host, self.upload(host), int(host.nbytes)))
+        return text
 
     def upload_block(self, host: BlockArrays) -> DeviceBlock:
         """Copy a block's arrays to the device (uncached; :meth:`block` caches)."""

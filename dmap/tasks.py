@@ -85,9 +85,9 @@ def verify_task(index_path: str, block: int, reads: EncodedReads, seeds: Seeds, 
     dist = myers_distances(device, text.buffer, patterns, lengths, sigma, local.start, local.length, local.pattern)
     last = block == index.n_blocks - 1
     with device.timed("dmap-traceback"):
-        found = align_block(dist, local, patterns, lengths, text, reference_letters(index.alphabet), sigma,
+        found = align_block(device, dist, local, patterns, lengths, text, reference_letters(index.alphabet), sigma,
                             max_errors, located.start, None if block == 0 else 0,
-                            None if last else located.own_length, eqx, device)
+                            None if last else located.own_length, eqx)
     found.pattern = used[found.pattern]
     return found
 

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..device import BlockText
 from .candidates import Regions
-from .traceback import cigar_and_md, traceback, traceback_device
+from .traceback import traceback_device
 from .verify import region_offsets
 
 
@@ -94,11 +95,12 @@ def best_of_runs(
 
 
 def align_block(
+    device,
     distances: np.ndarray,
     regions: Regions,
     patterns: np.ndarray,
     pattern_length: np.ndarray,
-    text: np.ndarray,
+    text: BlockText,
     letters: np.ndarray,
     sigma: int,
     max_errors: int,
@@ -106,39 +108,23 @@ def align_block(
     own_from: int | None,
     own_until: int | None,
     eqx: bool = False,
-    device=None,
 ) -> BlockAlignments:
     """The block's alignments: best end per owned run, traced back to CIGAR and MD.
 
     ``patterns`` is indexed by ``regions.pattern``; ``text`` is the block's
     :class:`dmap.device.BlockText`; ``letters`` maps codes to reference
-    symbols for MD.  With a ``device`` the traceback runs in
-    ``kernels/traceback.cl``, else in numpy (the same alignments).
+    symbols for MD.  The traceback runs in ``kernels/traceback.cl`` on
+    ``device`` (tested against the numpy :func:`dmap.approx.traceback.traceback`).
     """
     region, end, dist, run_first, run_last, n = best_of_runs(
         distances, regions, pattern_length, max_errors, own_from, own_until)
     if n == 0:
         return BlockAlignments.empty()
     pattern = regions.pattern[region]
-    if device is None:  # the numpy reference, for tests
-        start = np.empty(n, dtype=np.int64)
-        cigar: list[str] = [""] * n
-        md: list[str] = [""] * n
-        m_of = pattern_length[pattern].astype(np.int64)
-        for m in np.unique(m_of).tolist():
-            sel = np.flatnonzero(m_of == m)
-            s, d, ops = traceback(patterns[pattern[sel]], m, text.host, end[sel], regions.start[region[sel]],
-                                  max_errors, sigma)
-            if not np.array_equal(d, dist[sel]):
-                raise AssertionError("traceback distance differs from Myers' distance")
-            start[sel] = s
-            for row, a in enumerate(sel.tolist()):
-                cigar[a], md[a] = cigar_and_md(ops[row], letters[text.host[s[row] : end[a] + 1]], eqx)
-    else:
-        start, d, _, cigar, md = traceback_device(device, text, patterns[pattern], pattern_length[pattern], end,
-                                                  regions.start[region], max_errors, sigma, letters, eqx)
-        if not np.array_equal(d, dist):
-            raise AssertionError("traceback distance differs from Myers' distance")
+    start, d, _, cigar, md = traceback_device(device, text, patterns[pattern], pattern_length[pattern], end,
+                                              regions.start[region], max_errors, sigma, letters, eqx)
+    if not np.array_equal(d, dist):
+        raise AssertionError("traceback distance differs from Myers' distance")
     return BlockAlignments(pattern, start + block_start, end + block_start, dist,
                            run_first + block_start, run_last + block_start, cigar, md)
 
