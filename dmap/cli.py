@@ -69,15 +69,27 @@ def index():
               help="32-bit bitmap words per symbol between counts [default: 1].")
 @click.option("--sa-sample-rate", "-S", type=int, default=DEFAULT_SA_SAMPLE_RATE, show_default=True,
               help="Keep one suffix-array value every S rows.")
+@click.option("--neighborhood", is_flag=True,
+              help="Also build MAROSE's neighborhood index (perfect hashes) for 'dmap run --engine phash'.")
+@click.option("--seed-length", type=int, default=8, show_default=True,
+              help="--neighborhood: symbols of each seed that must match.")
+@click.option("--neighborhood-length", type=int, default=7, show_default=True,
+              help="--neighborhood: symbols stored after each seed.")
+@click.option("--spaced-seed", default=None, metavar="MASK",
+              help="--neighborhood: seed shape, '#' must match and '-' is a wildcard, e.g. '######-##'.")
+@click.option("--max-errors-in-neighborhood", type=int, default=1, show_default=True,
+              help="--neighborhood: substitutions allowed in the neighborhood at search time (0-2).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing index.")
 @_user_errors
 def index_build(reference, output, alphabet, max_query_length, block_length, occ_layout, occ_sample_rate,
-                sa_sample_rate, overwrite):
+                sa_sample_rate, neighborhood, seed_length, neighborhood_length, spaced_seed,
+                max_errors_in_neighborhood, overwrite):
     """Build the blocked FM-index of REFERENCE (FASTA, optionally .gz)."""
+    nb = dmap.NeighborhoodSpec(seed_length, neighborhood_length, spaced_seed, max_errors_in_neighborhood)
     idx = dmap.build_index(
         reference, output, alphabet=alphabet, max_query_length=max_query_length, block_length=block_length,
         occ_layout=occ_layout, occ_sample_rate=occ_sample_rate, sa_sample_rate=sa_sample_rate,
-        overwrite=overwrite, progress=sys.stderr.isatty(),
+        neighborhood=nb if neighborhood else None, overwrite=overwrite, progress=sys.stderr.isatty(),
     )
     m = idx.meta
     click.echo(f"dmap: indexed {m.text_length} symbols in {len(m.contigs)} contigs, {len(m.blocks)} blocks -> {output}",
@@ -106,6 +118,13 @@ def index_info(index_path):
 @click.option("--all", "report_all", is_flag=True,
               help="With --max-errors: report every locus within K, not only those at the best distance.")
 @click.option("--eqx", is_flag=True, help="With --max-errors: CIGAR with =/X instead of M.")
+@click.option("--engine", type=click.Choice(["fm", "phash"]), default="fm", show_default=True,
+              help="Candidates from FM-index seeds (every locus within K) or the neighborhood index "
+                   "(MAROSE; needs 'dmap index --neighborhood').")
+@click.option("--delta", type=int, default=1, show_default=True,
+              help="--engine phash: a pattern every DELTA read positions.")
+@click.option("--neighborhood-errors", type=int, default=None,
+              help="--engine phash: substitutions allowed in a neighborhood [default: the index's].")
 @click.option("--no-guided", "fixed_chunks", is_flag=True,
               help="Equal chunks to the end (default: chunks shrink toward the end so devices finish together).")
 @click.option("-v", "--verbose", is_flag=True, help="Show Dask's own log messages.")
@@ -113,7 +132,7 @@ def index_info(index_path):
               help="Embedded cluster: one spawned worker process per device instead of threads in this process.")
 @_user_errors
 def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, max_errors, report_all, eqx,
-        fixed_chunks, verbose, processes):
+        engine, delta, neighborhood_errors, fixed_chunks, verbose, processes):
     """Map READS (FASTQ/FASTA, optionally .gz) against INDEX and write SAM."""
     if not verbose:
         # dmap reports failures itself in one line; Dask's client would log
@@ -130,7 +149,8 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
         scheduler, in_flight = cfg.scheduler_address, cfg.in_flight
         chunk_size = chunk_size or cfg.chunk_size
     res = dmap.map_reads(index_path, reads, sam_path=output, max_hits=max_hits, max_errors=max_errors,
-                         report_all=report_all, eqx=eqx,
+                         report_all=report_all, eqx=eqx, engine=engine, delta=delta,
+                         neighborhood_errors=neighborhood_errors,
                          chunk_size=chunk_size or DEFAULT_CHUNK_SIZE, in_flight=in_flight or 4,
                          scheduler=scheduler, return_hits=False, processes=processes, guided=not fixed_chunks,
                          argv=sys.argv)

@@ -193,6 +193,7 @@ class Device:
         self._lock = threading.RLock()
         self.block_loads = 0
         self.queries_searched = 0  # (read, strand) pairs, for the workers page
+        self.candidates = collections.Counter()  # "seed hits", "regions" of approximate mapping
         self.seconds: collections.Counter = collections.Counter()  # label of Device.timed -> seconds
 
     @contextlib.contextmanager
@@ -276,11 +277,32 @@ class Device:
                                  lambda host: BlockText(host, self.upload(host), int(host.nbytes)))
         return text
 
+    def neighborhood(self, index: Index, number: int):
+        """Block ``number``'s neighborhood index on this device, cached like blocks."""
+        from .neighborhood.search import upload_neighborhood
+
+        store, loaded = self._resident((index.uid, number, "neighborhood"), lambda: _Sized(index.load_neighborhood(
+            number)), lambda host: upload_neighborhood(self, host.arrays))
+        if loaded:
+            self.block_loads += 1
+        return store
+
     def upload_block(self, host: BlockArrays) -> DeviceBlock:
         """Copy a block's arrays to the device (uncached; :meth:`block` caches)."""
         buffers = {name: self.upload(getattr(host, name)) for name in BLOCK_ARRAYS}
         return DeviceBlock(buffers, host.nbytes, host.shape, host.start, host.own_length, host.sa_sample_rate,
                            int(host.boundary_rows.size))
+
+
+@dataclass
+class _Sized:
+    """Host arrays with the ``nbytes`` the resident cache budgets by."""
+
+    arrays: dict
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in self.arrays.values())
 
 
 _process_device: Device | None = None

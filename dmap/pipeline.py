@@ -44,7 +44,9 @@ from .fastx import DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
 from .hits import ChunkHits
 from .index.store import Index, open_index
 from .schedule import GuidedChunks
-from .tasks import locate_task, merge_alignments_task, merge_task, search_task, verify_task
+from .neighborhood.params import MAX_NEIGHBORHOOD_ERRORS
+from .neighborhood.search import neighborhood_patterns
+from .tasks import locate_task, merge_alignments_task, merge_task, neighborhood_task, search_task, verify_task
 
 MAX_ERRORS_LIMIT = 32  # distances are kept in one byte; seeds shorter than ~3 symbols hit everywhere anyway
 
@@ -133,6 +135,9 @@ def map_reads(
     max_errors: int = 0,
     report_all: bool = False,
     eqx: bool = False,
+    engine: str = "fm",
+    delta: int = 1,
+    neighborhood_errors: int | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     in_flight: int = 4,
     return_hits: bool = True,
@@ -164,6 +169,17 @@ def map_reads(
         With ``max_errors``: report every locus within K, not only the best.
     eqx
         With ``max_errors``: CIGAR with ``=``/``X`` instead of ``M``.
+    engine
+        Where candidates come from: ``"fm"`` (pigeonhole seeds on the
+        FM-index: every locus within K is found) or ``"phash"`` (MAROSE's
+        neighborhood index, built with ``dmap index --neighborhood``: a
+        locus is found when one of the read's patterns, taken every
+        ``delta`` symbols, matches its seed exactly and its neighborhood
+        with at most ``neighborhood_errors`` substitutions).  Both verify
+        with the same Myers kernel and write the same SAM.
+    delta, neighborhood_errors
+        ``engine="phash"`` only: the step between a read's patterns, and
+        substitutions allowed in the neighborhood (default: the index's).
     chunk_size
         Reads per task (the largest chunk when ``guided``).
     guided
@@ -194,6 +210,7 @@ def map_reads(
     if not 0 <= max_errors <= MAX_ERRORS_LIMIT:
         raise DmapError(f"--max-errors must be between 0 and {MAX_ERRORS_LIMIT}, not {max_errors}")
     idx = open_index(index)
+    approx = _approximate_settings(idx, max_errors, report_all, eqx, max_hits, engine, delta, neighborhood_errors)
     if max_errors >= idx.meta.max_query_length:
         raise DmapError(f"--max-errors {max_errors} leaves no read length within the index's maximum query "
                         f"length {idx.meta.max_query_length}")
@@ -223,7 +240,6 @@ def map_reads(
             if schedule is not None:
                 schedule.n_workers = n_workers
             loads_before = block_loads(c)
-            approx = Approximate(max_errors, report_all, eqx, max_hits) if max_errors else None
             _run(c, idx, first_chunk, chunks, writer, in_flight, result, kept if return_hits else None, block_major,
                  approx)
             result.block_loads = {w: n - loads_before.get(w, 0) for w, n in block_loads(c).items()}
@@ -244,7 +260,7 @@ def map_reads(
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     if return_hits:
-        result.hits = _collect_hits(kept, contig_names, max_errors > 0)
+        result.hits = _collect_hits(kept, contig_names, approx is not None)
     result.seconds = time.perf_counter() - t0
     return result
 
@@ -265,6 +281,7 @@ def _worker_device_stats(dask_worker) -> dict | None:
         "block_loads": plugin.block_loads,
         "block_budget": plugin.device.block_budget,
         "queries_searched": device.queries_searched if device else 0,
+        "candidates": dict(device.candidates) if device else {},
         "seconds": dict(device.seconds) if device else {},
     }
 
@@ -305,6 +322,31 @@ class Approximate:
     report_all: bool
     eqx: bool
     max_hits: int | None
+    engine: str = "fm"
+    delta: int = 1
+    neighborhood_errors: int = 0
+    window: int = 0  # a neighborhood pattern's span
+
+
+def _approximate_settings(idx: Index, max_errors: int, report_all: bool, eqx: bool, max_hits: int | None,
+                          engine: str, delta: int, neighborhood_errors: int | None) -> Approximate | None:
+    """Validated settings of seed-and-verify mapping, or None for exact FM-index mapping."""
+    if engine not in ("fm", "phash"):
+        raise DmapError(f"unknown --engine {engine!r}; choose fm or phash")
+    if engine == "fm":
+        if delta != 1 or neighborhood_errors is not None:
+            raise DmapError("--delta and --neighborhood-errors apply only to --engine phash")
+        return Approximate(max_errors, report_all, eqx, max_hits) if max_errors else None
+    params = idx.neighborhood_params
+    if params is None:
+        raise DmapError(f"index {idx.path!r} has no neighborhood index for --engine phash; rebuild it with "
+                        "'dmap index REFERENCE -o INDEX --neighborhood'")
+    if delta < 1:
+        raise DmapError(f"--delta must be at least 1, not {delta}")
+    e = params.max_errors if neighborhood_errors is None else neighborhood_errors
+    if not 0 <= e <= MAX_NEIGHBORHOOD_ERRORS:
+        raise DmapError(f"--neighborhood-errors must be between 0 and {MAX_NEIGHBORHOOD_ERRORS}, not {e}")
+    return Approximate(max_errors, report_all, eqx, max_hits, engine, delta, e, params.window)
 
 
 def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, block_major=True,
@@ -325,7 +367,9 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, bloc
     def submit(chunk: ReadChunk) -> None:
         encoded = chunk.encoded()
         reads_f = client.scatter(encoded, hash=False)
-        if approx is not None:
+        if approx is not None and approx.engine == "phash":
+            seeds_f = client.scatter(neighborhood_patterns(encoded.lengths, approx.window, approx.delta), hash=False)
+        elif approx is not None:
             seeds = pigeonhole_seeds(encoded.lengths, approx.max_errors)
             seeds_f, queries_f = client.scatter([seeds, seeds.encoded(encoded)], hash=False)
         located = []
@@ -337,8 +381,11 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, bloc
             prio = block_priority(b, chunk.number) if block_major else -chunk.number
             place = {"workers": [home[b]], "allow_other_workers": True} if home else {}
             task = dict(resources=dev, pure=False, priority=prio, **place)
-            s = client.submit(search_task, path, b, queries_f if approx else reads_f, **task)
-            loc = client.submit(locate_task, path, b, s, **task)
+            if approx is not None and approx.engine == "phash":
+                loc = client.submit(neighborhood_task, path, b, reads_f, seeds_f, approx.neighborhood_errors, **task)
+            else:
+                s = client.submit(search_task, path, b, queries_f if approx else reads_f, **task)
+                loc = client.submit(locate_task, path, b, s, **task)
             if approx is not None:
                 loc = client.submit(verify_task, path, b, reads_f, seeds_f, loc, approx.max_errors, approx.eqx, **task)
             located.append(loc)

@@ -22,6 +22,7 @@ from .fastx import EncodedReads
 from .hits import BlockHits, ChunkHits, merge_block_hits
 from .index.store import Index
 from .locate import expand_intervals, locate_rows
+from .neighborhood.search import seed_and_filter
 from .search.exact import search_block
 
 
@@ -57,6 +58,18 @@ def locate_task(index_path: str, block: int, intervals: np.ndarray) -> BlockHits
     return BlockHits(block, blk.start, blk.own_length, query, positions)
 
 
+def neighborhood_task(index_path: str, block: int, reads: EncodedReads, patterns: Seeds, errors: int) -> BlockHits:
+    """Window positions matching a chunk's patterns (seed exact, neighborhood within ``errors``) in one block."""
+    index = cached_index(index_path)
+    device = current_device()
+    store = device.neighborhood(index, block)
+    query, positions = seed_and_filter(device, store, index.neighborhood_params, reads, patterns, errors,
+                                       n_strands(index))
+    b = index.meta.blocks[block]
+    own = b.length if block == index.n_blocks - 1 else index.meta.block_length
+    return BlockHits(block, b.start, own, query, positions)
+
+
 def merge_task(index_path: str, n_reads: int, parts: list[BlockHits]) -> ChunkHits:
     """Deduplicate a chunk's hits across block overlaps; contig coordinates."""
     index = cached_index(index_path)
@@ -65,13 +78,19 @@ def merge_task(index_path: str, n_reads: int, parts: list[BlockHits]) -> ChunkHi
 
 def verify_task(index_path: str, block: int, reads: EncodedReads, seeds: Seeds, located: BlockHits,
                 max_errors: int, eqx: bool = False) -> BlockAlignments:
-    """Candidate regions of a block's seed hits, verified by Myers' kernel, traced back to alignments."""
+    """Candidate regions of a block's seed hits, verified by Myers' kernel, traced back to alignments.
+
+    ``seeds`` and ``located`` come from either engine: FM-index seeds
+    (search + locate) or neighborhood patterns (:func:`neighborhood_task`).
+    """
     index = cached_index(index_path)
     device = current_device()
     meta = index.meta
     ns = n_strands(index)
     regions = candidate_regions(located, seeds, reads.lengths, ns, max_errors, meta.blocks[block].length,
                                 index.contig_offsets, np.array([c.length for c in meta.contigs], dtype=np.int64))
+    device.candidates["seed hits"] += int(located.query.size)
+    device.candidates["regions"] += len(regions)
     if len(regions) == 0:
         return BlockAlignments.empty()
     text = device.block_text(index, block)

@@ -180,3 +180,38 @@ def test_text_reads_with_a_tab_are_rejected(tmp_path):
     (tmp_path / "r.fa").write_text(">q\nplain\ttext\n")
     r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fa", "-o", tmp_path / "o.sam")
     assert_clean_failure(r, tmp_path / "o.sam", "alphabet")
+
+
+def test_neighborhood_index_and_phash_run(tmp_path):
+    rng = np.random.default_rng(3)
+    genome = "".join(rng.choice(list("ACGT"), size=4000))
+    write_fasta(tmp_path / "ref.fa", [("g", genome)])
+    r = dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "--neighborhood", "--seed-length", "8",
+                 "--neighborhood-length", "7", "--spaced-seed", "######-##", "--max-errors-in-neighborhood", "1")
+    assert r.returncode == 0, r.stderr
+    info = dmap_cmd("index", "info", tmp_path / "idx").stdout
+    assert "neighborhood   seed ######-##, neighborhood length 7, 1 substitution(s)" in info
+    read = genome[700:740] + "A" + genome[741:800]  # one substitution (or none)
+    write_fastq(tmp_path / "r.fq", [read, "".join(rng.choice(list("ACGT"), size=60))])
+    r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-e", "2", "--engine", "phash",
+                 "--delta", "2")
+    assert r.returncode == 0, r.stderr
+    recs = [line.split("\t") for line in (tmp_path / "o.sam").read_text().splitlines() if not line.startswith("@")]
+    assert recs[0][3] == "701" and recs[1][1] == "4"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--neighborhood", "--seed-length", "8", "--spaced-seed", "#####-##"], ["--spaced-seed", "--seed-length"]),
+    (["--neighborhood", "--neighborhood-length", "40"], ["--neighborhood-length"]),
+    (["--neighborhood", "--max-errors-in-neighborhood", "5"], ["--max-errors-in-neighborhood"]),
+])
+def test_bad_neighborhood_options(tmp_path, args, words):
+    write_fasta(tmp_path / "ref.fa", REF)
+    out = tmp_path / "idx"
+    assert_clean_failure(dmap_cmd("index", tmp_path / "ref.fa", "-o", out, *args), out, *words)
+
+
+def test_phash_needs_a_neighborhood_index(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["ACGTTGCATGCAAGTCCG"])
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-e", "1", "--engine", "phash")
+    assert_clean_failure(r, tmp_path / "o.sam", "no neighborhood index", "--neighborhood")

@@ -22,6 +22,8 @@ from .. import __version__
 from ..alphabet import TEXT_ALLOWED, Alphabet, get_alphabet
 from ..errors import InputFormatError
 from ..fastx import encode_reference, iter_contigs
+from ..neighborhood.build import index_neighborhoods
+from ..neighborhood.params import NeighborhoodParams, NeighborhoodSpec
 from .occ import LAYOUTS, build_occ, default_rate
 from .store import Block, Contig, Index, IndexMeta, checksum
 
@@ -128,6 +130,7 @@ def build_index(
     occ_layout: str = "interleaved",
     occ_sample_rate: int | None = None,
     sa_sample_rate: int = DEFAULT_SA_SAMPLE_RATE,
+    neighborhood: NeighborhoodSpec | None = None,
     overwrite: bool = False,
     progress: bool = False,
 ) -> Index:
@@ -154,6 +157,9 @@ def build_index(
         between count samples.
     sa_sample_rate
         S: one suffix-array value is stored for every S BWT rows.
+    neighborhood
+        Also build MAROSE's neighborhood index (for ``map_reads(engine="phash")``)
+        with these seed and neighborhood lengths.
     overwrite
         Replace an existing ``output``.
     progress
@@ -182,6 +188,13 @@ def build_index(
     if alpha.sigma == 0:
         raise InputFormatError("the reference has no searchable symbols")
     rate = occ_sample_rate or default_rate(occ_layout, alpha.sigma)
+    nb_params = None
+    if neighborhood is not None:
+        nb_params = NeighborhoodParams.create(alpha.sigma, **vars(neighborhood))
+        if nb_params.window > max_query_length:
+            raise InputFormatError(f"a seed of span {nb_params.span} plus a neighborhood of "
+                                   f"{nb_params.neighborhood_length} is longer than --max-query-length "
+                                   f"{max_query_length}")
     tmp = f"{output}.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     t0 = time.time()
@@ -200,6 +213,12 @@ def build_index(
             sub = group.require_group(f"blocks/{b}")
             for name, data in arrays.items():
                 checksums[f"blocks/{b}/{name}"] = _write(sub, name, data)
+            if nb_params is not None:
+                del arrays
+                arrays = index_neighborhoods(text, nb_params)
+                nb = sub.require_group("neighborhood")
+                for name, data in arrays.items():
+                    checksums[f"blocks/{b}/neighborhood/{name}"] = _write(nb, name, data)
             blocks.append(Block(start, int(text.size), int(text.size) + 1))
             bar.update(min(block_length, n - start))
             del arrays, text
@@ -215,6 +234,7 @@ def build_index(
             sa_sample_rate=sa_sample_rate,
             blocks=blocks,
             checksums=checksums,
+            neighborhood=None if nb_params is None else nb_params.to_json(),
             created_by=f"dmap {__version__} in {time.time() - t0:.1f} s",
         )
         group.attrs["dmap"] = meta.to_json()

@@ -9,6 +9,8 @@ Layout (format version 2)::
       blocks/<b>/sa_samples     uint32: SA value of every S-th BWT row
       blocks/<b>/boundary_rows  uint32: rows whose preceding text symbol is a
       blocks/<b>/boundary_pos   uint32:   separator/sentinel, with their SA value
+      blocks/<b>/neighborhood/* optional (format 3, ``dmap index --neighborhood``):
+                                MAROSE's neighborhood index (see neighborhood/build.py)
 
 Every array's checksum is stored in the metadata and checked when it is read;
 so is the checksum of each block's slice of ``reference`` ("blocks/<b>/text"),
@@ -30,7 +32,8 @@ from ..errors import IndexFormatError
 from .occ import OccShape
 
 FORMAT_NAME = "dmap-fm-index"
-FORMAT_VERSION = 2  # 2: per-block text checksums
+FORMAT_VERSION = 3  # 2: per-block text checksums; 3: optional neighborhood index
+READABLE_VERSIONS = (2, 3)  # a version-2 index is a version-3 index without neighborhoods
 BLOCK_ARRAYS = ("occ", "C", "sa_samples", "boundary_rows", "boundary_pos")
 
 
@@ -67,6 +70,7 @@ class IndexMeta:
     sa_sample_rate: int
     blocks: list[Block]
     checksums: dict[str, str] = field(default_factory=dict)
+    neighborhood: dict | None = None  # NeighborhoodParams, when the index has one
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
     created_by: str = ""
@@ -135,7 +139,7 @@ class Index:
             raise IndexFormatError(f"{self.path!r} is not a dmap index ({type(e).__name__}: {e})") from None
         if not isinstance(raw, dict) or raw.get("format") != FORMAT_NAME:
             raise IndexFormatError(f"{self.path!r} is not a dmap index (no dmap metadata)")
-        if raw.get("format_version") != FORMAT_VERSION:
+        if raw.get("format_version") not in READABLE_VERSIONS:
             raise IndexFormatError(
                 f"index {self.path!r} has format version {raw.get('format_version')}, this dmap reads version "
                 f"{FORMAT_VERSION}; rebuild the index with this dmap"
@@ -151,6 +155,22 @@ class Index:
     @property
     def n_blocks(self) -> int:
         return len(self.meta.blocks)
+
+    @property
+    def neighborhood_params(self):
+        """The :class:`dmap.neighborhood.params.NeighborhoodParams` of the index, or None."""
+        from ..neighborhood.params import NeighborhoodParams
+
+        return None if self.meta.neighborhood is None else NeighborhoodParams.from_json(self.meta.neighborhood)
+
+    def load_neighborhood(self, number: int) -> dict[str, np.ndarray]:
+        """Block ``number``'s neighborhood index arrays (checksums verified)."""
+        from ..neighborhood.build import ARRAYS
+
+        if self.meta.neighborhood is None:
+            raise IndexFormatError(f"index {self.path!r} has no neighborhood index; rebuild it with "
+                                   "'dmap index REFERENCE -o INDEX --neighborhood'")
+        return {name: self.read_array(f"blocks/{number}/neighborhood/{name}") for name in ARRAYS}
 
     @property
     def contig_offsets(self) -> np.ndarray:
@@ -220,6 +240,12 @@ class Index:
             lines.append(f"  ... {len(m.contigs) - 50} more")
         lines.append("blocks:")
         lines += [f"  {i}\tstart {b.start}\tlength {b.length}" for i, b in enumerate(m.blocks)]
+        if m.neighborhood is not None:
+            nb = m.neighborhood
+            nbytes = sum(int(self._group[f"blocks/{b}/neighborhood/{a}"].nbytes) for b in range(self.n_blocks)
+                         for a in self._group[f"blocks/{b}/neighborhood"].array_keys())
+            lines.append(f"neighborhood   seed {nb['mask']}, neighborhood length {nb['neighborhood_length']}, "
+                         f"{nb['max_errors']} substitution(s) by default; perfect hash, {nbytes >> 20} MiB")
         lines.append(f"checksums      {len(m.checksums)} arrays (blake2b)")
         return "\n".join(lines)
 

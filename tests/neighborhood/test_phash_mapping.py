@@ -1,0 +1,86 @@
+"""``engine="phash"`` end to end: what it reports agrees with the FM-index engine.
+
+The FM-index engine is itself checked against the brute-force oracle
+(tests/approx); the neighborhood engine is a filter, so it must report a
+subset of the same loci with the same alignments, and it must find every
+read that occurs with at most E substitutions in one of its patterns
+(here: reads copied exactly, at contig ends and across block edges).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cases import make_case, written
+from conftest import samtools_quickcheck
+
+import dmap
+from dmap.alphabet import reverse_complement
+
+SPECS = {
+    "dna": dmap.NeighborhoodSpec(seed_length=5, neighborhood_length=5, max_errors=1),
+    "protein": dmap.NeighborhoodSpec(seed_length=2, neighborhood_length=3, max_errors=1),
+    "text": dmap.NeighborhoodSpec(seed_length=2, neighborhood_length=3, max_errors=2),
+}
+
+
+def alignments(hits) -> dict:
+    return {(r.read, r.strand, r.contig, r.position): (r.distance, r.cigar) for r in hits.to_pandas().itertuples()}
+
+
+def run_both(tmp_path, client, contigs, reads, alphabet, k, block_length, spec, **phash_options):
+    written(tmp_path, contigs, reads)
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", alphabet=alphabet, max_query_length=80,
+                           block_length=block_length, neighborhood=spec, overwrite=True)
+    fm = dmap.map_reads(idx, tmp_path / "r.fq", client=client, max_errors=k, report_all=True, chunk_size=17)
+    ph = dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / "out.sam", client=client, max_errors=k,
+                        report_all=True, chunk_size=17, engine="phash", **phash_options)
+    samtools_quickcheck(tmp_path / "out.sam")
+    return alignments(fm.hits), alignments(ph.hits)
+
+
+@pytest.mark.parametrize("alphabet", ["dna", "protein", "text"])
+def test_phash_reports_a_subset_of_fm_with_the_same_alignments(tmp_path, client, alphabet):
+    rng = np.random.default_rng(["dna", "protein", "text"].index(alphabet) + 40)
+    contigs, reads = make_case(rng, alphabet, 2)
+    # exact copies: at contig starts and ends, and (blocks of 150) across block edges
+    exact = [seq[:30] for _, seq in contigs] + [seq[-25:] for _, seq in contigs]
+    exact += [seq[at - 12 : at + 13] for _, seq in contigs for at in range(150, len(seq) - 13, 150)]
+    if alphabet == "dna":
+        exact = [e if i % 2 else reverse_complement(e) for i, e in enumerate(exact)]
+    exact = [e for e in exact if "N" not in e.upper()]
+    reads = reads + exact
+    fm, ph = run_both(tmp_path, client, contigs, reads, alphabet, 2, 150, SPECS[alphabet])
+    assert ph.items() <= fm.items()
+    mapped = {read for read, *_ in ph}
+    assert all(len(reads) - len(exact) + i in mapped for i in range(len(exact)))
+    assert len(ph) >= 0.5 * len(fm)  # the filter finds most loci of these reads, not a handful
+
+
+def test_spaced_seed_delta_and_neighborhood_errors(tmp_path, client):
+    rng = np.random.default_rng(7)
+    contigs, reads = make_case(rng, "dna", 3, n_reads=50)
+    spec = dmap.NeighborhoodSpec(seed_length=6, neighborhood_length=6, spaced_seed="###-###", max_errors=1)
+    fm, ph2 = run_both(tmp_path, client, contigs, reads, "dna", 3, 400, spec, delta=2, neighborhood_errors=2)
+    assert ph2.items() <= fm.items()
+    ph0 = alignments(dmap.map_reads(tmp_path / "idx", tmp_path / "r.fq", client=client, max_errors=3,
+                                    report_all=True, engine="phash", delta=2, neighborhood_errors=0).hits)
+    assert ph0.items() <= ph2.items()  # fewer degenerated neighborhoods, fewer candidates
+
+
+def test_engine_errors_are_clear(tmp_path, client):
+    contigs, reads = make_case(np.random.default_rng(1), "dna", 1, n_reads=5)
+    written(tmp_path, contigs, reads)
+    plain = dmap.build_index(tmp_path / "ref.fa", tmp_path / "plain", max_query_length=80)
+    with pytest.raises(dmap.DmapError, match="no neighborhood index"):
+        dmap.map_reads(plain, tmp_path / "r.fq", client=client, max_errors=1, engine="phash")
+    with pytest.raises(dmap.DmapError, match="only to --engine phash"):
+        dmap.map_reads(plain, tmp_path / "r.fq", client=client, max_errors=1, delta=3)
+    nb = dmap.build_index(tmp_path / "ref.fa", tmp_path / "nb", max_query_length=80, neighborhood=SPECS["dna"])
+    for options, message in [(dict(delta=0), "--delta"), (dict(neighborhood_errors=3), "--neighborhood-errors"),
+                             (dict(engine="bwt"), "unknown --engine")]:
+        with pytest.raises(dmap.DmapError, match=message):
+            dmap.map_reads(nb, tmp_path / "r.fq", client=client, max_errors=1, **{"engine": "phash", **options})
+    with pytest.raises(dmap.InputFormatError, match="longer than --max-query-length"):
+        dmap.build_index(tmp_path / "ref.fa", tmp_path / "x", max_query_length=8, neighborhood=SPECS["dna"])
+    assert not (tmp_path / "x").exists()
