@@ -43,9 +43,9 @@ from .errors import ClusterError, DmapError
 from .fastx import DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
 from .hits import ChunkHits
 from .index.store import Index, open_index
-from .schedule import GuidedChunks
 from .neighborhood.params import MAX_NEIGHBORHOOD_ERRORS
 from .neighborhood.search import neighborhood_patterns
+from .schedule import GuidedChunks
 from .tasks import locate_task, merge_alignments_task, merge_task, neighborhood_task, search_task, verify_task
 
 MAX_ERRORS_LIMIT = 32  # distances are kept in one byte; seeds shorter than ~3 symbols hit everywhere anyway

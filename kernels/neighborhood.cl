@@ -52,13 +52,15 @@ inline uint visit(const nb_index *ix, ulong key, uint base, uint size, uint fami
 #if METHOD == 0
     uint r = size / 3;
     uint a = (uint)key + GOLDEN, b = (uint)(key >> 32) + GOLDEN, c = family;
-    MIX(a, b, c)
-    MIX(a, b, c)
-    uint v0 = base + mul_hi(a, r), v1 = base + r + mul_hi(b, r), v2 = base + 2 * r + mul_hi(c, r);
+    MIX(a, b, c)   // one mix; c, b and c ^ rot(b) are the three hashes (dmap/neighborhood/bdz.py: jenkins3)
+    uint v0 = base + mul_hi(c, r), v1 = base + r + mul_hi(b, r), v2 = base + 2 * r + mul_hi(c ^ rotate(b, 16u), r);
     uint j = (g_of(ix->g, v0) + g_of(ix->g, v1) + g_of(ix->g, v2)) % 3;
     uint v = j == 0 ? v0 : (j == 1 ? v1 : v2);
+    // A perfect hash maps absent keys somewhere too: the stored key decides.
+    // Most lookups miss, so the position range is read only on a match.
+    if ((ulong)ix->key[v] != key) return 0;
     *lo = ix->first[v];
-    return ((ulong)ix->key[v] == key) ? ix->first[v + 1] - *lo : 0;   // a perfect hash maps absent keys too
+    return ix->first[v + 1] - *lo;
 #else
     uint lo_i = base, hi_i = base + size;   // first index with key >= target
     while (lo_i < hi_i) {

@@ -159,9 +159,15 @@ class Index:
     @property
     def neighborhood_params(self):
         """The :class:`dmap.neighborhood.params.NeighborhoodParams` of the index, or None."""
-        from ..neighborhood.params import NeighborhoodParams
+        from ..neighborhood.params import HASH_FUNCTION, NeighborhoodParams
 
-        return None if self.meta.neighborhood is None else NeighborhoodParams.from_json(self.meta.neighborhood)
+        if self.meta.neighborhood is None:
+            return None
+        params = NeighborhoodParams.from_json(self.meta.neighborhood)
+        if params.hash_function != HASH_FUNCTION:
+            raise IndexFormatError(f"index {self.path!r} has a neighborhood index hashed with "
+                                   f"{params.hash_function!r}, this dmap uses {HASH_FUNCTION!r}; rebuild the index")
+        return params
 
     def load_neighborhood(self, number: int) -> dict[str, np.ndarray]:
         """Block ``number``'s neighborhood index arrays (checksums verified)."""

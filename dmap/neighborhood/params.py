@@ -17,6 +17,9 @@ from ..errors import InputFormatError
 
 MAX_SEED_TABLE = 1 << 24  # seeds per block table (sigma ** weight): 64 MiB of offsets at most
 MAX_NEIGHBORHOOD_ERRORS = 2  # as in the paper: |Pi(b)| grows as LN ** E
+# Names the vertex hash (bdz.jenkins3 and kernels/neighborhood.cl); an index
+# built with another one must be rebuilt, since its families would not peel.
+HASH_FUNCTION = "jenkins-mix1-cb"
 
 
 def bits_per_symbol(sigma: int) -> int:
@@ -55,6 +58,7 @@ class NeighborhoodParams:
     neighborhood_length: int
     max_errors: int
     sigma: int
+    hash_function: str = HASH_FUNCTION
 
     @property
     def span(self) -> int:
