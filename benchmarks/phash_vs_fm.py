@@ -12,7 +12,7 @@ machine's OpenCL device), writing SAM:
     fm                       pigeonhole seeds on the FM-index (full sensitivity within K)
     phash LS/LN/mask, E, delta  neighborhood index built with those parameters
 
-Reports reads/s (map_reads time, cluster already up), sensitivity (true
+Reports reads/s (map_reads time, cluster already up; median of --repeat runs), sensitivity (true
 position among any record, ../shared/bench/score_sam.py), seed hits and
 candidate regions per read (what Myers verifies), and index size: the
 FM-index blocks, and the neighborhood index against an offset-only index
@@ -22,6 +22,7 @@ and a plain neighborhood list (the paper's 1.25x/1.5x/2x comparison).
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reads", type=int, default=200_000)
     ap.add_argument("--work", default="/tmp/dmap-bench")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per configuration; the median reads/s is reported")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -101,15 +103,18 @@ def main() -> None:
                  indexes[f"{ls}/{ln}" + (f" {mask}" if mask else "")], dict(engine="phash", delta=d))
                 for ls, ln, mask, e, d in SHAPES]
             for label, idx, options in configs:
-                before = counters(client)
-                res = dmap.map_reads(idx or next(iter(indexes.values())), fq, sam_path=out, client=client,
-                                     max_errors=3, return_hits=False, **options)
-                after = counters(client)
+                speeds = []
+                for _ in range(args.repeat):
+                    before = counters(client)
+                    res = dmap.map_reads(idx or next(iter(indexes.values())), fq, sam_path=out, client=client,
+                                         max_errors=3, return_hits=False, **options)
+                    after = counters(client)
+                    speeds.append(res.reads_per_second)
                 per = {k: (after.get(k, 0) - before.get(k, 0)) / res.n_reads for k in ("seed hits", "regions")}
                 lines = subprocess.run([*score, str(out), str(truth), "--header"], check=True, capture_output=True,
                                        text=True).stdout.split("\n")
                 s = dict(zip(lines[0].split("\t"), map(float, lines[1].split("\t"))))
-                print(f"| {label} | {res.reads_per_second:,.0f} | {100 * s['sens_any']:.2f}% | "
+                print(f"| {label} | {statistics.median(speeds):,.0f} | {100 * s['sens_any']:.2f}% | "
                       f"{per['seed hits']:.1f} | {per['regions']:.2f} |", flush=True)
 
 

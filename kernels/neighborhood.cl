@@ -78,8 +78,10 @@ inline uint visit(const nb_index *ix, ulong key, uint base, uint size, uint fami
 #define EMIT(position) { uint p_ = (position); \
     if (out) out[n] = p_; else if (n < KEEP) keep[n] = p_; n++; }
 
+// In append mode a query past KEEP hits goes to the fill pass anyway, so
+// only its count matters from there on (and a count-only run reads no positions).
 #define VISIT(k) { uint lo_, c_ = visit(ix, (k), base, size, family, &lo_); \
-    for (uint t_ = 0; t_ < c_; t_++) EMIT(ix->positions[lo_ + t_]) }
+    if (out || n + c_ <= KEEP) { for (uint t_ = 0; t_ < c_; t_++) EMIT(ix->positions[lo_ + t_]) } else n += c_; }
 
 inline uint seed_and_filter(const nb_index *ix, uint q,
                             __global const uchar *codes, __global const uint *read_offsets,
@@ -110,7 +112,7 @@ inline uint seed_and_filter(const nb_index *ix, uint q,
         ulong d = (ulong)ix->key[w] ^ key;
         uint mism = 0;
         for (int i = 0; i < LN; i++) mism += (((d >> (i * BITS)) & FIELD) != 0) | ((unknown >> (LN - 1 - i)) & 1);
-        if (mism <= E) EMIT(ix->positions[w])
+        if (mism <= E) { if (out || n < KEEP) EMIT(ix->positions[w]) else n++; }
     }
 #else
     uint family = ix->seed_family ? ix->seed_family[seed] : 0;
