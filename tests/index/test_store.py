@@ -1,0 +1,50 @@
+"""Index metadata: which format versions open, and what a reader refuses."""
+
+from __future__ import annotations
+
+import pytest
+import zarr
+from conftest import write_fasta
+
+import dmap
+from dmap.index.store import FORMAT_VERSION
+
+
+@pytest.fixture()
+def index_path(tmp_path):
+    write_fasta(tmp_path / "ref.fa", [("a", "ACGTACGGTACCGATGCATGCAGTCAGTACGATCGATCAGCTAGCTAGCATCGACT")])
+    dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=30,
+                     neighborhood=dmap.NeighborhoodSpec(seed_length=3, neighborhood_length=4))
+    return tmp_path / "idx"
+
+
+def edit_meta(path, **changes):
+    group = zarr.open_group(str(path), mode="r+")
+    meta = dict(group.attrs["dmap"])
+    for key, value in changes.items():
+        if isinstance(value, dict):
+            meta[key] = {**meta[key], **value}
+        else:
+            meta[key] = value
+    group.attrs["dmap"] = meta
+
+
+def test_current_and_version_2_open(index_path):
+    assert dmap.open_index(index_path).meta.format_version == FORMAT_VERSION == 3
+    meta = dict(zarr.open_group(str(index_path), mode="r").attrs["dmap"])
+    meta.pop("neighborhood")  # a version-2 index: the FM-index alone
+    zarr.open_group(str(index_path), mode="r+").attrs["dmap"] = {**meta, "format_version": 2}
+    idx = dmap.open_index(index_path)
+    assert idx.neighborhood_params is None and idx.load_block(0).occ.size
+
+
+def test_other_versions_are_refused_with_a_fix(index_path):
+    edit_meta(index_path, format_version=1)
+    with pytest.raises(dmap.IndexFormatError, match="version 1.*rebuild"):
+        dmap.open_index(index_path)
+
+
+def test_neighborhood_of_another_hash_function_is_refused(index_path):
+    edit_meta(index_path, neighborhood={"hash_function": "jenkins-2mix"})
+    with pytest.raises(dmap.IndexFormatError, match="jenkins-2mix.*rebuild"):
+        _ = dmap.open_index(index_path).neighborhood_params
