@@ -31,6 +31,7 @@ def main() -> None:
     ap.add_argument("--length", type=int, default=100)
     ap.add_argument("--window", type=int, default=106)
     ap.add_argument("--device", default=None, help="P:D as printed by 'dmap devices'")
+    ap.add_argument("--no-edlib", action="store_true", help="only the two dmap kernels")
     args = ap.parse_args()
     rng = np.random.default_rng(1)
     n, m, w = args.pairs, args.length, args.window
@@ -44,19 +45,25 @@ def main() -> None:
     patterns = pattern_matrix(codes, np.arange(n) * m, np.full(n, m), 1)
     text_buf = device.upload(texts.reshape(-1))
     starts, lengths = np.arange(n) * w, np.full(n, w)
-    myers_distances(device, text_buf, patterns[:1000], np.full(1000, m), 4, starts[:1000], lengths[:1000],
-                    np.arange(1000))  # build the program
-    best = float("inf")
-    for _ in range(3):
-        device.seconds.clear()
-        out = myers_distances(device, text_buf, patterns, np.full(n, m), 4, starts, lengths, np.arange(n))
-        best = min(best, device.seconds["dmap-verify-kernel"])
-    for k in range(0, n, max(1, n // 20)):
-        assert np.array_equal(out[k * w : (k + 1) * w], np.minimum(semiglobal_row(pats[k], texts[k], 4), 255))
+    for cooperative in (False, True):  # build the programs
+        myers_distances(device, text_buf, patterns[:1000], np.full(1000, m), 4, starts[:1000], lengths[:1000],
+                        np.arange(1000), cooperative=cooperative)
     cells = n * m * w
     print(f"device: {device.name}")
     print("| implementation | pairs | m x window | seconds | GCUPS |\n|---|---|---|---|---|")
-    print(f"| dmap myers.cl ({device.name}) | {n} | {m} x {w} | {best:.3f} | {cells / best / 1e9:.2f} |")
+    for cooperative in (False, True):
+        best = float("inf")
+        for _ in range(3):
+            device.seconds.clear()
+            out = myers_distances(device, text_buf, patterns, np.full(n, m), 4, starts, lengths, np.arange(n),
+                                  cooperative=cooperative)
+            best = min(best, device.seconds["dmap-verify-kernel"])
+        for k in range(0, n, max(1, n // 20)):
+            assert np.array_equal(out[k * w : (k + 1) * w], np.minimum(semiglobal_row(pats[k], texts[k], 4), 255))
+        kind = "cooperative, a work-item per word" if cooperative else "a work-item per region"
+        print(f"| dmap myers.cl, {kind} ({device.name}) | {n} | {m} x {w} | {best:.3f} | {cells / best / 1e9:.2f} |")
+    if args.no_edlib:
+        return
     try:
         import edlib
     except ImportError:

@@ -60,3 +60,72 @@ __kernel void myers(__global const uchar *text, __global const ulong *peq,
         o[j] = (uchar)min(score, 255);
     }
 }
+
+// Thread-cooperative variant (paper 001): WORDS work-items share one
+// region, work-item w holding word w of the pattern, and a work-group holds
+// REGIONS_PER_GROUP regions.  The words run as a wavefront: at step s word w
+// processes text column s - w, taking the horizontal carry that word w-1
+// produced for that column one step earlier (local memory, double-buffered,
+// one barrier per step).  The top word of each pattern keeps the score.
+// Local size must be WORDS * REGIONS_PER_GROUP.
+__kernel void myers_cooperative(__global const uchar *text, __global const ulong *peq,
+                                __global const uint *pattern_length,
+                                __global const uint *region_start, __global const uint *region_length,
+                                __global const uint *region_pattern, __global const uint *out_offset,
+                                const uint n_regions, __global uchar *out) {
+    __local int carry[2][REGIONS_PER_GROUP][WORDS];
+    __local uint steps;
+    const uint lid = get_local_id(0);
+    const uint slot = lid / WORDS, w = lid % WORDS;
+    const uint r = get_group_id(0) * REGIONS_PER_GROUP + slot;
+    const int live = r < n_regions;
+    const uint p = live ? region_pattern[r] : 0;
+    const uint m = live ? pattern_length[p] : 1;
+    const uint nw = (m + 63u) / 64u;
+    const int mine = live && w < nw;  // this work-item has a word of a real pattern
+    const uint n = live ? region_length[r] : 0;
+    const ulong top = (w + 1u == nw) ? 1UL << ((m - 1u) & 63u) : (1UL << 63);
+    __global const ulong *pq = peq + (ulong)p * SIGMA * WORDS;
+    __global const uchar *t = text + (live ? region_start[r] : 0);
+    __global uchar *o = out + (live ? out_offset[r] : 0);
+
+    if (lid == 0) steps = 0;
+    carry[0][slot][w] = 0;
+    carry[1][slot][w] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (mine) atomic_max((volatile __local int *)&steps, (int)(n + nw - 1u));
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint total = steps;
+
+    ulong Pv = ~0UL, Mv = 0UL;
+    int score = (int)m;
+    for (uint s = 0; s < total; s++) {
+        const uint j = s - w;  // wraps (huge) before this word's first column
+        const int active = mine && s >= w && j < n;
+        // word 0 has no carry in (row 0 is free); word w takes word w-1's carry for column j
+        const int h = (w == 0) ? 0 : carry[(s + 1u) & 1u][slot][w - 1u];
+        int hout = 0;
+        if (active) {
+            const uint c = t[j];
+            ulong eq = c < SIGMA ? pq[c * WORDS + w] : 0UL;
+            const ulong xv = eq | Mv;
+            if (h < 0) eq |= 1UL;
+            const ulong xh = (((eq & Pv) + Pv) ^ Pv) | eq;
+            ulong ph = Mv | ~(xh | Pv);
+            ulong mh = Pv & xh;
+            hout = (ph & top) ? 1 : ((mh & top) ? -1 : 0);
+            ph <<= 1;
+            mh <<= 1;
+            if (h < 0) mh |= 1UL;
+            else if (h > 0) ph |= 1UL;
+            Pv = mh | ~(xv | ph);
+            Mv = ph & xv;
+            if (w + 1u == nw) {
+                score += hout;
+                o[j] = (uchar)min(score, 255);
+            }
+        }
+        carry[s & 1u][slot][w] = hout;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}

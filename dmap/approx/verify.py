@@ -8,6 +8,8 @@ from ..device import Device
 from ..search.exact import launch_size
 from .patterns import match_masks
 
+COOPERATIVE_GROUP = 64  # work-items per group of the cooperative kernel (words x regions)
+
 
 def region_offsets(lengths: np.ndarray) -> np.ndarray:
     """Where each region's distances start in the flat output."""
@@ -25,6 +27,7 @@ def myers_distances(
     region_start: np.ndarray,
     region_length: np.ndarray,
     region_pattern: np.ndarray,
+    cooperative: bool = False,
 ) -> np.ndarray:
     """Semi-global edit distance of each region's pattern at each region end.
 
@@ -36,6 +39,10 @@ def myers_distances(
         Padded pattern codes (:func:`dmap.approx.patterns.pattern_matrix`) and lengths.
     region_start, region_length, region_pattern
         Each region's first text position, length and pattern number.
+    cooperative
+        Run ``myers_cooperative``: one work-item per 64-bit word of a
+        pattern instead of one per region (paper 001's thread-cooperative
+        scheme; see docs/benchmarks.md for where it pays).
 
     Returns
     -------
@@ -52,17 +59,23 @@ def myers_distances(
     cl = device.cl
     peq = match_masks(patterns, sigma)
     words = peq.shape[2]
-    prg = device.program("myers.cl", {"SIGMA": sigma, "WORDS": words})
+    per_group = max(1, COOPERATIVE_GROUP // words)
+    prg = device.program("myers.cl", {"SIGMA": sigma, "WORDS": words, "REGIONS_PER_GROUP": per_group})
     with device.timed("dmap-transfer"):
         bufs = [device.upload(np.ascontiguousarray(a)) for a in (
             peq, pattern_length.astype(np.uint32), region_start.astype(np.uint32),
             region_length.astype(np.uint32), region_pattern.astype(np.uint32),
             region_offsets(region_length).astype(np.uint32))]
     out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, max(total, 1))
-    kernel = cl.Kernel(prg, "myers")
+    kernel = cl.Kernel(prg, "myers_cooperative" if cooperative else "myers")
     kernel.set_args(text_buffer, *bufs, np.uint32(n), out_buf)
+    if cooperative:
+        local = per_group * words
+        size = ((n + per_group - 1) // per_group * local,), (local,)
+    else:
+        size = launch_size(n)
     with device.timed("dmap-verify-kernel"):
-        cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(n)).wait()
+        cl.enqueue_nd_range_kernel(device.queue, kernel, *size).wait()
     with device.timed("dmap-transfer"):
         cl.enqueue_copy(device.queue, out, out_buf)
     return out

@@ -41,8 +41,9 @@ def pairs(rng, sigma: int):
         yield pattern, text
 
 
+@pytest.mark.parametrize("cooperative", [False, True], ids=["one-per-region", "cooperative"])
 @pytest.mark.parametrize("sigma", [4, 20, 60])
-def test_myers_kernel_equals_dp_on_every_length(device, sigma):
+def test_myers_kernel_equals_dp_on_every_length(device, sigma, cooperative):
     rng = np.random.default_rng(sigma)
     cases = list(pairs(rng, sigma))
     lengths = np.array([p.size for p, _ in cases])
@@ -53,7 +54,7 @@ def test_myers_kernel_equals_dp_on_every_length(device, sigma):
     starts = np.r_[0, np.cumsum([t.size for _, t in cases])[:-1]]
     region_length = np.array([t.size for _, t in cases])
     got = myers_distances(device, device.upload(text), patterns, lengths, sigma, starts, region_length,
-                          np.arange(len(cases)))
+                          np.arange(len(cases)), cooperative=cooperative)
     for k, (p, t) in enumerate(cases):
         expected = np.minimum(semiglobal_row(p, t, sigma), 255)
         assert np.array_equal(got[starts[k] : starts[k] + t.size], expected), f"pattern length {p.size}"
