@@ -265,9 +265,15 @@ def map_reads(
     return result
 
 
-def block_priority(block: int, chunk: int) -> int:
-    """Dask priority (higher runs first): lower blocks first, then earlier chunks."""
-    return -(block * (1 << 32) + chunk)
+def block_priority(block: int, chunk: int, window: int) -> int:
+    """Dask priority (higher runs first): earlier windows of ``window`` chunks
+    first, then lower blocks, then earlier chunks.
+
+    Without the window, a chunk submitted late (when chunk 0 is written)
+    would put its block-0 task ahead of the older chunks' last blocks and
+    drag a device that holds one block back to block 0.
+    """
+    return -((chunk // window) * (1 << 48) + block * (1 << 32) + chunk)
 
 
 def _worker_device_stats(dask_worker) -> dict | None:
@@ -378,7 +384,7 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, bloc
             # works through one block for all of them before the next, so a
             # device that cannot hold every block reloads each once per
             # window of chunks instead of once per chunk.
-            prio = block_priority(b, chunk.number) if block_major else -chunk.number
+            prio = block_priority(b, chunk.number, in_flight) if block_major else -chunk.number
             place = {"workers": [home[b]], "allow_other_workers": True} if home else {}
             task = dict(resources=dev, pure=False, priority=prio, **place)
             if approx is not None and approx.engine == "phash":
