@@ -69,8 +69,19 @@ def best_of_runs(
         (block-local).
     """
     at = region_offsets(regions.length)
-    region = np.repeat(np.arange(len(regions)), regions.length)
-    end = regions.start[region] + np.arange(distances.size) - at[region]
+    # Most regions are false candidates with no end within K: find the others
+    # with one pass over the distances before building per-end arrays.
+    lengths = regions.length.astype(np.int64)
+    nonempty = np.flatnonzero(lengths > 0)
+    lowest = np.full(len(regions), max_errors + 1, dtype=np.int64)
+    if nonempty.size:
+        lowest[nonempty] = np.minimum.reduceat(distances, at[nonempty])
+    sel = np.flatnonzero(lowest <= max_errors)
+    first = np.cumsum(lengths[sel]) - lengths[sel]
+    region = np.repeat(sel, lengths[sel])
+    within = np.arange(region.size) - np.repeat(first, lengths[sel])  # end's index within its region
+    distances = distances[at[region] + within]
+    end = regions.start[region] + within
     shift = pattern_length[regions.pattern[region]].astype(np.int64) + max_errors - 1
     keep = distances <= max_errors
     if own_from is not None:
