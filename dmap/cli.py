@@ -154,10 +154,12 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
                          chunk_size=chunk_size or DEFAULT_CHUNK_SIZE, in_flight=in_flight or 4,
                          scheduler=scheduler, return_hits=False, processes=processes, guided=not fixed_chunks,
                          argv=sys.argv)
+    candidates = (f"; {res.candidates['regions'] / max(res.n_reads, 1):.2f} candidate regions per read"
+                  if res.candidates else "")
     click.echo(
         f"dmap: {res.n_reads} reads, {res.n_mapped} mapped, {res.n_hits} hits in {res.seconds:.2f} s "
         f"({res.reads_per_second:,.0f} reads/s) -> {output}; index blocks loaded: "
-        f"{sum(res.block_loads.values())} on {len(res.block_loads)} worker(s)", err=True,
+        f"{sum(res.block_loads.values())} on {len(res.block_loads)} worker(s){candidates}", err=True,
     )
 
 

@@ -89,6 +89,8 @@ class MappingResult:
     hits: Hits | None = None
     chunk_seconds: list[float] = field(default_factory=list)
     block_loads: dict[str, int] = field(default_factory=dict)  # index blocks each worker loaded in this run
+    # approximate mapping: "seed hits" and candidate "regions" verified in this run, over all workers
+    candidates: dict[str, int] = field(default_factory=dict)
 
     @property
     def reads_per_second(self) -> float:
@@ -239,10 +241,15 @@ def map_reads(
             n_workers = require_device_workers(c)
             if schedule is not None:
                 schedule.n_workers = n_workers
-            loads_before = block_loads(c)
+            before = device_stats(c)
             _run(c, idx, first_chunk, chunks, writer, in_flight, result, kept if return_hits else None, block_major,
                  approx)
-            result.block_loads = {w: n - loads_before.get(w, 0) for w, n in block_loads(c).items()}
+            after = device_stats(c)
+            result.block_loads = {w: st["block_loads"] - before.get(w, {}).get("block_loads", 0)
+                                  for w, st in after.items()}
+            if approx is not None:
+                total = lambda stats, key: sum(st["candidates"].get(key, 0) for st in stats.values())  # noqa: E731
+                result.candidates = {k: total(after, k) - total(before, k) for k in ("seed hits", "regions")}
         if out is not None:
             out.close()
             os.replace(tmp, sam_path)

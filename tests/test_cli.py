@@ -196,6 +196,7 @@ def test_neighborhood_index_and_phash_run(tmp_path):
     r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-e", "2", "--engine", "phash",
                  "--delta", "2")
     assert r.returncode == 0, r.stderr
+    assert re.search(r"; \d+\.\d\d candidate regions per read", r.stderr), r.stderr
     recs = [line.split("\t") for line in (tmp_path / "o.sam").read_text().splitlines() if not line.startswith("@")]
     assert recs[0][3] == "701" and recs[1][1] == "4"
 

@@ -63,9 +63,11 @@ def test_spaced_seed_delta_and_neighborhood_errors(tmp_path, client):
     spec = dmap.NeighborhoodSpec(seed_length=6, neighborhood_length=6, spaced_seed="###-###", max_errors=1)
     fm, ph2 = run_both(tmp_path, client, contigs, reads, "dna", 3, 400, spec, delta=2, neighborhood_errors=2)
     assert ph2.items() <= fm.items()
-    ph0 = alignments(dmap.map_reads(tmp_path / "idx", tmp_path / "r.fq", client=client, max_errors=3,
-                                    report_all=True, engine="phash", delta=2, neighborhood_errors=0).hits)
+    res0 = dmap.map_reads(tmp_path / "idx", tmp_path / "r.fq", client=client, max_errors=3, report_all=True,
+                          engine="phash", delta=2, neighborhood_errors=0)
+    ph0 = alignments(res0.hits)
     assert ph0.items() <= ph2.items()  # fewer degenerated neighborhoods, fewer candidates
+    assert 0 < res0.candidates["regions"] <= res0.candidates["seed hits"]
 
 
 def test_engine_errors_are_clear(tmp_path, client):
