@@ -1,6 +1,7 @@
 """The dmap page of the scheduler's Dask dashboard: every OpenCL device
-worker with its busy fraction over time, reads/s, and the time spent in the
-search kernel, the locate kernel and transfers.
+worker with its busy fraction over time (every dmap kernel counts), reads/s,
+and the time spent in the search, locate, verification (Myers + traceback)
+and neighborhood kernels and in transfers.
 
 Load it into a scheduler with ``dask scheduler --preload dmap.dashboard``
 (``dmap cluster up`` and ``LocalDeviceCluster(dashboard=...)`` do).  The
@@ -20,7 +21,14 @@ from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 from distributed.dashboard.scheduler import applications
 
-KERNEL_LABELS = ("dmap-search-kernel", "dmap-locate-kernel")
+# Columns of the time split: (row key, Device.timed labels, legend).
+SPLIT = (
+    ("search_s", ("dmap-search-kernel",), "search kernel"),
+    ("locate_s", ("dmap-locate-kernel",), "locate kernel"),
+    ("verify_s", ("dmap-verify-kernel", "dmap-traceback-kernel"), "verify kernels"),
+    ("neighborhood_s", ("dmap-neighborhood-kernel",), "neighborhood kernel"),
+    ("transfer_s", ("dmap-transfer",), "transfers"),
+)
 HISTORY = 240  # points per device in the busy-over-time plot
 
 
@@ -32,15 +40,16 @@ def device_rows(scheduler) -> list[dict]:
         if "dmap_device" not in metrics:
             continue
         seconds = metrics.get("dmap_seconds") or {}
-        rows.append({
+        row = {
             "worker": str(ws.name),
             "device": str(metrics["dmap_device"]),
             "queries": int(metrics.get("dmap_queries_searched", 0)),
             "block_loads": int(metrics.get("dmap_block_loads", 0)),
-            "search_s": float(seconds.get("dmap-search-kernel", 0.0)),
-            "locate_s": float(seconds.get("dmap-locate-kernel", 0.0)),
-            "transfer_s": float(seconds.get("dmap-transfer", 0.0)),
-        })
+            # busy = every kernel, whichever engine or mode ran
+            "kernel_s": sum(float(v) for k, v in seconds.items() if k.endswith("-kernel")),
+        }
+        row.update({key: sum(float(seconds.get(label, 0.0)) for label in labels) for key, labels, _ in SPLIT})
+        rows.append(row)
     return sorted(rows, key=lambda r: r["worker"])
 
 
@@ -53,15 +62,15 @@ class DevicePage:
         self.last: dict[str, tuple[float, float, int]] = {}
         self.history: dict[str, deque] = defaultdict(lambda: deque(maxlen=HISTORY))
         self.busy = ColumnDataSource({"xs": [], "ys": [], "worker": [], "color": []})
-        self.split = ColumnDataSource({"worker": [], "search_s": [], "locate_s": [], "transfer_s": []})
+        self.split = ColumnDataSource({"worker": [], **{key: [] for key, _, _ in SPLIT}})
         busy = figure(title="Device busy fraction (kernel time / wall time)", height=260, sizing_mode="stretch_width",
                       x_axis_label="seconds", y_range=(0, 1.05), tools="")
         busy.multi_line("xs", "ys", source=self.busy, color="color", legend_field="worker", line_width=2)
-        self.split_fig = figure(title="Time per device: search kernel, locate kernel, transfers (s)", height=220,
+        self.split_fig = figure(title="Time per device: kernels and transfers (s)", height=220,
                                 sizing_mode="stretch_width", y_range=[], tools="")
-        self.split_fig.hbar_stack(["search_s", "locate_s", "transfer_s"], y="worker", height=0.6,
-                                  source=self.split, color=Category10_10[:3],
-                                  legend_label=["search kernel", "locate kernel", "transfers"])
+        self.split_fig.hbar_stack([key for key, _, _ in SPLIT], y="worker", height=0.6,
+                                  source=self.split, color=Category10_10[:len(SPLIT)],
+                                  legend_label=[legend for _, _, legend in SPLIT])
         self.table = Div(text="<p>No dmap device worker has reported yet.</p>", sizing_mode="stretch_width")
         doc.title = "Dask: dmap devices"
         doc.add_root(column(self.table, busy, self.split_fig, sizing_mode="stretch_width"))
@@ -74,9 +83,9 @@ class DevicePage:
         table = ["<table id='dmap-devices' style='border-collapse:collapse'><tr>"
                  + "".join(f"<th style='padding:2px 10px'>{h}</th>" for h in
                            ("worker", "device", "queries searched", "reads/s (both strands)", "busy",
-                            "search kernel s", "locate kernel s", "transfers s", "block loads")) + "</tr>"]
+                            *(f"{legend} s" for _, _, legend in SPLIT), "block loads")) + "</tr>"]
         for r in rows:
-            kernel = r["search_s"] + r["locate_s"]
+            kernel = r["kernel_s"]
             t0, k0, q0 = self.last.get(r["worker"], (now, kernel, r["queries"]))
             dt = max(now - t0, 1e-9)
             busy = min((kernel - k0) / dt, 1.0) if now > t0 else 0.0
@@ -84,7 +93,7 @@ class DevicePage:
             self.last[r["worker"]] = (now, kernel, r["queries"])
             self.history[r["worker"]].append((now - self.start, busy))
             cells = (r["worker"], r["device"], f"{r['queries']:,}", f"{rate:,.0f}", f"{100 * busy:.0f}%",
-                     f"{r['search_s']:.2f}", f"{r['locate_s']:.2f}", f"{r['transfer_s']:.2f}", r["block_loads"])
+                     *(f"{r[key]:.2f}" for key, _, _ in SPLIT), r["block_loads"])
             table.append("<tr>" + "".join(f"<td style='padding:2px 10px'>{c}</td>" for c in cells) + "</tr>")
         table.append("</table>")
         if rows:
@@ -98,7 +107,7 @@ class DevicePage:
         }
         self.split_fig.y_range.factors = workers
         self.split.data = {k: [r[k] for r in rows] if k != "worker" else workers
-                           for k in ("worker", "search_s", "locate_s", "transfer_s")}
+                           for k in ("worker", *(key for key, _, _ in SPLIT))}
 
 
 def dmap_page(scheduler, extra, doc) -> None:

@@ -65,6 +65,7 @@ def neighborhood_task(index_path: str, block: int, reads: EncodedReads, patterns
     store = device.neighborhood(index, block)
     query, positions = seed_and_filter(device, store, index.neighborhood_params, reads, patterns, errors,
                                        n_strands(index))
+    device.queries_searched += int(reads.lengths.size) * n_strands(index)  # (read, strand) pairs, as exact search
     b = index.meta.blocks[block]
     own = b.length if block == index.n_blocks - 1 else index.meta.block_length
     return BlockHits(block, b.start, own, query, positions)
