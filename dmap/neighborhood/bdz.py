@@ -161,8 +161,10 @@ def build_perfect_hash(seed: np.ndarray, key: np.ndarray, n_seeds: int,
         nv = int((3 * r[seeds]).sum())
         e = edges(key[sel], family[seed[sel]], base[seed[sel]], r[seed[sel]])
         rnd, slot, _ = _peel(e, nv)
-        failed_seeds = np.unique(seed[sel][rnd < 0])
-        good = ~np.isin(seed[sel], failed_seeds)
+        failed = np.zeros(n_seeds, dtype=bool)  # masks, not np.unique/isin: those were a quarter of the build
+        failed[seed[sel][rnd < 0]] = True
+        failed_seeds = np.flatnonzero(failed)
+        good = ~failed[seed[sel]]
         g = np.zeros(nv, dtype=np.int64)
         ge, gr, gs = e[good], rnd[good], slot[good]
         for t in range(int(gr.max()) if gr.size else -1, -1, -1):  # reverse peeling order
@@ -174,7 +176,7 @@ def build_perfect_hash(seed: np.ndarray, key: np.ndarray, n_seeds: int,
         assigned = e[np.arange(e.shape[0]), slot]
         ok_keys = sel[good]
         local_vertex[ok_keys] = assigned[good] - base[seed[ok_keys]]
-        ok_seeds = np.setdiff1d(seeds, failed_seeds)
+        ok_seeds = seeds[~failed[seeds]]
         g_local[attempt] = (ok_seeds, base[ok_seeds], g)
         done_attempt[ok_seeds] = attempt
         pending[ok_seeds] = False

@@ -35,7 +35,8 @@ def index_neighborhoods(text: np.ndarray, params: NeighborhoodParams) -> dict[st
     ph, vertex = build_perfect_hash(seed[first_of], key[first_of], params.n_seeds)
     nv = ph.n_vertices
     # Collision-free by construction; checked anyway, since every lookup relies on it.
-    if np.unique(vertex).size != vertex.size or not np.array_equal(lookup(ph, seed[first_of], key[first_of]), vertex):
+    if (np.bincount(vertex, minlength=1).max(initial=0) > 1
+            or not np.array_equal(lookup(ph, seed[first_of], key[first_of]), vertex)):
         raise AssertionError("perfect hash is not collision-free")
     stored = np.zeros(nv + 1, dtype=params.key_dtype)
     stored[vertex] = key[first_of]
