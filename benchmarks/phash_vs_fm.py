@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from approx_vs_tools import SCORE, prepare
+from approx_vs_tools import SCORE, prepare, score
 
 import dmap
 from dmap.cluster import embedded_client
@@ -92,7 +92,6 @@ def main() -> None:
         print(f"| {name} | {mib['fm']:.1f} | {mib['offset_only']:.1f} | {mib['neighborhood_list']:.1f} | "
               f"{mib['perfect_hash']:.1f} | {s['perfect_hash'] / s['offset_only']:.2f}x |")
     out = work / "phash.sam"
-    score = [sys.executable, str(SCORE)]
     with embedded_client() as client:
         for set_name, (fq, truth) in sets.items():
             print(f"\n### {args.reads} reads, {set_name} (E. coli), --max-errors 3\n")
@@ -111,9 +110,7 @@ def main() -> None:
                     after = counters(client)
                     speeds.append(res.reads_per_second)
                 per = {k: (after.get(k, 0) - before.get(k, 0)) / res.n_reads for k in ("seed hits", "regions")}
-                lines = subprocess.run([*score, str(out), str(truth), "--header"], check=True, capture_output=True,
-                                       text=True).stdout.split("\n")
-                s = dict(zip(lines[0].split("\t"), map(float, lines[1].split("\t"))))
+                s = score(out, truth)
                 print(f"| {label} | {statistics.median(speeds):,.0f} | {100 * s['sens_any']:.2f}% | "
                       f"{per['seed hits']:.1f} | {per['regions']:.2f} |", flush=True)
 

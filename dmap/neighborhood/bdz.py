@@ -97,7 +97,7 @@ class PerfectHash:
         return (self.g[v >> 2] >> ((v & 3) * 2).astype(np.uint8)) & 3
 
 
-def _peel(e: np.ndarray, n_vertices: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _peel(e: np.ndarray, n_vertices: int) -> tuple[np.ndarray, np.ndarray]:
     """Peel a 3-hypergraph: per edge its round (-1: not peeled) and the slot (0-2) of its free vertex."""
     n = e.shape[0]
     rnd = np.full(n, -1, dtype=np.int64)
@@ -130,7 +130,7 @@ def _peel(e: np.ndarray, n_vertices: int) -> tuple[np.ndarray, np.ndarray, np.nd
         candidates = np.flatnonzero(mark)
         mark[candidates] = False
         t += 1
-    return rnd, slot, deg
+    return rnd, slot
 
 
 def build_perfect_hash(seed: np.ndarray, key: np.ndarray, n_seeds: int,
@@ -148,9 +148,8 @@ def build_perfect_hash(seed: np.ndarray, key: np.ndarray, n_seeds: int,
     family = np.zeros(n_seeds, dtype=np.uint32)
     failures = np.zeros(n_seeds, dtype=np.int64)
     pending = n_keys > 0
-    g_local: dict[int, tuple] = {}  # attempt number -> (seeds, their r, local g values)
+    g_local: dict[int, tuple] = {}  # attempt number -> (seeds that peeled, their vertex base, that attempt's g)
     local_vertex = np.zeros(seed.size, dtype=np.int64)  # offset of the key's vertex within its seed
-    done_attempt = np.full(n_seeds, -1, dtype=np.int64)
     for attempt in range(max_rounds):
         if not pending.any():
             break
@@ -160,16 +159,17 @@ def build_perfect_hash(seed: np.ndarray, key: np.ndarray, n_seeds: int,
         base[seeds] = np.r_[0, np.cumsum(3 * r[seeds])[:-1]]
         nv = int((3 * r[seeds]).sum())
         e = edges(key[sel], family[seed[sel]], base[seed[sel]], r[seed[sel]])
-        rnd, slot, _ = _peel(e, nv)
+        rnd, slot = _peel(e, nv)
         failed = np.zeros(n_seeds, dtype=bool)  # masks, not np.unique/isin: those were a quarter of the build
         failed[seed[sel][rnd < 0]] = True
         failed_seeds = np.flatnonzero(failed)
         good = ~failed[seed[sel]]
         g = np.zeros(nv, dtype=np.int64)
-        ge, gr, gs = e[good], rnd[good], slot[good]
-        for t in range(int(gr.max()) if gr.size else -1, -1, -1):  # reverse peeling order
-            at = gr == t
-            ve, j = ge[at], gs[at]
+        by_round = np.flatnonzero(good)[np.argsort(rnd[good], kind="stable")]
+        bounds = np.searchsorted(rnd[by_round], np.arange(int(rnd[by_round[-1]]) + 2 if by_round.size else 1))
+        for t in range(bounds.size - 2, -1, -1):  # reverse peeling order, one round at a time
+            at = by_round[bounds[t]:bounds[t + 1]]
+            ve, j = e[at], slot[at]
             free = ve[np.arange(ve.shape[0]), j]
             others = g[ve].sum(axis=1) - g[free]
             g[free] = (j - others) % 3
@@ -178,7 +178,6 @@ def build_perfect_hash(seed: np.ndarray, key: np.ndarray, n_seeds: int,
         local_vertex[ok_keys] = assigned[good] - base[seed[ok_keys]]
         ok_seeds = seeds[~failed[seeds]]
         g_local[attempt] = (ok_seeds, base[ok_seeds], g)
-        done_attempt[ok_seeds] = attempt
         pending[ok_seeds] = False
         failures[failed_seeds] += 1
         family[failed_seeds] += 1

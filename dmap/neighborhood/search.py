@@ -11,6 +11,7 @@ and merging are shared.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,6 +65,34 @@ def _program(device: Device, params: NeighborhoodParams, errors: int, n_strands:
         "KEEP": KEEP})
 
 
+def _append_pass(device: Device, prg, store: DeviceNeighborhood, reads: EncodedReads, patterns: Seeds, n: int,
+                 capacity: int):
+    """The one-pass kernel: per-query counts and, while ``capacity`` lasts, the
+    (query, position) pairs of queries with at most KEEP hits."""
+    cl, mf = device.cl, device.cl.mem_flags
+    with device.timed("dmap-transfer"):
+        inputs = [device.upload(a) for a in (reads.codes, reads.offsets.astype(np.uint32),
+                                             patterns.read.astype(np.uint32), patterns.offset.astype(np.uint32))]
+        counts_buf = cl.Buffer(device.context, mf.WRITE_ONLY, 4 * n)
+        total_buf = cl.Buffer(device.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(1, np.uint32))
+        out_q = cl.Buffer(device.context, mf.WRITE_ONLY, 4 * max(capacity, 1))
+        out_p = cl.Buffer(device.context, mf.WRITE_ONLY, 4 * max(capacity, 1))
+    index_args = [store.buffers[name] for name in ARRAYS] + inputs + [np.uint32(store.method == "phash")]
+    append = cl.Kernel(prg, "seed_and_filter_append")
+    append.set_args(*index_args, np.uint32(n), counts_buf, total_buf, np.uint32(capacity), out_q, out_p)
+    with device.timed("dmap-neighborhood-kernel"):
+        cl.enqueue_nd_range_kernel(device.queue, append, *launch_size(n)).wait()
+    counts, total = np.empty(n, np.uint32), np.empty(1, np.uint32)
+    with device.timed("dmap-transfer"):
+        cl.enqueue_copy(device.queue, counts, counts_buf)
+        cl.enqueue_copy(device.queue, total, total_buf)
+    return counts, int(total[0]), out_q, out_p, index_args
+
+
+# Hits per query of each device's last call, to size the next output (weak: devices come and go in tests).
+_hits_per_query: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def seed_and_filter(
     device: Device,
     store: DeviceNeighborhood,
@@ -89,28 +118,9 @@ def seed_and_filter(
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.uint32)
     prg = _program(device, params, errors, n_strands, store.method)
-    # One pass appends the hits of every query with at most KEEP of them;
-    # the output is sized from the hits per query of the last call.
-    capacity = int(n * getattr(device, "_nb_hits_per_query", 1.0) * 1.25) + 1024
-    mf = cl.mem_flags
-    with device.timed("dmap-transfer"):
-        inputs = [device.upload(a) for a in (reads.codes, reads.offsets.astype(np.uint32),
-                                             patterns.read.astype(np.uint32), patterns.offset.astype(np.uint32))]
-        counts_buf = cl.Buffer(device.context, mf.WRITE_ONLY, 4 * n)
-        total_buf = cl.Buffer(device.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(1, np.uint32))
-        out_q = cl.Buffer(device.context, mf.WRITE_ONLY, 4 * capacity)
-        out_p = cl.Buffer(device.context, mf.WRITE_ONLY, 4 * capacity)
-    index_args = [store.buffers[name] for name in ARRAYS] + inputs + [np.uint32(store.method == "phash")]
-    append = cl.Kernel(prg, "seed_and_filter_append")
-    append.set_args(*index_args, np.uint32(n), counts_buf, total_buf, np.uint32(capacity), out_q, out_p)
-    with device.timed("dmap-neighborhood-kernel"):
-        cl.enqueue_nd_range_kernel(device.queue, append, *launch_size(n)).wait()
-    counts, total = np.empty(n, np.uint32), np.empty(1, np.uint32)
-    with device.timed("dmap-transfer"):
-        cl.enqueue_copy(device.queue, counts, counts_buf)
-        cl.enqueue_copy(device.queue, total, total_buf)
-    total = int(total[0])
-    device._nb_hits_per_query = max(float(counts.sum(dtype=np.int64)) / n, 0.01)
+    capacity = int(n * _hits_per_query.get(device, 1.0) * 1.25) + 1024
+    counts, total, out_q, out_p, index_args = _append_pass(device, prg, store, reads, patterns, n, capacity)
+    _hits_per_query[device] = max(float(counts.sum(dtype=np.int64)) / n, 0.01)
     if total <= capacity:
         query, position = np.empty(total, np.uint32), np.empty(total, np.uint32)
         if total:
@@ -127,7 +137,7 @@ def seed_and_filter(
         more = np.empty(int(counts[rest].sum(dtype=np.int64)), dtype=np.uint32)
         with device.timed("dmap-transfer"):
             ids_buf, offsets_buf = device.upload(rest.astype(np.uint32)), device.upload(offsets)
-            out_buf = cl.Buffer(device.context, mf.WRITE_ONLY, max(more.nbytes, 4))
+            out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, max(more.nbytes, 4))
         fill = cl.Kernel(prg, "seed_and_filter_fill")
         fill.set_args(*index_args, np.uint32(rest.size), ids_buf, offsets_buf, out_buf)
         with device.timed("dmap-neighborhood-kernel"):
@@ -141,20 +151,9 @@ def seed_and_filter(
 
 def count_matches(device: Device, store: DeviceNeighborhood, params: NeighborhoodParams, reads: EncodedReads,
                   patterns: Seeds, errors: int, n_strands: int) -> np.ndarray:
-    """Matches per query only (one append-kernel pass with no output room): for benchmarks."""
-    cl = device.cl
+    """Matches per query only (the one-pass kernel with no output room): for benchmarks."""
     n = len(patterns) * n_strands
+    if n == 0:
+        return np.zeros(0, np.uint32)
     prg = _program(device, params, errors, n_strands, store.method)
-    mf = cl.mem_flags
-    inputs = [device.upload(a) for a in (reads.codes, reads.offsets.astype(np.uint32),
-                                         patterns.read.astype(np.uint32), patterns.offset.astype(np.uint32))]
-    counts_buf = cl.Buffer(device.context, mf.WRITE_ONLY, 4 * max(n, 1))
-    total_buf = cl.Buffer(device.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=np.zeros(1, np.uint32))
-    dummy = cl.Buffer(device.context, mf.WRITE_ONLY, 4)
-    append = cl.Kernel(prg, "seed_and_filter_append")
-    append.set_args(*[store.buffers[name] for name in ARRAYS], *inputs, np.uint32(store.method == "phash"),
-                    np.uint32(n), counts_buf, total_buf, np.uint32(0), dummy, dummy)
-    cl.enqueue_nd_range_kernel(device.queue, append, *launch_size(n)).wait()
-    counts = np.empty(n, np.uint32)
-    cl.enqueue_copy(device.queue, counts, counts_buf)
-    return counts
+    return _append_pass(device, prg, store, reads, patterns, n, 0)[0]
