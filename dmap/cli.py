@@ -125,6 +125,11 @@ def index_info(index_path):
               help="--engine phash: a pattern every DELTA read positions.")
 @click.option("--neighborhood-errors", type=int, default=None,
               help="--engine phash: substitutions allowed in a neighborhood [default: the index's].")
+@click.option("--seed-edits", default="auto", show_default=True,
+              type=click.Choice(["auto", "0", "1", "2", "3"]),
+              help="--engine fm: edits per seed: 0 = K+1 exact pieces, M = K//(M+1)+1 pieces searched with up to "
+                   "M edits (paper 004); auto picks what measured fastest for the read length.  Every locus "
+                   "within K is found either way.")
 @click.option("--no-guided", "fixed_chunks", is_flag=True,
               help="Equal chunks to the end (default: chunks shrink toward the end so devices finish together).")
 @click.option("-v", "--verbose", is_flag=True, help="Show Dask's own log messages.")
@@ -132,7 +137,7 @@ def index_info(index_path):
               help="Embedded cluster: one spawned worker process per device instead of threads in this process.")
 @_user_errors
 def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, max_errors, report_all, eqx,
-        engine, delta, neighborhood_errors, fixed_chunks, verbose, processes):
+        engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes):
     """Map READS (FASTQ/FASTA, optionally .gz) against INDEX and write SAM."""
     if not verbose:
         # dmap reports failures itself in one line; Dask's client would log
@@ -151,6 +156,7 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
     res = dmap.map_reads(index_path, reads, sam_path=output, max_hits=max_hits, max_errors=max_errors,
                          report_all=report_all, eqx=eqx, engine=engine, delta=delta,
                          neighborhood_errors=neighborhood_errors,
+                         seed_edits=None if seed_edits == "auto" else int(seed_edits),
                          chunk_size=chunk_size or DEFAULT_CHUNK_SIZE, in_flight=in_flight or 4,
                          scheduler=scheduler, return_hits=False, processes=processes, guided=not fixed_chunks,
                          argv=sys.argv)

@@ -153,6 +153,15 @@ class DeviceBlock:
 
 
 @dataclass
+class ReverseOcc:
+    """A block's reversed-text ``occ`` and ``C`` on a device (the edit-seed lower bound)."""
+
+    buffers: dict
+    nbytes: int
+    shape: OccShape
+
+
+@dataclass
 class BlockText:
     """A block's reference text (codes), on the host and on the device."""
 
@@ -276,6 +285,19 @@ class Device:
         text, _ = self._resident((index.uid, number, "text"), lambda: index.block_text(number),
                                  lambda host: BlockText(host, self.upload(host), int(host.nbytes)))
         return text
+
+    def reverse_occ(self, index: Index, number: int) -> ReverseOcc:
+        """Block ``number``'s reversed-text occurrence table on this device, cached like blocks."""
+        shape = OccShape(index.meta.occ_layout, index.alphabet.sigma, index.meta.occ_sample_rate,
+                         index.meta.blocks[number].n_rows)
+        rev, _ = self._resident((index.uid, number, "reverse"), lambda: _Sized(index.load_reverse(number)),
+                                lambda host: self.upload_reverse(host.arrays, shape))
+        return rev
+
+    def upload_reverse(self, arrays: dict[str, np.ndarray], shape: OccShape) -> ReverseOcc:
+        """Copy a reversed text's ``occ`` and ``C`` to the device (uncached; :meth:`reverse_occ` caches)."""
+        return ReverseOcc({k: self.upload(arrays[k]) for k in ("occ", "C")},
+                          sum(int(arrays[k].nbytes) for k in ("occ", "C")), shape)
 
     def neighborhood(self, index: Index, number: int):
         """Block ``number``'s neighborhood index on this device, cached like blocks."""

@@ -36,7 +36,7 @@ from distributed.comm.core import CommClosedError
 
 from . import sam
 from .approx.alignments import ChunkAlignments
-from .approx.seeds import pigeonhole_seeds
+from .approx.seeds import Seeds, choose_seed_edits, pigeonhole_seeds, selective_length
 from .cluster import connect, embedded_client, require_device_workers
 from .device import DEVICE_RESOURCE, local_device
 from .errors import ClusterError, DmapError
@@ -46,7 +46,9 @@ from .index.store import Index, open_index
 from .neighborhood.params import MAX_NEIGHBORHOOD_ERRORS
 from .neighborhood.search import neighborhood_patterns
 from .schedule import GuidedChunks
-from .tasks import locate_task, merge_alignments_task, merge_task, neighborhood_task, search_task, verify_task
+from .search.edits import MAX_SEED_EDITS
+from .tasks import (edit_search_task, locate_task, merge_alignments_task, merge_task, n_strands, neighborhood_task,
+                    search_task, verify_task)
 
 MAX_ERRORS_LIMIT = 32  # distances are kept in one byte; seeds shorter than ~3 symbols hit everywhere anyway
 
@@ -140,6 +142,7 @@ def map_reads(
     engine: str = "fm",
     delta: int = 1,
     neighborhood_errors: int | None = None,
+    seed_edits: int | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     in_flight: int = 4,
     return_hits: bool = True,
@@ -182,6 +185,12 @@ def map_reads(
     delta, neighborhood_errors
         ``engine="phash"`` only: the step between a read's patterns, and
         substitutions allowed in the neighborhood (default: the index's).
+    seed_edits
+        ``engine="fm"`` only: m, the edits each seed is searched with: 0
+        for K+1 exact pieces, m >= 1 for K // (m+1) + 1 pieces searched by
+        backtracking (paper 004).  Every locus within K is found either
+        way; the default (None) picks per chunk what measured fastest
+        (:func:`dmap.approx.seeds.choose_seed_edits`).
     chunk_size
         Reads per task (the largest chunk when ``guided``).
     guided
@@ -212,7 +221,8 @@ def map_reads(
     if not 0 <= max_errors <= MAX_ERRORS_LIMIT:
         raise DmapError(f"--max-errors must be between 0 and {MAX_ERRORS_LIMIT}, not {max_errors}")
     idx = open_index(index)
-    approx = _approximate_settings(idx, max_errors, report_all, eqx, max_hits, engine, delta, neighborhood_errors)
+    approx = _approximate_settings(idx, max_errors, report_all, eqx, max_hits, engine, delta, neighborhood_errors,
+                                   seed_edits)
     if max_errors >= idx.meta.max_query_length:
         raise DmapError(f"--max-errors {max_errors} leaves no read length within the index's maximum query "
                         f"length {idx.meta.max_query_length}")
@@ -339,17 +349,38 @@ class Approximate:
     delta: int = 1
     neighborhood_errors: int = 0
     window: int = 0  # a neighborhood pattern's span
+    seed_edits: int | None = None  # engine "fm": edits per seed, None to choose per chunk
+    can_edit: bool = False  # the index has the reversed-text occ that seeds with edits need
+    chance_length: float = 0.0  # pieces shorter than this hit the reference by chance
+
+    def seeds_for(self, lengths: np.ndarray) -> tuple[Seeds, int]:
+        """The FM engine's seeds of a chunk and the edits each is searched with."""
+        m = choose_seed_edits(self.max_errors, lengths, self.can_edit, self.seed_edits, self.chance_length)
+        return pigeonhole_seeds(lengths, self.max_errors, m), m
 
 
 def _approximate_settings(idx: Index, max_errors: int, report_all: bool, eqx: bool, max_hits: int | None,
-                          engine: str, delta: int, neighborhood_errors: int | None) -> Approximate | None:
+                          engine: str, delta: int, neighborhood_errors: int | None,
+                          seed_edits: int | None = None) -> Approximate | None:
     """Validated settings of seed-and-verify mapping, or None for exact FM-index mapping."""
     if engine not in ("fm", "phash"):
         raise DmapError(f"unknown --engine {engine!r}; choose fm or phash")
+    if engine == "phash" and seed_edits is not None:
+        raise DmapError("--seed-edits applies only to --engine fm")
     if engine == "fm":
         if delta != 1 or neighborhood_errors is not None:
             raise DmapError("--delta and --neighborhood-errors apply only to --engine phash")
-        return Approximate(max_errors, report_all, eqx, max_hits) if max_errors else None
+        if seed_edits is not None:
+            if not 0 <= seed_edits <= MAX_SEED_EDITS:
+                raise DmapError(f"--seed-edits must be between 0 and {MAX_SEED_EDITS}, not {seed_edits}")
+            if seed_edits and not idx.meta.reverse_index:
+                raise DmapError(f"index {idx.path!r} (format version {idx.meta.format_version}) has no reversed-text "
+                                "index for --seed-edits; rebuild it with this dmap, or use --seed-edits 0")
+        if not max_errors:
+            return None
+        chance = selective_length(idx.meta.text_length, idx.alphabet.sigma, n_strands(idx))
+        return Approximate(max_errors, report_all, eqx, max_hits, seed_edits=seed_edits,
+                           can_edit=idx.meta.reverse_index, chance_length=chance)
     params = idx.neighborhood_params
     if params is None:
         raise DmapError(f"index {idx.path!r} has no neighborhood index for --engine phash; rebuild it with "
@@ -383,7 +414,7 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, bloc
         if approx is not None and approx.engine == "phash":
             seeds_f = client.scatter(neighborhood_patterns(encoded.lengths, approx.window, approx.delta), hash=False)
         elif approx is not None:
-            seeds = pigeonhole_seeds(encoded.lengths, approx.max_errors)
+            seeds, seed_edits = approx.seeds_for(encoded.lengths)
             seeds_f, queries_f = client.scatter([seeds, seeds.encoded(encoded)], hash=False)
         located = []
         for b in range(idx.n_blocks):
@@ -397,7 +428,10 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, bloc
             if approx is not None and approx.engine == "phash":
                 loc = client.submit(neighborhood_task, path, b, reads_f, seeds_f, approx.neighborhood_errors, **task)
             else:
-                s = client.submit(search_task, path, b, queries_f if approx else reads_f, **task)
+                if approx is not None and seed_edits:
+                    s = client.submit(edit_search_task, path, b, queries_f, seed_edits, **task)
+                else:
+                    s = client.submit(search_task, path, b, queries_f if approx else reads_f, **task)
                 loc = client.submit(locate_task, path, b, s, **task)
             if approx is not None:
                 loc = client.submit(verify_task, path, b, reads_f, seeds_f, loc, approx.max_errors, approx.eqx, **task)

@@ -23,6 +23,7 @@ from .hits import BlockHits, ChunkHits, merge_block_hits
 from .index.store import Index
 from .locate import expand_intervals, locate_rows
 from .neighborhood.search import seed_and_filter
+from .search.edits import SeedIntervals, search_with_edits
 from .search.exact import search_block
 
 
@@ -48,12 +49,20 @@ def search_task(index_path: str, block: int, chunk: EncodedReads) -> np.ndarray:
     return search_block(device, blk, chunk.codes, chunk.offsets, chunk.lengths, n_strands(index)).reshape(-1, 2)
 
 
-def locate_task(index_path: str, block: int, intervals: np.ndarray) -> BlockHits:
-    """Positions of every interval row, on this worker's device."""
+def edit_search_task(index_path: str, block: int, seeds: EncodedReads, max_edits: int) -> SeedIntervals:
+    """Intervals of every string within ``max_edits`` edits of each seed in one block, on this worker's device."""
+    index = cached_index(index_path)
+    device = current_device()
+    return search_with_edits(device, device.block(index, block), device.reverse_occ(index, block), seeds.codes,
+                             seeds.offsets, seeds.lengths, n_strands(index), max_edits)
+
+
+def locate_task(index_path: str, block: int, intervals: np.ndarray | SeedIntervals) -> BlockHits:
+    """Positions of every interval row (of :func:`search_task` or :func:`edit_search_task`), on this worker's device."""
     index = cached_index(index_path)
     device = current_device()
     blk = device.block(index, block)
-    query, rows = expand_intervals(intervals)
+    query, rows = intervals.rows() if isinstance(intervals, SeedIntervals) else expand_intervals(intervals)
     positions = locate_rows(device, blk, rows)
     return BlockHits(block, blk.start, blk.own_length, query, positions)
 

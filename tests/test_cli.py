@@ -167,11 +167,14 @@ def test_approximate_run(tmp_path):
     assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx").returncode == 0
     read = genome[500:540] + genome[541:600]  # one deletion
     write_fastq(tmp_path / "r.fq", [read, "".join(rng.choice(list("ACGT"), size=40))])
-    r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-e", "2", "--all")
-    assert r.returncode == 0, r.stderr
-    recs = [line.split("\t") for line in (tmp_path / "o.sam").read_text().splitlines() if not line.startswith("@")]
-    assert recs[0][3:5] == ["501", "60"] and re.fullmatch(r"\d+M1D\d+M", recs[0][5]) and "NM:i:1" in recs[0]
-    assert recs[1][1] == "4"
+    for seed_edits in ("auto", "0", "1", "2"):
+        r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-e", "2", "--all",
+                     "--seed-edits", seed_edits)
+        assert r.returncode == 0, r.stderr
+        recs = [line.split("\t") for line in (tmp_path / "o.sam").read_text().splitlines()
+                if not line.startswith("@")]
+        assert recs[0][3:5] == ["501", "60"] and re.fullmatch(r"\d+M1D\d+M", recs[0][5]) and "NM:i:1" in recs[0]
+        assert recs[1][1] == "4"
 
 
 def test_text_reads_with_a_tab_are_rejected(tmp_path):
@@ -216,3 +219,22 @@ def test_phash_needs_a_neighborhood_index(index, tmp_path):
     write_fastq(tmp_path / "r.fq", ["ACGTTGCATGCAAGTCCG"])
     r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-e", "1", "--engine", "phash")
     assert_clean_failure(r, tmp_path / "o.sam", "no neighborhood index", "--neighborhood")
+
+
+def test_seed_edits_need_the_fm_engine_and_a_format_4_index(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["ACGTTGCATGCAAGTCCG"])
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-e", "1", "--engine", "phash",
+                 "--seed-edits", "1")
+    assert_clean_failure(r, tmp_path / "o.sam", "--seed-edits applies only to --engine fm")
+    import shutil
+
+    import zarr
+
+    old = tmp_path / "v3"
+    shutil.copytree(index, old)
+    group = zarr.open_group(str(old), mode="r+")
+    group.attrs["dmap"] = {**group.attrs["dmap"], "format_version": 3, "reverse_index": False}
+    r = dmap_cmd("run", old, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-e", "1", "--seed-edits", "1")
+    assert_clean_failure(r, tmp_path / "o.sam", "format version 3", "rebuild", "--seed-edits 0")
+    r = dmap_cmd("run", old, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-e", "1")  # auto: exact pieces
+    assert r.returncode == 0, r.stderr

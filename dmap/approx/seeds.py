@@ -1,15 +1,22 @@
-"""Pigeonhole seeds: K+1 non-overlapping pieces of each read.
+"""Pigeonhole seeds: pieces of each read, searched exactly or with edits.
 
 An alignment with at most K edits (substitutions, insertions, deletions)
-touches at most K of K+1 disjoint pieces of the read, so at least one piece
-occurs exactly in the reference, on the alignment's diagonal.  Searching the
-pieces with the exact kernel therefore finds every such alignment: full
-sensitivity, no heuristic.  (A read symbol that matches nothing, such as N,
-counts as an edit, so the argument holds for reads with N too.)
+spreads them over the read's disjoint pieces, so with p = K // (m+1) + 1
+pieces at least one piece carries at most m edits: searching every piece
+with up to m edits (m = 0: exactly, the K+1 pieces of the classic
+pigeonhole; m >= 1: paper 004's seeds with errors) therefore finds every
+such alignment, on its diagonal give or take the piece's own edits.  Full
+sensitivity, no heuristic.  (A read symbol that matches nothing, such as
+N, counts as an edit, so the argument holds for reads with N too.)
+
+Fewer, longer pieces hit fewer places but cost a search with backtracking;
+:func:`choose_seed_edits` picks m by what measured fastest
+(benchmarks/seed_schemes.py, docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,18 +41,64 @@ class Seeds:
                             (reads.offsets[self.read] + self.offset).astype(np.uint32), self.length.astype(np.uint32))
 
 
-def pigeonhole_seeds(lengths: np.ndarray, max_errors: int) -> Seeds:
-    """K+1 pieces of each read, as equal as possible.
+def n_pieces(max_errors: int, seed_edits: int) -> int:
+    """Pieces that guarantee one with at most ``seed_edits`` of ``max_errors`` edits."""
+    return max_errors // (seed_edits + 1) + 1
+
+
+def pigeonhole_seeds(lengths: np.ndarray, max_errors: int, seed_edits: int = 0) -> Seeds:
+    """K // (m+1) + 1 pieces of each read, as equal as possible.
 
     Reads of at most K symbols get no seeds: every position of the
     reference is within K edits of them, so they are reported unmapped.
+    With m >= 1 every piece must be longer than m (a piece of m symbols
+    is within m edits of anything); :func:`choose_seed_edits` sees to it.
     """
-    k1 = max_errors + 1
+    k1 = n_pieces(max_errors, seed_edits)
     lengths = lengths.astype(np.int64)
-    has = np.flatnonzero(lengths >= k1)
+    has = np.flatnonzero(lengths > max_errors)
+    if seed_edits and (lengths[has] < k1 * (seed_edits + 1)).any():
+        raise ValueError(f"reads of {int(lengths[has].min())} symbols are too short for {k1} pieces "
+                         f"with {seed_edits} edits each")
     read = np.repeat(has, k1)
     piece = np.tile(np.arange(k1), has.size)
     m = lengths[read]
     start = piece * m // k1
     stop = (piece + 1) * m // k1
     return Seeds(read, start.astype(np.uint32), (stop - start).astype(np.uint32))
+
+
+def selective_length(text_length: int, sigma: int, n_strands: int) -> float:
+    """log_sigma(n_strands * text_length): pieces shorter than this occur by chance.
+
+    A random piece of l symbols is expected at about n_strands * text_length
+    / sigma**l places; below this length that is more than one.
+    """
+    return math.log(max(n_strands * text_length, 2)) / math.log(max(sigma, 2))
+
+
+def choose_seed_edits(max_errors: int, lengths: np.ndarray, can_edit: bool = True,
+                      requested: int | None = None, chance_length: float = 0.0) -> int:
+    """Edits per seed (m) for a chunk of reads.
+
+    With no request: m = 1 where the K+1 exact pieces would be shorter than
+    ``chance_length`` (:func:`selective_length` of the reference), so that
+    each would hit the reference at random places, and locating those hits
+    would cost more than the search with one edit; else exact pieces.  This
+    is what measured fastest on E. coli for reads of 36-150 symbols and K
+    of 1-4 (benchmarks/seed_schemes.py, docs/benchmarks.md "Seeds with
+    edits"); m = 2 was faster only for 36-bp reads with K=4, by 1.1x.
+
+    ``requested`` (``--seed-edits``) is used where every read of the chunk
+    is long enough for its pieces (more than m symbols each); otherwise
+    exact pieces, which find the same loci.  The shortest read of the
+    chunk decides, so that every read gets valid pieces.  ``can_edit`` is
+    False for an index without the reversed-text occ (format version < 4).
+    """
+    mapped = lengths[lengths > max_errors]
+    if not can_edit or max_errors == 0 or mapped.size == 0:
+        return 0
+    shortest = int(mapped.min())
+    if requested is None:
+        requested = 1 if shortest // n_pieces(max_errors, 0) < chance_length else 0
+    return requested if shortest >= n_pieces(max_errors, requested) * (requested + 1) else 0

@@ -83,12 +83,8 @@ def _stream_reference(reference, alphabet: Alphabet, group: zarr.Group) -> tuple
     return contigs, offset
 
 
-def index_block(text: np.ndarray, sigma: int, layout: str, occ_rate: int, sa_rate: int) -> dict[str, np.ndarray]:
-    """FM-index arrays of one block's codes (separators/N coded ``sigma``).
-
-    BWT row 0 is the implicit sentinel suffix (position n); rows 1..n are the
-    suffix array order of ``text``.
-    """
+def _bwt(text: np.ndarray, sigma: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Suffix array (with the sentinel row 0), BWT and C array of ``text``."""
     n = text.size
     # int32 throughout (blocks are < 2**30 symbols) keeps a block's build
     # under ~16 bytes per symbol.
@@ -104,6 +100,30 @@ def index_block(text: np.ndarray, sigma: int, layout: str, occ_rate: int, sa_rat
     C[0] = 1  # row 0 is the sentinel suffix, smaller than every symbol
     np.cumsum(counts, out=C[1:])
     C[1:] += 1
+    return sa_full, bwt, C
+
+
+def index_reverse_block(text: np.ndarray, sigma: int, layout: str, occ_rate: int) -> dict[str, np.ndarray]:
+    """Occurrence table and C array of the reversed block text.
+
+    Backward search on the reversed text extends a pattern to the *right*,
+    which is what the lower bound on the edits a pattern prefix needs is
+    computed with (paper 004, :mod:`dmap.search.edits`).  No suffix-array
+    samples: the bound only counts, it never locates.
+    """
+    _, bwt, C = _bwt(np.ascontiguousarray(text[::-1]), sigma)
+    occ, _ = build_occ(bwt, layout, sigma, occ_rate)
+    return {"occ": occ, "C": C}
+
+
+def index_block(text: np.ndarray, sigma: int, layout: str, occ_rate: int, sa_rate: int) -> dict[str, np.ndarray]:
+    """FM-index arrays of one block's codes (separators/N coded ``sigma``).
+
+    BWT row 0 is the implicit sentinel suffix (position n); rows 1..n are the
+    suffix array order of ``text``.
+    """
+    n = text.size
+    sa_full, bwt, C = _bwt(text, sigma)
     occ, _ = build_occ(bwt, layout, sigma, occ_rate)
     # A locate LF-walk stops at a sampled row or where the previous symbol is
     # a separator/sentinel (LF is undefined there).  Only rows whose own
@@ -213,15 +233,17 @@ def build_index(
             sub = group.require_group(f"blocks/{b}")
             for name, data in arrays.items():
                 checksums[f"blocks/{b}/{name}"] = _write(sub, name, data)
+            del arrays
+            for name, data in index_reverse_block(text, alpha.sigma, occ_layout, rate).items():
+                checksums[f"blocks/{b}/reverse/{name}"] = _write(sub.require_group("reverse"), name, data)
             if nb_params is not None:
-                del arrays
                 arrays = index_neighborhoods(text, nb_params)
                 nb = sub.require_group("neighborhood")
                 for name, data in arrays.items():
                     checksums[f"blocks/{b}/neighborhood/{name}"] = _write(nb, name, data)
             blocks.append(Block(start, int(text.size), int(text.size) + 1))
             bar.update(min(block_length, n - start))
-            del arrays, text
+            del text
         bar.close()
         meta = IndexMeta(
             alphabet=alpha.to_metadata(),
@@ -235,6 +257,7 @@ def build_index(
             blocks=blocks,
             checksums=checksums,
             neighborhood=None if nb_params is None else nb_params.to_json(),
+            reverse_index=True,
             created_by=f"dmap {__version__} in {time.time() - t0:.1f} s",
         )
         group.attrs["dmap"] = meta.to_json()

@@ -1,6 +1,6 @@
 """The on-disk index: a Zarr group with one subgroup per reference block.
 
-Layout (format version 2)::
+Layout (format version 4)::
 
     INDEX/                      zarr group, attribute "dmap" holds IndexMeta
       reference                 uint8 codes of all contigs joined by separators
@@ -9,6 +9,8 @@ Layout (format version 2)::
       blocks/<b>/sa_samples     uint32: SA value of every S-th BWT row
       blocks/<b>/boundary_rows  uint32: rows whose preceding text symbol is a
       blocks/<b>/boundary_pos   uint32:   separator/sentinel, with their SA value
+      blocks/<b>/reverse/occ    uint32 occurrence table and C array of the
+      blocks/<b>/reverse/C        reversed block text (format 4; seeds with edits)
       blocks/<b>/neighborhood/* optional (format 3, ``dmap index --neighborhood``):
                                 MAROSE's neighborhood index (see neighborhood/build.py)
 
@@ -32,8 +34,10 @@ from ..errors import IndexFormatError
 from .occ import OccShape
 
 FORMAT_NAME = "dmap-fm-index"
-FORMAT_VERSION = 3  # 2: per-block text checksums; 3: optional neighborhood index
-READABLE_VERSIONS = (2, 3)  # a version-2 index is a version-3 index without neighborhoods
+FORMAT_VERSION = 4  # 2: per-block text checksums; 3: optional neighborhood index; 4: reverse-text occ
+# Older versions are version 4 without the optional parts: no neighborhoods
+# (2) and no reverse-text occ (2, 3), so no seeds with edits.
+READABLE_VERSIONS = (2, 3, 4)
 BLOCK_ARRAYS = ("occ", "C", "sa_samples", "boundary_rows", "boundary_pos")
 
 
@@ -71,6 +75,7 @@ class IndexMeta:
     blocks: list[Block]
     checksums: dict[str, str] = field(default_factory=dict)
     neighborhood: dict | None = None  # NeighborhoodParams, when the index has one
+    reverse_index: bool = False  # blocks/<b>/reverse: occ and C of the reversed text
     format: str = FORMAT_NAME
     format_version: int = FORMAT_VERSION
     created_by: str = ""
@@ -177,6 +182,13 @@ class Index:
             raise IndexFormatError(f"index {self.path!r} has no neighborhood index; rebuild it with "
                                    "'dmap index REFERENCE -o INDEX --neighborhood'")
         return {name: self.read_array(f"blocks/{number}/neighborhood/{name}") for name in ARRAYS}
+
+    def load_reverse(self, number: int) -> dict[str, np.ndarray]:
+        """Block ``number``'s reversed-text ``occ`` and ``C`` (checksums verified)."""
+        if not self.meta.reverse_index:
+            raise IndexFormatError(f"index {self.path!r} (format version {self.meta.format_version}) has no "
+                                   "reverse-text index, which seeds with edits need; rebuild it with this dmap")
+        return {name: self.read_array(f"blocks/{number}/reverse/{name}") for name in ("occ", "C")}
 
     @property
     def contig_offsets(self) -> np.ndarray:

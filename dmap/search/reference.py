@@ -3,7 +3,11 @@
 * :func:`backward_search_numpy` - the same backward search as
   ``kernels/exact_search.cl``, in numpy over the same Occ arrays;
 * :func:`brute_force_hits` - the oracle: plain string search of every read
-  (and its reverse complement) in every contig, no index at all.
+  (and its reverse complement) in every contig, no index at all;
+* :func:`edit_search_reference` - the search of ``kernels/edit_seeds.cl``
+  as a plain recursion without its lower bound, over the same Occ arrays;
+* :func:`edit_starts_brute_force` - its oracle: where, by dynamic
+  programming at every text position, a string within m edits starts.
 """
 
 from __future__ import annotations
@@ -74,3 +78,71 @@ def brute_force_hits(
                     hits.add((i, name, at, strand))
                     at = seq.find(pattern, at + 1)
     return hits
+
+
+def edit_search_reference(block: BlockArrays, pattern: np.ndarray, max_edits: int) -> set[tuple[int, int]]:
+    """The intervals ``kernels/edit_seeds.cl`` finds for one oriented pattern, by plain recursion.
+
+    Same moves as the kernel (match/substitute, insert, delete; no deletion
+    before the first or after the last pattern symbol; no insertion next to
+    a deletion) but no lower bound: what the bound cuts must be nothing.
+    """
+    sigma = block.shape.sigma
+    found: set[tuple[int, int]] = set()
+
+    def lf(c: int, sp: int, ep: int) -> tuple[int, int]:
+        base = int(block.C[c])
+        return (base + int(occ_lookup(block.occ, block.shape, np.array([c]), np.array([sp]))[0]),
+                base + int(occ_lookup(block.occ, block.shape, np.array([c]), np.array([ep]))[0]))
+
+    def visit(i: int, sp: int, ep: int, e: int, op: str) -> None:
+        if sp >= ep or e > max_edits:
+            return
+        if i == 0:
+            if sp > 0:  # not the empty string
+                found.add((sp, ep))
+            return
+        for c in range(sigma):
+            visit(i - 1, *lf(c, sp, ep), e + (int(pattern[i - 1]) != c), "M")
+        if op != "D":
+            visit(i - 1, sp, ep, e + 1, "I")
+        if op != "I" and i < len(pattern):
+            for c in range(sigma):
+                visit(i, *lf(c, sp, ep), e + 1, "D")
+
+    visit(len(pattern), 0, block.shape.n_rows, 0, "M")
+    return found
+
+
+def edit_starts_brute_force(text: np.ndarray, pattern: np.ndarray, max_edits: int, sigma: int) -> set[int]:
+    """Start positions of the text strings within ``max_edits`` edits of ``pattern``.
+
+    Edits are Levenshtein's; an alignment may not begin or end with a
+    deletion (a text symbol against no pattern symbol), as in the kernel.
+    Codes ``>= sigma`` match nothing and no string contains them (they are
+    separators and N's in the reference).
+    """
+    text = np.asarray(text, dtype=np.int64)
+    pattern = np.asarray(pattern, dtype=np.int64)
+    m = len(pattern)
+    starts = set()
+    for x in range(len(text)):
+        stop = x
+        while stop < min(len(text), x + m + max_edits) and text[stop] < sigma:
+            stop += 1
+        s = text[x:stop]
+        if s.size == 0:
+            continue
+        inf = 1 << 20
+        # d[i][j]: pattern[:i] against s[:j], never starting with a deletion.
+        d = np.full((m + 1, s.size + 1), inf, dtype=np.int64)
+        d[:, 0] = np.arange(m + 1)
+        for i in range(1, m + 1):
+            for j in range(1, s.size + 1):
+                d[i, j] = min(d[i - 1, j - 1] + (pattern[i - 1] != s[j - 1]), d[i - 1, j] + 1, d[i, j - 1] + 1)
+        # The last move consumes a pattern symbol (no trailing deletion), and the string is not empty.
+        for j in range(1, s.size + 1):
+            if min(d[m - 1, j - 1] + (pattern[m - 1] != s[j - 1]), d[m - 1, j] + 1) <= max_edits:
+                starts.add(x)
+                break
+    return starts

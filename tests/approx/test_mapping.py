@@ -24,18 +24,19 @@ import dmap
 from dmap.approx.reference import edit_distance
 
 
-def run_case(tmp_path, client, contigs, reads, alphabet, k, block_length, report_all=True):
+def run_case(tmp_path, client, contigs, reads, alphabet, k, block_length, report_all=True, seed_edits=None):
     written(tmp_path, contigs, reads)
     idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", alphabet=alphabet, max_query_length=80,
                            block_length=block_length, overwrite=True)
     return dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / "out.sam", client=client, max_errors=k,
-                          report_all=report_all, chunk_size=17)
+                          report_all=report_all, chunk_size=17, seed_edits=seed_edits)
 
 
-def check_against_oracle(tmp_path, client, contigs, reads, alphabet, k, block_length):
+def check_against_oracle(tmp_path, client, contigs, reads, alphabet, k, block_length, seed_edits=None):
+    """dmap's loci == the oracle's; ``seed_edits``: m for the seeds (None: dmap's choice)."""
     contigs = written(tmp_path, contigs, reads)
     expected, ref, pats, ns, alpha = oracle(contigs, reads, alphabet, k)
-    res = run_case(tmp_path, client, contigs, reads, alphabet, k, block_length)
+    res = run_case(tmp_path, client, contigs, reads, alphabet, k, block_length, seed_edits=seed_edits)
     got = found(res.hits, contigs, ns)
     assert {g[:4] for g in got} == expected
     for p, c, _, dist, pos, span in got:
@@ -46,28 +47,31 @@ def check_against_oracle(tmp_path, client, contigs, reads, alphabet, k, block_le
 
 @pytest.mark.parametrize("alphabet", ["dna", "protein", "text"])
 @pytest.mark.parametrize("k", [1, 3])
-def test_all_loci_equal_oracle(tmp_path, client, alphabet, k):
+@pytest.mark.parametrize("seed_edits", [0, 1])  # K+1 exact pieces; K//2+1 pieces with one edit (paper 004)
+def test_all_loci_equal_oracle(tmp_path, client, alphabet, k, seed_edits):
     rng = np.random.default_rng(["dna", "protein", "text"].index(alphabet) * 10 + k)
     contigs, reads = make_case(rng, alphabet, k)
-    check_against_oracle(tmp_path, client, contigs, reads, alphabet, k, block_length=500)
+    check_against_oracle(tmp_path, client, contigs, reads, alphabet, k, block_length=500, seed_edits=seed_edits)
 
 
-def test_tandem_repeats_and_block_edges(tmp_path, client):
+@pytest.mark.parametrize("seed_edits", [0, 1, 2])
+def test_tandem_repeats_and_block_edges(tmp_path, client, seed_edits):
     rng = np.random.default_rng(7)
     unit = "ACGTTGCA"
     genome = "".join(rng.choice(list("ACGT"), size=300)) + unit * 60 + "".join(rng.choice(list("ACGT"), size=300))
     contigs = [("rep", genome), ("tiny", "ACGTACGTTT")]
     reads = [planted(rng, genome[s : s + 40], int(rng.integers(0, 3)), "ACGT") for s in range(0, len(genome) - 40, 23)]
     reads += ["ACGTACGTTT", "ACGTACGAT", (unit * 6)[:45]]
-    check_against_oracle(tmp_path, client, contigs, reads, "dna", 2, block_length=97)
+    check_against_oracle(tmp_path, client, contigs, reads, "dna", 2, block_length=97, seed_edits=seed_edits)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 4), block_length=st.integers(60, 900))
-def test_random_cases_equal_oracle(tmp_path, client, seed, k, block_length):
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 4), block_length=st.integers(60, 900),
+       seed_edits=st.sampled_from([None, 0, 1, 2]))
+def test_random_cases_equal_oracle(tmp_path, client, seed, k, block_length, seed_edits):
     rng = np.random.default_rng(seed)
     contigs, reads = make_case(rng, "dna", k, n_reads=15)
-    check_against_oracle(tmp_path, client, contigs, reads, "dna", k, block_length)
+    check_against_oracle(tmp_path, client, contigs, reads, "dna", k, block_length, seed_edits)
 
 
 def test_default_reports_the_best_loci_with_mapq(tmp_path, client):

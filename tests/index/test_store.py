@@ -29,9 +29,15 @@ def edit_meta(path, **changes):
     group.attrs["dmap"] = meta
 
 
-def test_current_and_version_2_open(index_path):
-    assert dmap.open_index(index_path).meta.format_version == FORMAT_VERSION == 3
+def test_current_and_versions_2_and_3_open(index_path):
+    idx = dmap.open_index(index_path)
+    assert idx.meta.format_version == FORMAT_VERSION == 4 and idx.load_reverse(0)["occ"].size
     meta = dict(zarr.open_group(str(index_path), mode="r").attrs["dmap"])
+    meta.pop("reverse_index")  # a version-3 index: no reversed-text occ
+    zarr.open_group(str(index_path), mode="r+").attrs["dmap"] = {**meta, "format_version": 3}
+    idx = dmap.open_index(index_path)
+    with pytest.raises(dmap.IndexFormatError, match="no reverse-text index.*rebuild"):
+        idx.load_reverse(0)
     meta.pop("neighborhood")  # a version-2 index: the FM-index alone
     zarr.open_group(str(index_path), mode="r+").attrs["dmap"] = {**meta, "format_version": 2}
     idx = dmap.open_index(index_path)

@@ -1,0 +1,37 @@
+"""Pigeonhole pieces and the choice of edits per seed."""
+
+import numpy as np
+import pytest
+
+from dmap.approx.seeds import choose_seed_edits, n_pieces, pigeonhole_seeds, selective_length
+
+
+@pytest.mark.parametrize("k, m, pieces", [(1, 0, 2), (3, 0, 4), (3, 1, 2), (4, 1, 3), (4, 2, 2), (2, 2, 1)])
+def test_enough_pieces_that_one_has_at_most_m_edits(k, m, pieces):
+    assert n_pieces(k, m) == pieces
+    assert pieces * (m + 1) > k  # K edits cannot give every piece m+1
+
+
+def test_pieces_tile_each_read():
+    lengths = np.array([40, 3, 101, 9])
+    seeds = pigeonhole_seeds(lengths, 3, 1)
+    assert list(np.unique(seeds.read)) == [0, 2, 3]  # the 3-symbol read is within 3 edits of everywhere
+    for r in (0, 2, 3):
+        mine = seeds.read == r
+        assert seeds.length[mine].sum() == lengths[r] and seeds.offset[mine][0] == 0
+        assert (np.diff(seeds.offset[mine]) == seeds.length[mine][:-1]).all()
+    with pytest.raises(ValueError, match="too short"):
+        pigeonhole_seeds(np.array([5]), 4, 2)
+
+
+def test_choice_follows_the_measured_rule():
+    ecoli = selective_length(4_641_652, 4, 2)
+    assert 11.5 < ecoli < 11.7
+    assert choose_seed_edits(3, np.array([40] * 5), chance_length=ecoli) == 1  # exact pieces of 10 hit by chance
+    assert choose_seed_edits(3, np.array([100] * 5), chance_length=ecoli) == 0  # pieces of 25 are selective
+    assert choose_seed_edits(2, np.array([36] * 5), chance_length=ecoli) == 0  # pieces of 12: just selective
+    assert choose_seed_edits(3, np.array([40, 100]), chance_length=ecoli) == 1  # the shortest read decides
+    assert choose_seed_edits(0, np.array([40]), chance_length=ecoli) == 0
+    assert choose_seed_edits(3, np.array([40]), can_edit=False, chance_length=ecoli) == 0  # format < 4
+    assert choose_seed_edits(3, np.array([40]), requested=2) == 2
+    assert choose_seed_edits(3, np.array([40, 5]), requested=2) == 0  # a read too short for 2 pieces of 3+
