@@ -47,8 +47,16 @@ from .neighborhood.params import MAX_NEIGHBORHOOD_ERRORS
 from .neighborhood.search import neighborhood_patterns
 from .schedule import GuidedChunks
 from .search.edits import MAX_SEED_EDITS
-from .tasks import (edit_search_task, locate_task, merge_alignments_task, merge_task, n_strands, neighborhood_task,
-                    search_task, verify_task)
+from .tasks import (
+    edit_search_task,
+    locate_task,
+    merge_alignments_task,
+    merge_task,
+    n_strands,
+    neighborhood_task,
+    search_task,
+    verify_task,
+)
 
 MAX_ERRORS_LIMIT = 32  # distances are kept in one byte; seeds shorter than ~3 symbols hit everywhere anyway
 
