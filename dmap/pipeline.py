@@ -419,6 +419,7 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, bloc
     def submit(chunk: ReadChunk) -> None:
         encoded = chunk.encoded()
         reads_f = client.scatter(encoded, hash=False)
+        seed_edits = 0  # edits per FM seed: 0 for exact search (and for exact mapping)
         if approx is not None and approx.engine == "phash":
             seeds_f = client.scatter(neighborhood_patterns(encoded.lengths, approx.window, approx.delta), hash=False)
         elif approx is not None:
@@ -436,7 +437,7 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, bloc
             if approx is not None and approx.engine == "phash":
                 loc = client.submit(neighborhood_task, path, b, reads_f, seeds_f, approx.neighborhood_errors, **task)
             else:
-                if approx is not None and seed_edits:
+                if seed_edits:
                     s = client.submit(edit_search_task, path, b, queries_f, seed_edits, **task)
                 else:
                     s = client.submit(search_task, path, b, queries_f if approx else reads_f, **task)

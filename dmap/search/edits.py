@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..device import Device, DeviceBlock, ReverseOcc
+from ..locate import expand_intervals
 from .exact import launch_size, occ_defines
 
 # Intervals a query may write in the first pass.  Measured on E. coli
@@ -38,11 +39,9 @@ class SeedIntervals:
         """Every (query, BWT row) once: the intervals of one query nest or repeat
         (a seed matched exactly, and with its last symbol as an insertion), and
         a row is one position, located once."""
-        count = (self.ep - self.sp).astype(np.int64)
-        query = np.repeat(self.query.astype(np.int64), count)
-        first = np.zeros(count.size, dtype=np.int64)
-        np.cumsum(count[:-1], out=first[1:])
-        rows = np.repeat(self.sp.astype(np.int64), count) + np.arange(query.size) - np.repeat(first, count)
+        which, rows = expand_intervals(np.stack([self.sp, self.ep], axis=1))
+        query = self.query[which].astype(np.int64)
+        rows = rows.astype(np.int64)
         key = np.unique((query << 32) | rows)
         return key >> 32, (key & 0xFFFFFFFF).astype(np.uint32)
 
