@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -238,10 +239,11 @@ class Device:
             if prg is None:
                 kdir = kernel_dir()
                 options = [f"-D{k}={v}" for k, v in sorted(defines.items())]
-                # occ.cl is inlined rather than found with -I: the source and
+                # Includes are inlined rather than found with -I: the source and
                 # options then do not depend on where dmap is installed, so
                 # pyopencl's binary cache serves every checkout.
-                text = (kdir / source).read_text().replace('#include "occ.cl"', (kdir / "occ.cl").read_text())
+                text = re.sub(r'#include "(\w+\.cl)"', lambda m: (kdir / m.group(1)).read_text(),
+                              (kdir / source).read_text())
                 try:
                     prg = self.cl.Program(self.context, text).build(options=options)
                 except self.cl.Error as e:

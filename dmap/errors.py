@@ -15,6 +15,26 @@ class InputFormatError(DmapError):
     """A FASTA/FASTQ file is missing, empty, malformed or has unknown symbols."""
 
 
+class UnknownSymbolError(InputFormatError):
+    """A read holds a symbol outside the index alphabet.
+
+    Raised where the read names are not at hand (the exact search kernel
+    checks symbols on the device); :meth:`naming` gives the user's message.
+    """
+
+    def __init__(self, read: int, symbol: str):
+        super().__init__(read, symbol)  # these args make the exception picklable
+        self.read, self.symbol = read, symbol
+
+    def __str__(self) -> str:
+        return f"read number {self.read + 1} of a chunk contains the symbol {self.symbol!r}, which the index lacks"
+
+    def naming(self, names: list[str], alphabet: str) -> InputFormatError:
+        """The same error, naming the read (``names`` of its chunk) and the alphabet."""
+        return InputFormatError(f"read {names[self.read]!r} contains the symbol {self.symbol!r}, which is not in "
+                                f"the index's {alphabet} alphabet")
+
+
 class IndexFormatError(DmapError):
     """An index path is not a dmap index, is damaged, or does not fit the reads."""
 

@@ -7,16 +7,19 @@ and encoding of read chunks into the padded code matrix the kernels take.
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 import dnaio
 import numpy as np
+from xopen import xopen
 
 from .alphabet import INVALID, Alphabet
-from .errors import InputFormatError
+from .errors import InputFormatError, UnknownSymbolError
 
 DEFAULT_CHUNK_SIZE = 50_000  # reads; chunk size vs speed and memory in docs/benchmarks.md
 
@@ -86,37 +89,254 @@ def encode_reference(name: str, seq: bytes, alphabet: Alphabet) -> np.ndarray:
 
 
 @dataclass
-class ReadChunk:
-    """A chunk of reads, as parsed and as encoded for the device.
+class ReadFields:
+    """Records inside one byte buffer: where each record's name, sequence and quality lie.
 
-    ``codes`` holds all reads' codes back to back (read ``i`` is
-    ``codes[offsets[i] : offsets[i] + lengths[i]]``): sending bytes as they
-    are costs less than padding or packing them on the host.  ``first`` is
-    the 0-based number of the chunk's first read in the input, so chunks can
-    be put back in input order.
+    Offsets index ``data``; the quality of record ``i`` (FASTQ) is as long as
+    its sequence.  Keeping the file's bytes and offsets, instead of one
+    string per field, costs no Python object per read.
+    """
+
+    data: np.ndarray  # uint8
+    name_off: np.ndarray
+    name_len: np.ndarray
+    seq_off: np.ndarray
+    seq_len: np.ndarray
+    qual_off: np.ndarray | None  # None for FASTA
+
+    def __len__(self) -> int:
+        return int(self.seq_off.size)
+
+    def take(self, lo: int, hi: int) -> ReadFields:
+        """Records ``lo:hi`` (views; ``data`` is shared)."""
+        q = None if self.qual_off is None else self.qual_off[lo:hi]
+        return ReadFields(self.data, self.name_off[lo:hi], self.name_len[lo:hi], self.seq_off[lo:hi],
+                          self.seq_len[lo:hi], q)
+
+    def as_uint32(self) -> ReadFields:
+        """The same fields with uint32 offsets, as the kernels take them."""
+        if self.data.size >= 2**32:
+            raise InputFormatError("a chunk of reads holds over 4 GiB; use a smaller --chunk-size")
+        u = lambda a: None if a is None else a.astype(np.uint32, copy=False)  # noqa: E731
+        return ReadFields(self.data, u(self.name_off), u(self.name_len), u(self.seq_off), u(self.seq_len),
+                          u(self.qual_off))
+
+    @classmethod
+    def concat(cls, parts: list[ReadFields]) -> ReadFields:
+        """One buffer holding the records of ``parts``, in order."""
+        if len(parts) == 1:
+            return parts[0]
+        shift = np.cumsum([0] + [p.data.size for p in parts[:-1]])
+        moved = lambda name: np.concatenate([getattr(p, name) + s for p, s in zip(parts, shift)])  # noqa: E731
+        joined = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
+        fasta = parts[0].qual_off is None
+        return cls(joined("data"), moved("name_off"), joined("name_len"), moved("seq_off"), joined("seq_len"),
+                   None if fasta else moved("qual_off"))
+
+    @classmethod
+    def from_strings(cls, names: list[str], seqs: list[str], quals: list[str] | None) -> ReadFields:
+        """Records given as strings (FASTA records, tests), laid out as names, sequences, qualities."""
+        columns = [names, seqs] + ([quals] if quals is not None else [])
+        encoded = [[x.encode("utf-8", "surrogateescape") for x in col] for col in columns]
+        lens = [np.fromiter(map(len, col), dtype=np.int64, count=len(col)) for col in encoded]
+        offs, base = [], 0
+        for n in lens:
+            o = np.zeros(n.size, dtype=np.int64)
+            np.cumsum(n[:-1], out=o[1:])
+            offs.append(o + base)
+            base += int(n.sum())
+        data = np.frombuffer(b"".join(b"".join(col) for col in encoded), dtype=np.uint8)
+        return cls(data, offs[0], lens[0], offs[1], lens[1], offs[2] if quals is not None else None)
+
+
+def split_fastq(data: np.ndarray) -> ReadFields | None:
+    """The fields of plain four-line FASTQ records, found with numpy.
+
+    Returns None for anything but the plain form (a non-ASCII byte, a
+    ``+`` line that repeats the name, a record out of shape): the caller
+    then lets dnaio parse the buffer, so dnaio stays the judge of what is
+    valid.  Like dnaio, a name ends at the first space or tab, a line's
+    trailing ``\\r`` is dropped, and the last line may lack its newline.
+    """
+    if data.size == 0 or data.max() >= 128:
+        return None
+    nl = np.flatnonzero(data == 10)
+    if nl.size == 0 or nl[-1] != data.size - 1:
+        nl = np.append(nl, data.size)
+    if nl.size % 4:
+        return None
+    starts = np.empty_like(nl)
+    starts[0] = 0
+    starts[1:] = nl[:-1] + 1
+    ends = nl - ((nl > starts) & (data[np.maximum(nl - 1, 0)] == 13))  # drop "\r" before "\n"
+    head, seq, plus, qual = (starts[k::4] for k in range(4))
+    seq_len = ends[1::4] - seq
+    if ((data[head] != ord("@")).any() or (data[plus] != ord("+")).any() or (ends[2::4] - plus != 1).any()
+            or (ends[3::4] - qual != seq_len).any()):
+        return None
+    name = head + 1
+    spaces = np.flatnonzero((data == 32) | (data == 9))
+    if spaces.size:
+        at = np.searchsorted(spaces, name)
+        first_space = np.append(spaces, data.size)[at]
+        name_end = np.minimum(first_space, ends[::4])
+    else:
+        name_end = ends[::4]
+    return ReadFields(data, name, name_end - name, seq, seq_len, qual)
+
+
+def _parse_with_dnaio(data: np.ndarray, path: str, lines_before: int) -> ReadFields:
+    """Records of a buffer parsed by dnaio, whose errors name the line in the whole file."""
+    try:
+        records = list(dnaio.open(io.BytesIO(data.tobytes()), fileformat="fastq"))
+    except dnaio.FileFormatError as e:
+        if e.line is not None:
+            e.line += lines_before
+        raise InputFormatError(f"reads file {path!r} is malformed: {e}") from None
+    except UnicodeDecodeError as e:
+        raise InputFormatError(f"reads file {path!r} is malformed: {e}") from None
+    return ReadFields.from_strings([r.id for r in records], [r.sequence for r in records],
+                                   [r.qualities for r in records])
+
+
+PIECE_BYTES = 4 << 20  # FASTQ is read in pieces of whole records of at most this size
+
+
+def _read_fields(path: str | os.PathLike, chunk_size: int) -> Iterator[ReadFields]:
+    """All records of a reads file, a piece at a time.
+
+    FASTQ goes through :func:`split_fastq`, falling back to dnaio piece by
+    piece; FASTA (multi-line, rare for reads) is parsed by dnaio.
+    """
+    path = os.fspath(path)
+    with _open(path, "reads") as reader:
+        fastq = isinstance(reader, dnaio.FastqReader)
+    if not fastq:
+        records = _records(path, "reads")
+        while batch := list(itertools.islice(records, chunk_size)):
+            yield ReadFields.from_strings([r.id for r in batch], [r.sequence for r in batch], None)
+        return
+    lines = 0
+    try:
+        with xopen(path, "rb") as f:
+            for piece in dnaio.read_chunks(f, PIECE_BYTES):
+                data = np.frombuffer(bytes(piece), dtype=np.uint8)  # the piece's memory is reused
+                fields = split_fastq(data)
+                if fields is None:
+                    fields = _parse_with_dnaio(data, path, lines)
+                lines += 4 * len(fields)
+                yield fields
+    except (ValueError, OverflowError):  # read_chunks: two records larger than PIECE_BYTES
+        raise InputFormatError(f"reads file {path!r} holds a record over {PIECE_BYTES // 2} bytes long, "
+                               "far longer than any index maps") from None
+    except (EOFError, OSError) as e:  # a damaged gzip stream
+        raise InputFormatError(f"reads file {path!r} is malformed: {e}") from None
+    if lines == 0:
+        raise InputFormatError(f"reads file {path!r} is empty (no FASTA/FASTQ records)")
+
+
+def first_unknown_symbol(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
+                         table: np.ndarray) -> tuple[int, str] | None:
+    """(read, symbol) of the first read holding a byte that ``table`` maps to INVALID, or None."""
+    codes = np.frombuffer(data.tobytes().translate(table.tobytes()), dtype=np.uint8)
+    bad = codes == INVALID
+    if not bad.any():
+        return None
+    # logical_or.reduceat over [start, end) pairs: element 2i is "read i holds a bad byte".
+    bounds = np.stack([offsets, offsets + lengths], axis=1).ravel().astype(np.int64)
+    per_read = np.logical_or.reduceat(np.append(bad, False), np.minimum(bounds, bad.size))[::2] & (lengths > 0)
+    if not per_read.any():
+        return None
+    read = int(np.argmax(per_read))
+    seq = data[offsets[read]: offsets[read] + lengths[read]]
+    return read, chr(seq[np.argmax(table[seq] == INVALID)])
+
+
+@dataclass
+class ReadChunk:
+    """A chunk of reads: the file's bytes and where each field lies in them.
+
+    ``first`` is the 0-based number of the chunk's first read in the input,
+    so chunks can be put back in input order.  ``names``, ``seqs`` and
+    ``quals`` are built on first use (the exact path never needs them: the
+    SAM kernel reads ``data`` directly).
     """
 
     number: int
     first: int
-    names: list[str]
-    seqs: list[str]
-    quals: list[str] | None
-    codes: np.ndarray
-    offsets: np.ndarray
-    lengths: np.ndarray
-    seq_bytes: np.ndarray  # the reads as given (ASCII), back to back like codes
+    fields: ReadFields
+    table: np.ndarray  # byte -> code (Alphabet.read_table)
+    alphabet: str
+
+    def __post_init__(self):
+        self.fields = self.fields.as_uint32()
 
     def __len__(self) -> int:
-        return len(self.names)
+        return len(self.fields)
+
+    @property
+    def data(self) -> np.ndarray:
+        return self.fields.data
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return self.fields.seq_off
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.fields.seq_len
+
+    def _strings(self, offsets: np.ndarray, lengths: np.ndarray) -> list[str]:
+        raw = self.fields.data.tobytes()
+        return [raw[o: o + n].decode("latin-1") for o, n in zip(offsets.tolist(), lengths.tolist())]
+
+    @cached_property
+    def names(self) -> list[str]:
+        return self._strings(self.fields.name_off, self.fields.name_len)
+
+    @cached_property
+    def seqs(self) -> list[str]:
+        return self._strings(self.fields.seq_off, self.fields.seq_len)
+
+    @cached_property
+    def quals(self) -> list[str] | None:
+        f = self.fields
+        return None if f.qual_off is None else self._strings(f.qual_off, f.seq_len)
+
+    def read_bytes(self) -> ReadBytes:
+        """What the exact search kernel takes: the bytes as read, translated on the device."""
+        return ReadBytes(self.number, self.data, self.offsets, self.lengths, self.table, self.alphabet)
 
     def encoded(self) -> EncodedReads:
-        """What the device needs: codes only, cheap to send to a worker."""
-        return EncodedReads(self.number, self.codes, self.offsets, self.lengths)
+        """The reads as codes (same offsets into a translated copy of ``data``)."""
+        codes = np.frombuffer(self.data.tobytes().translate(self.table.tobytes()), dtype=np.uint8)
+        return EncodedReads(self.number, codes, self.offsets, self.lengths)
+
+    def check_symbols(self) -> None:
+        """Raise :class:`InputFormatError` naming the first read with a symbol outside the alphabet."""
+        found = first_unknown_symbol(self.data, self.offsets, self.lengths, self.table)
+        if found is not None:
+            raise UnknownSymbolError(found[0], found[1]).naming(self.names, self.alphabet)
+
+
+@dataclass
+class ReadBytes:
+    """A chunk's sequences as read from the file, with the byte -> code table the kernel applies."""
+
+    number: int
+    data: np.ndarray
+    offsets: np.ndarray
+    lengths: np.ndarray
+    table: np.ndarray
+    alphabet: str
+
+    def __len__(self) -> int:
+        return int(self.lengths.size)
 
 
 @dataclass
 class EncodedReads:
-    """The encoded part of a :class:`ReadChunk` (numpy arrays only)."""
+    """Reads (or seeds) as codes: ``codes[offsets[i] : offsets[i] + lengths[i]]`` (numpy arrays only)."""
 
     number: int
     codes: np.ndarray
@@ -130,25 +350,15 @@ class EncodedReads:
 def encode_reads(
     seqs: list[str], alphabet: Alphabet, names: list[str]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Encode reads into flat codes, offsets, lengths and the raw bytes (see :class:`ReadChunk`)."""
-    lengths = np.fromiter(map(len, seqs), dtype=np.uint32, count=len(seqs))
-    if int(lengths.sum(dtype=np.int64)) >= 2**31:  # offsets are uint32 on the device
-        raise InputFormatError("a chunk of reads holds over 2 GiB of sequence; use a smaller --chunk-size")
-    offsets = np.zeros(len(seqs), dtype=np.uint32)
-    np.cumsum(lengths[:-1], out=offsets[1:])
-    try:
-        joined = np.frombuffer("".join(seqs).encode("ascii"), dtype=np.uint8)
-    except UnicodeEncodeError:
-        joined = np.frombuffer("".join(seqs).encode("utf-8", "replace"), dtype=np.uint8)
-    codes = alphabet.read_table[joined]
-    if joined.size != int(lengths.sum(dtype=np.int64)) or (codes == INVALID).any():
-        at = int(np.flatnonzero(codes == INVALID)[0]) if (codes == INVALID).any() else 0
-        read = int(np.searchsorted(offsets, at, side="right")) - 1
-        bad = seqs[read][at - offsets[read]] if joined.size == lengths.sum() else "non-ASCII"
-        raise InputFormatError(
-            f"read {names[read]!r} contains the symbol {bad!r}, which is not in the index's {alphabet.name} alphabet"
-        )
-    return codes, offsets, lengths, joined
+    """Encode reads into flat codes, offsets, lengths and the raw bytes (tests and benchmarks)."""
+    fields = ReadFields.from_strings(names, seqs, None)
+    chunk = ReadChunk(0, 0, fields, alphabet.read_table, alphabet.name)
+    chunk.check_symbols()
+    enc = chunk.encoded()
+    lo = int(fields.seq_off[0]) if len(fields) else 0
+    hi = lo + int(fields.seq_len.sum())
+    return (enc.codes[lo:hi], (fields.seq_off - lo).astype(np.uint32), fields.seq_len.astype(np.uint32),
+            fields.data[lo:hi])
 
 
 def iter_read_chunks(
@@ -157,12 +367,16 @@ def iter_read_chunks(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     max_length: int | None = None,
     next_size: Callable[[int, int], int] | None = None,
+    check_symbols: bool = True,
 ) -> Iterator[ReadChunk]:
-    """Parse reads in chunks of ``chunk_size``, validated and encoded.
+    """Parse reads in chunks of ``chunk_size``, validated.
 
     ``next_size(reads_done, bytes_done)``, if given, chooses the size of each
     chunk after the first (see :class:`dmap.schedule.GuidedChunks`);
     ``bytes_done`` counts the FASTA/FASTQ bytes of the reads parsed so far.
+    With ``check_symbols`` False, only the first chunk's symbols are checked
+    here; the exact search kernel checks the others (see
+    :class:`UnknownSymbolError`), which saves a pass over every read.
 
     Raises
     ------
@@ -172,41 +386,52 @@ def iter_read_chunks(
     """
     if chunk_size < 1:
         raise InputFormatError(f"chunk size must be at least 1, not {chunk_size}")
-    records = _records(path, "reads")
-    number = first = bytes_done = 0
+    source = _read_fields(path, chunk_size)
+    pending: list[ReadFields] = []
+    have = number = first = bytes_done = 0
     size = chunk_size
+    exhausted = False
     while True:
-        # One pass that keeps only the strings: holding a chunk of record
-        # objects made the garbage collector rescan them (2x slower).
-        names: list[str] = []
-        seqs: list[str] = []
-        quals: list[str | None] = []
-        add_name, add_seq, add_qual = names.append, seqs.append, quals.append
-        for rec in itertools.islice(records, size):
-            add_name(rec.id)
-            add_seq(rec.sequence)
-            add_qual(rec.qualities)
-        if not names:
+        while have < size and not exhausted:
+            piece = next(source, None)
+            if piece is None:
+                exhausted = True
+            elif len(piece):
+                pending.append(piece)
+                have += len(piece)
+        if have == 0:
             return
-        if quals[0] is None:  # FASTA
-            quals = None
-        codes, offsets, lengths, seq_bytes = encode_reads(seqs, alphabet, names)
-        if not all(names):
-            raise InputFormatError(f"reads {os.fspath(path)!r}: read number {first + names.index('') + 1} has no name")
+        parts, n = [], 0
+        while n < size and pending:
+            k = min(size - n, len(pending[0]))
+            parts.append(pending[0].take(0, k))
+            pending[0] = pending[0].take(k, len(pending[0]))
+            if not len(pending[0]):
+                pending.pop(0)
+            n += k
+        have -= n
+        chunk = ReadChunk(number, first, ReadFields.concat(parts), alphabet.read_table, alphabet.name)
+        fields = chunk.fields
+        lengths = fields.seq_len
+        if (fields.name_len == 0).any():
+            raise InputFormatError(f"reads {os.fspath(path)!r}: read number "
+                                   f"{first + int(np.argmin(fields.name_len)) + 1} has no name")
         if (lengths == 0).any():
-            raise InputFormatError(f"read {names[int(np.argmin(lengths))]!r} is empty")
+            raise InputFormatError(f"read {chunk.names[int(np.argmin(lengths))]!r} is empty")
         if max_length is not None and lengths.max() > max_length:
             i = int(np.argmax(lengths))
             raise InputFormatError(
-                f"read {names[i]!r} is {lengths[i]} symbols long, longer than the index's maximum query length "
+                f"read {chunk.names[i]!r} is {lengths[i]} symbols long, longer than the index's maximum query length "
                 f"{max_length}; rebuild the index with a larger --max-query-length"
             )
-        yield ReadChunk(number, first, names, seqs, quals, codes, offsets, lengths, seq_bytes)  # type: ignore[arg-type]
+        if check_symbols or number == 0:
+            chunk.check_symbols()
+        yield chunk
         number += 1
-        first += len(names)
+        first += n
         # Header, sequence (and '+' line and qualities) with their newlines.
-        per_record = 6 if quals is not None else 2
-        bytes_done += sum(map(len, names)) + int(lengths.sum()) * (2 if quals is not None else 1) \
-            + per_record * len(names)
+        fastq = fields.qual_off is not None
+        bytes_done += int(fields.name_len.sum(dtype=np.int64)) + int(lengths.sum(dtype=np.int64)) * (1 + fastq) \
+            + (6 if fastq else 2) * n
         if next_size is not None:
             size = max(1, next_size(first, bytes_done))

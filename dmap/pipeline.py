@@ -39,7 +39,7 @@ from .approx.alignments import ChunkAlignments
 from .approx.seeds import Seeds, choose_seed_edits, pigeonhole_seeds, selective_length
 from .cluster import connect, embedded_client, require_device_workers
 from .device import DEVICE_RESOURCE, local_device
-from .errors import ClusterError, DmapError
+from .errors import ClusterError, DmapError, UnknownSymbolError
 from .fastx import DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
 from .hits import ChunkHits
 from .index.store import Index, open_index
@@ -237,8 +237,9 @@ def map_reads(
     contig_names = [c.name for c in idx.meta.contigs]
     schedule = GuidedChunks(reads, chunk_size) if guided else None
     # An alignment with K edits spans up to m + K reference symbols, and must fit in a block overlap.
+    # Exact mapping checks the symbols of every chunk but the first in the search kernel.
     chunks = iter_read_chunks(reads, idx.alphabet, chunk_size, max_length=idx.meta.max_query_length - max_errors,
-                              next_size=schedule)
+                              next_size=schedule, check_symbols=approx is not None)
     first_chunk = next(chunks)  # input errors surface before a cluster starts
     t0 = time.perf_counter()
     result = MappingResult()
@@ -417,7 +418,7 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, bloc
     failure: list[BaseException] = []
 
     def submit(chunk: ReadChunk) -> None:
-        encoded = chunk.encoded()
+        encoded = chunk.encoded() if approx is not None else chunk.read_bytes()
         reads_f = client.scatter(encoded, hash=False)
         seed_edits = 0  # edits per FM seed: 0 for exact search (and for exact mapping)
         if approx is not None and approx.engine == "phash":
@@ -456,7 +457,10 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, bloc
         try:
             while (item := pending.get()) is not done:
                 fut, chunk, started = item
-                hits: ChunkHits | ChunkAlignments = fut.result()
+                try:
+                    hits: ChunkHits | ChunkAlignments = fut.result()
+                except UnknownSymbolError as e:
+                    raise e.naming(chunk.names, idx.alphabet.name) from None
                 if writer is not None:
                     writer.write_records(chunk, hits)
                 counts = hits.counts()

@@ -161,20 +161,21 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
 
     cols = record_columns(hits, max_hits)
     n = cols.read.size
-    names, name_off, name_len = _flat(chunk.names)
-    seqs, seq_off, seq_len = chunk.seq_bytes, chunk.offsets, chunk.lengths
-    quals = _flat(chunk.quals)[0] if chunk.quals is not None else np.zeros(1, dtype=np.uint8)
+    f = chunk.fields
+    has_qual = f.qual_off is not None
     rnames, rname_off, rname_len = _flat(contig_names)
-    lengths = record_lengths(cols, name_len, seq_len, rname_len, chunk.quals is not None)
+    lengths = record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual)
     starts = np.zeros(n, dtype=np.uint64)
     np.cumsum(lengths[:-1], out=starts[1:])
     total = int(lengths.sum())
     cl = device.cl
     out = np.empty(total, dtype=np.uint8)
     out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, max(total, 1))
+    # Names, sequences and qualities all lie in the chunk's bytes, sent once.
     # The buffers must outlive the kernel: OpenCL kernels need not retain their arguments.
-    bufs = [device.upload(a) for a in (names, name_off, name_len, seqs, quals, seq_off, seq_len)]
-    bufs += [np.uint32(chunk.quals is not None)]
+    bufs = [device.upload(a) for a in (f.data, f.name_off, f.name_len, f.seq_off, f.seq_len,
+                                       f.qual_off if has_qual else f.seq_off)]
+    bufs += [np.uint32(has_qual)]
     bufs += [device.upload(a) for a in (rnames, rname_off, rname_len, _COMPLEMENT, cols.read.astype(np.uint32),
                                         cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh, starts)]
     kernel = cl.Kernel(device.program("sam_records.cl", {}), "sam_records")

@@ -18,13 +18,13 @@ from .approx.patterns import pattern_matrix
 from .approx.seeds import Seeds
 from .approx.verify import myers_distances
 from .device import current_device
-from .fastx import EncodedReads
+from .fastx import EncodedReads, ReadBytes
 from .hits import BlockHits, ChunkHits, merge_block_hits
 from .index.store import Index
 from .locate import expand_intervals, locate_rows
 from .neighborhood.search import seed_and_filter
 from .search.edits import SeedIntervals, search_with_edits
-from .search.exact import search_block
+from .search.exact import LOCATED, search_block
 
 
 @lru_cache(maxsize=8)
@@ -41,12 +41,29 @@ def n_strands(index: Index) -> int:
     return 2 if index.alphabet.has_reverse_complement else 1
 
 
-def search_task(index_path: str, block: int, chunk: EncodedReads) -> np.ndarray:
-    """Exact intervals ``(n_queries, 2)`` of a chunk in one block, on this worker's device."""
+def search_task(index_path: str, block: int, chunk: EncodedReads | ReadBytes) -> np.ndarray:
+    """Exact intervals ``(n_queries, 2)`` of a chunk (reads or seeds) in one block, on this worker's device."""
     index = cached_index(index_path)
     device = current_device()
     blk = device.block(index, block)
-    return search_block(device, blk, chunk.codes, chunk.offsets, chunk.lengths, n_strands(index)).reshape(-1, 2)
+    if isinstance(chunk, ReadBytes):  # reads: translated, checked and mostly located on the device
+        found = search_block(device, blk, chunk.data, chunk.offsets, chunk.lengths, n_strands(index),
+                             table=chunk.table, text=_early_stop_text(device, index, block))
+    else:
+        found = search_block(device, blk, chunk.codes, chunk.offsets, chunk.lengths, n_strands(index))
+    return found.reshape(-1, 2)
+
+
+@lru_cache(maxsize=8)
+def _bytes_with_texts(index: Index) -> int:
+    """Device bytes of every block of ``index`` with its text."""
+    return sum(index.block_nbytes(b) + index.meta.blocks[b].length for b in range(index.n_blocks))
+
+
+def _early_stop_text(device, index: Index, block: int):
+    """The block's text for the search kernel's early stop, or None (plain search) when the
+    device cannot hold every block with its text: the texts would then evict blocks."""
+    return device.block_text(index, block) if _bytes_with_texts(index) <= device.block_budget else None
 
 
 def edit_search_task(index_path: str, block: int, seeds: EncodedReads, max_edits: int) -> SeedIntervals:
@@ -62,9 +79,16 @@ def locate_task(index_path: str, block: int, intervals: np.ndarray | SeedInterva
     index = cached_index(index_path)
     device = current_device()
     blk = device.block(index, block)
-    query, rows = intervals.rows() if isinstance(intervals, SeedIntervals) else expand_intervals(intervals)
-    positions = locate_rows(device, blk, rows)
-    return BlockHits(block, blk.start, blk.own_length, query, positions)
+    if isinstance(intervals, SeedIntervals):
+        query, rows = intervals.rows()
+        return BlockHits(block, blk.start, blk.own_length, query, locate_rows(device, blk, rows))
+    # Queries the search kernel located itself (LOCATED) need no walk here.
+    located = np.flatnonzero(intervals[:, 1] == LOCATED)
+    walk = intervals.copy()
+    walk[located] = 0
+    query, rows = expand_intervals(walk)
+    return BlockHits(block, blk.start, blk.own_length, np.concatenate([located, query]),
+                     np.concatenate([intervals[located, 0], locate_rows(device, blk, rows)]))
 
 
 def neighborhood_task(index_path: str, block: int, reads: EncodedReads, patterns: Seeds, errors: int) -> BlockHits:

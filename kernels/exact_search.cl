@@ -1,24 +1,60 @@
 // Exact backward search (BowMapCL Algorithm 2), several queries per work-item.
 //
-// Reads are back to back in `reads`; read i starts at offsets[i].
+// Read i is reads[offsets[i] .. offsets[i] + lengths[i]), bytes that
+// `table` turns into codes (the FASTQ bytes as read, so the host never
+// translates them; or codes already, with an identity table).
 // A query is (read, strand): query q = read * N_STRANDS + strand.  Strand 1
 // is the reverse complement, read from the same bytes (complementing codes
 // and walking the read forwards), so reads are sent to the device once.
+// A read holding a byte the table maps to INVALID gets the interval
+// (BAD_READ, BAD_READ) on strand 0, which the host reports as an input error.
 //
 // One Occ lookup is one dependent random memory access (100-300 ns).  Each
 // work-item advances BATCH queries in step so that their independent loads
 // are in flight together instead of one after another.
 //
-// Defines: SIGMA, RATE, LAYOUT (occ.cl), BATCH, N_STRANDS (1 or 2).
+// Early stop (MIN_SUFFIX > 0): once a suffix of at least MIN_SUFFIX symbols
+// has a single row, the rest of the search can only keep or lose that one
+// occurrence.  The query then locates the row (sa.cl) and compares the rest
+// of the pattern with the block's text, instead of ~100 more Occ lookups:
+// its result is (start position, LOCATED), or the empty interval.  Shorter
+// unique suffixes are not stopped, because on the strand a read does not
+// come from they are single rows by chance and die a few steps later.
+//
+// Defines: SIGMA, RATE, LAYOUT (occ.cl), SA_RATE (sa.cl), BATCH,
+// N_STRANDS (1 or 2), INVALID, MIN_SUFFIX.
 #include "occ.cl"
+#include "sa.cl"
+
+#define BAD_READ 0xffffffffu
+#define LOCATED 0xfffffffeu
+
+// Code of symbol k of query (read r, strand) : the read, or its reverse complement.
+#if CHECK_SYMBOLS
+#define CODE(x) table[x]
+#else
+#define CODE(x) (x)
+#endif
+inline uint pattern_code(__global const uchar *r, __global const uchar *table, uint len, uint strand, uint k) {
+#if N_STRANDS == 2
+    if (strand) {
+        uint c = CODE(r[len - 1u - k]);
+        return c < 4u ? 3u - c : 255u;
+    }
+#endif
+    return CODE(r[k]);
+}
 
 __kernel void exact_search(__global const uint *occ, const uint n_periods,
                            __global const uint *C, const uint n_rows,
+                           __global const uint *sa_samples, __global const uint *boundary_rows,
+                           __global const uint *boundary_pos, const uint n_boundary,
+                           __global const uchar *text,
                            __global const uchar *reads, __global const uint *offsets,
-                           __global const uint *lengths, const uint n_queries,
-                           __global uint2 *out) {
+                           __global const uint *lengths, __global const uchar *table,
+                           const uint n_queries, __global uint2 *out) {
     const uint first = get_global_id(0) * BATCH;
-    uint sp[BATCH], ep[BATCH], len[BATCH], start[BATCH];
+    uint sp[BATCH], ep[BATCH], len[BATCH], start[BATCH], done[BATCH];
     uint maxlen = 0;
     for (uint b = 0; b < BATCH; b++) {
         uint q = first + b;
@@ -26,21 +62,22 @@ __kernel void exact_search(__global const uint *occ, const uint n_periods,
         start[b] = q < n_queries ? offsets[q / N_STRANDS] : 0u;
         sp[b] = 0;
         ep[b] = len[b] ? n_rows : 0u;
+        done[b] = len[b];  // symbols matched when the search stopped early
         maxlen = max(maxlen, len[b]);
     }
+#if CHECK_SYMBOLS
+    uint bad[BATCH];
+    for (uint b = 0; b < BATCH; b++) {
+        bad[b] = 0;
+        if ((first + b) % N_STRANDS == 0u)
+            for (uint j = 0; j < len[b]; j++) bad[b] |= table[reads[start[b] + j]] == INVALID;
+    }
+#endif
     for (uint j = 0; j < maxlen; j++) {
         uint alive = 0;
         for (uint b = 0; b < BATCH; b++) {
-            if (j < len[b] && sp[b] < ep[b]) {
-                __global const uchar *r = reads + start[b];
-                uint c;
-#if N_STRANDS == 2
-                if ((first + b) & 1u) {
-                    c = r[j];
-                    c = c < 4u ? 3u - c : 255u;
-                } else
-#endif
-                    c = r[len[b] - 1u - j];
+            if (j < done[b] && sp[b] < ep[b]) {
+                uint c = pattern_code(reads + start[b], table, len[b], (first + b) % N_STRANDS, len[b] - 1u - j);
                 if (c < SIGMA) {
                     uint base = C[c];
                     sp[b] = base + occ_count(occ, n_periods, c, sp[b]);
@@ -48,13 +85,51 @@ __kernel void exact_search(__global const uint *occ, const uint n_periods,
                 } else {
                     sp[b] = ep[b] = 0u;  // N or unknown symbol: no match
                 }
+#if MIN_SUFFIX > 0
+                if (ep[b] - sp[b] == 1u && j + 1u >= MIN_SUFFIX) done[b] = j + 1u;
+#endif
                 alive++;
             }
         }
         if (!alive) break;
     }
+#if MIN_SUFFIX > 0
+    // Queries stopped early: walk their single rows in step (as locate.cl
+    // does), then compare the rest of each pattern with the text.
+    uint steps[BATCH], todo = 0;
+    for (uint b = 0; b < BATCH; b++) {
+        steps[b] = done[b] < len[b] && sp[b] < ep[b] ? 0u : 0xffffffffu;
+        todo += steps[b] == 0u;
+    }
+    while (todo) {
+        for (uint b = 0; b < BATCH; b++) {
+            if (steps[b] == 0xffffffffu) continue;
+            uint pos;
+            if (!locate_step(occ, n_periods, C, sa_samples, boundary_rows, boundary_pos, n_boundary, &sp[b],
+                             steps[b], &pos)) {
+                steps[b]++;
+                continue;
+            }
+            steps[b] = 0xffffffffu;
+            todo--;
+            // The matched suffix starts at pos; the rest of the pattern must precede it.
+            const uint rest = len[b] - done[b], strand = (first + b) % N_STRANDS;
+            uint ok = pos >= rest;
+            for (uint k = 0; ok && k < rest; k++) {
+                uint t = text[pos - rest + k];
+                ok = t < SIGMA && t == pattern_code(reads + start[b], table, len[b], strand, k);
+            }
+            sp[b] = ok ? pos - rest : 0u;
+            ep[b] = ok ? LOCATED : 0u;
+        }
+    }
+#endif
     for (uint b = 0; b < BATCH; b++) {
         uint q = first + b;
-        if (q < n_queries) out[q] = (uint2)(sp[b], sp[b] < ep[b] ? ep[b] : sp[b]);
+        uint2 r = (uint2)(sp[b], sp[b] < ep[b] || ep[b] == LOCATED ? ep[b] : sp[b]);
+#if CHECK_SYMBOLS
+        if (bad[b]) r = (uint2)(BAD_READ, BAD_READ);
+#endif
+        if (q < n_queries) out[q] = r;
     }
 }

@@ -1,20 +1,8 @@
-// Locate: BWT row -> text position by LF-walks to a sampled row
-// (BowMapCL 4.4.3).  A walk stops at a row that is a multiple of SA_RATE
-// (sa_samples holds its SA value) or at a row whose preceding symbol is a
-// separator or the sentinel (boundary_rows/boundary_pos hold those).
+// Locate: BWT row -> text position by LF-walks to a sampled row (sa.cl).
 //
 // Defines: SIGMA, RATE, LAYOUT (occ.cl), SA_RATE, BATCH.
 #include "occ.cl"
-
-inline uint boundary_position(__global const uint *boundary_rows, __global const uint *boundary_pos,
-                              uint n_boundary, uint r) {
-    uint lo = 0, hi = n_boundary;  // r is one of the boundary rows
-    while (hi - lo > 1u) {
-        uint mid = (lo + hi) >> 1;
-        if (boundary_rows[mid] <= r) lo = mid; else hi = mid;
-    }
-    return boundary_pos[lo];
-}
+#include "sa.cl"
 
 // BATCH rows per work-item are walked in step, so that their independent
 // cache misses overlap (each LF step is one dependent random access).
@@ -36,20 +24,15 @@ __kernel void locate(__global const uint *occ, const uint n_periods,
     while (todo) {
         for (uint b = 0; b < BATCH; b++) {
             if (steps[b] == 0xffffffffu) continue;
-            uint row = r[b];
-            if (row % SA_RATE == 0u) {
-                positions[first + b] = sa_samples[row / SA_RATE] + steps[b];
+            uint pos;
+            if (locate_step(occ, n_periods, C, sa_samples, boundary_rows, boundary_pos, n_boundary, &r[b], steps[b],
+                            &pos)) {
+                positions[first + b] = pos;
+                steps[b] = 0xffffffffu;
+                todo--;
             } else {
-                uint c = bwt_symbol(occ, n_periods, row);
-                if (c < SIGMA) {
-                    r[b] = C[c] + occ_count(occ, n_periods, c, row);
-                    steps[b]++;
-                    continue;
-                }
-                positions[first + b] = boundary_position(boundary_rows, boundary_pos, n_boundary, row) + steps[b];
+                steps[b]++;
             }
-            steps[b] = 0xffffffffu;
-            todo--;
         }
     }
 }

@@ -38,12 +38,15 @@ inline uint occ_count(__global const uint *occ, uint n_periods, uint c, uint i) 
 }
 
 // BWT[i] as a code, or SIGMA if it is the sentinel, a separator or an N.
+// Branch-free like occ_count: at most one symbol's bit is set.
 inline uint bwt_symbol(__global const uint *occ, uint n_periods, uint i) {
     uint p = i / PERIOD;
     uint off = i - p * PERIOD;
     uint word = off >> 5, bit = off & 31u;
+    uint found = SIGMA;
+#pragma unroll
     for (uint c = 0; c < SIGMA; c++) {
-        if ((OCC_WORDS(occ, n_periods, c, p)[word] >> bit) & 1u) return c;
+        found = (OCC_WORDS(occ, n_periods, c, p)[word] >> bit) & 1u ? c : found;
     }
-    return SIGMA;
+    return found;
 }

@@ -23,10 +23,11 @@ inline size_t put_str(__global uchar *out, size_t o, __constant const char *s) {
     return o;
 }
 
-__kernel void sam_records(__global const uchar *names, __global const uint *name_off,
-                          __global const uint *name_len,
-                          __global const uchar *seqs, __global const uchar *quals,
-                          __global const uint *seq_off, __global const uint *seq_len, const uint has_qual,
+// Names, sequences and qualities are fields of the reads' bytes `reads`
+// (dmap.fastx.ReadFields).
+__kernel void sam_records(__global const uchar *reads, __global const uint *name_off,
+                          __global const uint *name_len, __global const uint *seq_off,
+                          __global const uint *seq_len, __global const uint *qual_off, const uint has_qual,
                           __global const uchar *rnames, __global const uint *rname_off,
                           __global const uint *rname_len, __global const uchar *complement,
                           __global const uint *rec_read, __global const uint *rec_flag,
@@ -37,9 +38,9 @@ __kernel void sam_records(__global const uchar *names, __global const uint *name
     if (gid >= n_records) return;
     const uint r = rec_read[gid], flag = rec_flag[gid];
     const uint len = seq_len[r];
-    __global const uchar *seq = seqs + seq_off[r];
-    __global const uchar *qual = quals + seq_off[r];
-    size_t o = put_bytes(out, rec_start[gid], names + name_off[r], name_len[r]);
+    __global const uchar *seq = reads + seq_off[r];
+    __global const uchar *qual = reads + qual_off[r];
+    size_t o = put_bytes(out, rec_start[gid], reads + name_off[r], name_len[r]);
     if (flag & 4u) {
         o = put_str(out, o, "\t4\t*\t0\t0\t*\t*\t0\t0\t");
         o = put_bytes(out, o, seq, len);

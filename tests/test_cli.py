@@ -71,6 +71,14 @@ def test_bad_reads(index, tmp_path, case):
     assert_clean_failure(r, out)
 
 
+def test_unknown_symbol_in_a_later_chunk_is_found_on_the_device(index, tmp_path):
+    """Only the first chunk is checked on the host; the search kernel checks the others."""
+    write_fastq(tmp_path / "r.fq", ["ACGT", "GGCC", "ACJT", "ACGT"], ["r1", "r2", "r3", "r4"])
+    out = tmp_path / "o.sam"
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", out, "--chunk-size", "1")
+    assert_clean_failure(r, out, "read 'r3'", "'J'", "dna alphabet")
+
+
 def test_bad_gzip(index, tmp_path):
     (tmp_path / "r.fq.gz").write_bytes(gzip.compress(b"@r1\nACGT\n+\nII")[:-10])
     r = dmap_cmd("run", index, tmp_path / "r.fq.gz", "-o", tmp_path / "o.sam")

@@ -6,14 +6,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmap.alphabet import get_alphabet
-from dmap.fastx import ReadChunk, encode_reads
+from dmap.fastx import ReadChunk, ReadFields
 from dmap.hits import ChunkHits
 from dmap.sam import format_records, format_records_device, mapq
 
 
 def make_chunk(seqs, quals, names):
-    codes, offsets, lengths, raw = encode_reads(seqs, get_alphabet("dna"), names)
-    return ReadChunk(0, 0, names, seqs, quals, codes, offsets, lengths, raw)
+    dna = get_alphabet("dna")
+    return ReadChunk(0, 0, ReadFields.from_strings(names, seqs, quals), dna.read_table, dna.name)
 
 
 @st.composite

@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..device import Device, DeviceBlock
+from ..alphabet import INVALID
+from ..device import BlockText, Device, DeviceBlock
+from ..errors import UnknownSymbolError
 
 # Queries advanced in step by one work-item (see exact_search.cl) and the
 # work-group size, as measured fastest with benchmarks/kernel_speed.py
 # (docs/benchmarks.md).
 DEFAULT_BATCH = 16
 WORK_GROUP = 128
+BAD_READ = 0xFFFFFFFF  # the interval of a read with an unknown symbol (exact_search.cl)
+LOCATED = 0xFFFFFFFE  # (position, LOCATED): a query the kernel located itself (exact_search.cl)
+_IDENTITY = np.arange(256, dtype=np.uint8)
+# Early stop once a suffix this much longer than log_sigma(rows) has one row:
+# on a strand the read is not from, a suffix that long is unique by chance
+# with probability about sigma**-4 (measured in docs/benchmarks.md).
+EARLY_STOP_MARGIN = 4
+
+
+def early_stop_length(n_rows: int, sigma: int) -> int:
+    """Shortest unique suffix at which the search kernel stops and verifies against the text."""
+    return math.ceil(math.log(max(n_rows, 2), max(sigma, 2))) + EARLY_STOP_MARGIN
 
 
 def launch_size(work_items: int) -> tuple[tuple[int], tuple[int]]:
@@ -31,44 +47,73 @@ def search_block(
     lengths: np.ndarray,
     n_strands: int,
     batch: int = DEFAULT_BATCH,
+    table: np.ndarray | None = None,
+    text: BlockText | None = None,
 ) -> np.ndarray:
     """Backward-search every read (and its reverse complement) in one block.
 
     Parameters
     ----------
     codes, offsets, lengths
-        Reads back to back, as in :class:`dmap.fastx.ReadChunk`.
+        Read ``i`` is ``codes[offsets[i] : offsets[i] + lengths[i]]``.
     n_strands
         1 (forward only) or 2 (also the reverse complement, DNA).
+    table
+        byte -> code, applied on the device: ``codes`` may then be the
+        reads' bytes as read (:class:`dmap.fastx.ReadBytes`).  None when
+        ``codes`` are codes already.
+    text
+        The block's text on the device: turns the early stop on (see
+        ``exact_search.cl``), and a query found at a single position is
+        returned as ``(position, LOCATED)`` instead of its interval.
+
+    Raises
+    ------
+    dmap.errors.UnknownSymbolError
+        A read holds a byte that ``table`` maps to INVALID.
 
     Returns
     -------
     numpy.ndarray
         ``(n, n_strands, 2)`` uint32: the BWT rows ``[sp, ep)`` matching
-        each read on each strand (``sp == ep`` when there is none).
+        each read on each strand (``sp == ep`` when there is none), or with
+        ``text``, ``(position, LOCATED)`` for a query the kernel located.
     """
     n = len(lengths)
     if n == 0:
         return np.zeros((0, n_strands, 2), dtype=np.uint32)
     cl = device.cl
-    prg = device.program("exact_search.cl", {**occ_defines(block), "BATCH": batch, "N_STRANDS": n_strands})
+    shape = block.shape
+    min_suffix = early_stop_length(shape.n_rows, shape.sigma) if text is not None else 0
+    prg = device.program("exact_search.cl", {**occ_defines(block), "BATCH": batch, "N_STRANDS": n_strands,
+                                             "INVALID": INVALID, "SA_RATE": block.sa_sample_rate,
+                                             "MIN_SUFFIX": min_suffix, "CHECK_SYMBOLS": int(table is not None)})
+    if table is None:
+        table = _IDENTITY
     n_queries = n * n_strands
     with device.timed("dmap-transfer"):
         reads = device.upload(np.ascontiguousarray(codes, dtype=np.uint8))
         offs = device.upload(offsets.astype(np.uint32))
         lens = device.upload(lengths.astype(np.uint32))
+        table_buf = device.upload(table)
     out = np.empty((n_queries, 2), dtype=np.uint32)
     out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, out.nbytes)
-    shape = block.shape
     work_items = -(-n_queries // batch)
+    b = block.buffers
     kernel = cl.Kernel(prg, "exact_search")  # one per call: set_args is not thread-safe
     kernel.set_args(
-        block.buffers["occ"], np.uint32(shape.n_periods), block.buffers["C"], np.uint32(shape.n_rows),
-        reads, offs, lens, np.uint32(n_queries), out_buf,
+        b["occ"], np.uint32(shape.n_periods), b["C"], np.uint32(shape.n_rows), b["sa_samples"], b["boundary_rows"],
+        b["boundary_pos"], np.uint32(block.n_boundary), text.buffer if text is not None else b["C"],
+        reads, offs, lens, table_buf, np.uint32(n_queries), out_buf,
     )
     with device.timed("dmap-search-kernel"):
         cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(work_items)).wait()
     with device.timed("dmap-transfer"):
         cl.enqueue_copy(device.queue, out, out_buf)
     device.queries_searched += n_queries
+    bad = np.flatnonzero(out[:, 0] == BAD_READ)
+    if bad.size:
+        read = int(bad[0]) // n_strands
+        seq = codes[int(offsets[read]): int(offsets[read]) + int(lengths[read])]
+        raise UnknownSymbolError(read, chr(seq[np.argmax(table[seq] == INVALID)]))
     return out.reshape(n, n_strands, 2)

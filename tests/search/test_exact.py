@@ -7,14 +7,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmap.alphabet import reverse_complement
+from dmap.device import BlockText
+from dmap.errors import UnknownSymbolError
 from dmap.fastx import encode_reads
 from dmap.locate import expand_intervals, locate_rows, locate_rows_numpy
-from dmap.search.exact import search_block
+from dmap.search.exact import LOCATED, early_stop_length, search_block
 from dmap.search.reference import backward_search_numpy, brute_force_hits
 
 
-def kernel_hits(device, block, alphabet, reads, batch=16):
-    codes, offsets, lengths, _ = encode_reads(reads, alphabet, reads)
+def kernel_hits(device, block, text, alphabet, reads, batch=16):
+    """Hits of the kernel searching codes (intervals checked against numpy, then located), which
+    must equal those of the kernel searching the reads' bytes with the early stop on."""
+    codes, offsets, lengths, raw = encode_reads(reads, alphabet, reads)
     n_strands = 2 if alphabet.has_reverse_complement else 1
     dblock = device.upload_block(block)
     intervals = search_block(device, dblock, codes, offsets, lengths, n_strands, batch=batch)
@@ -22,6 +26,22 @@ def kernel_hits(device, block, alphabet, reads, batch=16):
     query, rows = expand_intervals(intervals.reshape(-1, 2))
     positions = locate_rows(device, dblock, rows)
     assert (positions == locate_rows_numpy(block, rows)).all()
+    hits = {(int(q) // n_strands, "t", int(p), int(q) % n_strands) for q, p in zip(query, positions)}
+    assert early_stop_hits(device, text, dblock, alphabet, raw, offsets, lengths, n_strands, batch) == hits
+    return hits
+
+
+def early_stop_hits(device, text_codes, dblock, alphabet, raw, offsets, lengths, n_strands, batch):
+    """Reads as bytes translated on the device, unique suffixes located and verified against the text."""
+    text = BlockText(text_codes, device.upload(text_codes), text_codes.nbytes)
+    found = search_block(device, dblock, raw, offsets, lengths, n_strands, batch=batch, table=alphabet.read_table,
+                         text=text).reshape(-1, 2)
+    located = np.flatnonzero(found[:, 1] == LOCATED)
+    walk = found.copy()
+    walk[located] = 0
+    query, rows = expand_intervals(walk)
+    positions = np.concatenate([found[located, 0], locate_rows(device, dblock, rows)])
+    query = np.concatenate([located, query])
     return {(int(q) // n_strands, "t", int(p), int(q) % n_strands) for q, p in zip(query, positions)}
 
 
@@ -41,7 +61,7 @@ def test_kernel_equals_brute_force_dna(device, text, reads, data):
     codes = alphabet.reference_table[np.frombuffer(text.encode(), np.uint8)]
     layout = data.draw(st.sampled_from(["interleaved", "bitmap"]))
     block = single_block(codes, alphabet, layout, sa_rate=data.draw(st.integers(1, 9)))
-    assert kernel_hits(device, block, alphabet, reads) == brute_force_hits([("t", text)], reads, alphabet)
+    assert kernel_hits(device, block, codes, alphabet, reads) == brute_force_hits([("t", text)], reads, alphabet)
 
 
 @pytest.mark.parametrize("alphabet_name", ["protein", "text"])
@@ -55,7 +75,7 @@ def test_kernel_equals_brute_force_other_alphabets(device, alphabet_name, data):
     alphabet = alphabet_for(alphabet_name, [("t", text)])
     codes = alphabet.reference_table[np.frombuffer(text.encode(), np.uint8)]
     block = single_block(codes, alphabet, data.draw(st.sampled_from(["interleaved", "bitmap"])))
-    assert kernel_hits(device, block, alphabet, reads) == brute_force_hits([("t", text)], reads, alphabet)
+    assert kernel_hits(device, block, codes, alphabet, reads) == brute_force_hits([("t", text)], reads, alphabet)
 
 
 @pytest.mark.parametrize("batch", [1, 4, 16, 32])
@@ -66,15 +86,59 @@ def test_batch_sizes_agree(device, batch):
     reads = [text[i : i + int(rng.integers(1, 40))] for i in rng.integers(0, 4900, size=101)]
     reads += [reverse_complement(r) for r in reads[:20]]
     alphabet = alphabet_for("dna", [("t", text)])
-    block = single_block(alphabet.reference_table[np.frombuffer(text.encode(), np.uint8)], alphabet)
-    assert kernel_hits(device, block, alphabet, reads, batch) == brute_force_hits([("t", text)], reads, alphabet)
+    codes = alphabet.reference_table[np.frombuffer(text.encode(), np.uint8)]
+    block = single_block(codes, alphabet)
+    assert kernel_hits(device, block, codes, alphabet, reads, batch) == brute_force_hits([("t", text)], reads, alphabet)
 
 
 def test_tandem_repeat_with_hundreds_of_hits(device):
     text = "ACG" * 400 + "T" + "CA" * 300
     reads = ["ACGACGACG", "CACACA", "GTGTG", "CGT", "ACGTCA"]
     alphabet = alphabet_for("dna", [("t", text)])
-    block = single_block(alphabet.reference_table[np.frombuffer(text.encode(), np.uint8)], alphabet, sa_rate=32)
-    got = kernel_hits(device, block, alphabet, reads)
+    codes = alphabet.reference_table[np.frombuffer(text.encode(), np.uint8)]
+    block = single_block(codes, alphabet, sa_rate=32)
+    got = kernel_hits(device, block, codes, alphabet, reads)
     assert got == brute_force_hits([("t", text)], reads, alphabet)
     assert len(got) > 600
+
+
+def test_early_stop_on_long_unique_reads(device):
+    """Reads far longer than the early-stop suffix, from both strands, some with one mismatch near
+    their start (the part only the text comparison sees), some crossing a contig junction or an N."""
+    rng = np.random.default_rng(7)
+    contigs = [("a", "".join(rng.choice(list("ACGT"), size=3000))), ("b", "".join(rng.choice(list("ACGT"), size=2000)))]
+    contigs[1] = ("b", contigs[1][1][:500] + "N" + contigs[1][1][501:])
+    text = contigs[0][1] + "$" + contigs[1][1]
+    reads = []
+    for _ in range(300):
+        i = int(rng.integers(0, len(text) - 100))
+        r = text[i : i + int(rng.integers(20, 100))]
+        if rng.random() < 0.3:  # a mismatch in the first symbols
+            k = int(rng.integers(0, 5))
+            r = r[:k] + "ACGT"[("ACGT".index(r[k]) + 1) % 4 if r[k] in "ACGT" else 0] + r[k + 1:]
+        reads.append(reverse_complement(r) if rng.random() < 0.5 else r)
+    reads = [r.replace("$", "A") for r in reads]
+    alphabet = alphabet_for("dna", contigs)
+    codes = np.concatenate([alphabet.reference_table[np.frombuffer(s.encode(), np.uint8)] for _, s in contigs[:1]]
+                           + [np.array([alphabet.separator], np.uint8)]
+                           + [alphabet.reference_table[np.frombuffer(contigs[1][1].encode(), np.uint8)]])
+    block = single_block(codes, alphabet, sa_rate=8)
+    assert early_stop_length(block.shape.n_rows, 4) < 20
+    got = kernel_hits(device, block, codes, alphabet, reads)
+    assert got == brute_force_hits([("t", text.replace("$", "N"))], reads, alphabet)
+    assert len(got) > 150
+    _, offsets, lengths, raw = encode_reads(reads, alphabet, reads)
+    found = search_block(device, device.upload_block(block), raw, offsets, lengths, 2, table=alphabet.read_table,
+                         text=BlockText(codes, device.upload(codes), codes.nbytes))
+    assert (found[..., 1] == LOCATED).sum() > 100  # the early stop did the work
+
+
+def test_unknown_symbol_found_on_the_device(device):
+    alphabet = alphabet_for("dna", [("t", "ACGTACGT")])
+    block = single_block(alphabet.reference_table[np.frombuffer(b"ACGTACGT", np.uint8)], alphabet)
+    raw = np.frombuffer(b"ACGTNNACJGT", np.uint8)
+    with pytest.raises(UnknownSymbolError) as e:
+        search_block(device, device.upload_block(block), raw, np.array([0, 6], np.uint32),
+                     np.array([6, 5], np.uint32), 2, table=alphabet.read_table)
+    assert (e.value.read, e.value.symbol) == (1, "J")
+    assert "'r2'" in str(e.value.naming(["r1", "r2"], "dna"))

@@ -1,0 +1,101 @@
+"""Reading reads: the numpy field splitter against dnaio, record by record, and the errors."""
+
+import gzip
+
+import dnaio
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dmap import fastx
+from dmap.alphabet import get_alphabet
+from dmap.errors import InputFormatError
+from dmap.fastx import iter_read_chunks, split_fastq
+
+DNA = get_alphabet("dna")
+
+
+@st.composite
+def fastq_files(draw):
+    """FASTQ text with what real files hold: comments after the name (space or tab), '+' lines that
+    repeat the name, CRLF line ends, a missing final newline, quality symbols across the range."""
+    n = draw(st.integers(1, 25))
+    crlf = draw(st.booleans())
+    records = []
+    for i in range(n):
+        name = draw(st.text("abcXY019_:/.-|", min_size=1, max_size=20)) + str(i)
+        comment = draw(st.sampled_from(["", " 1:N:0:ACGT", "\tBC:Z:AC", " x y"]))
+        seq = draw(st.text("ACGTNacgtn", min_size=1, max_size=150))
+        qual = "".join(draw(st.lists(st.sampled_from("!#+5?@I~"), min_size=len(seq), max_size=len(seq))))
+        plus = "+" + (name + comment if draw(st.integers(0, 9)) == 0 else "")
+        records.append([f"@{name}{comment}", seq, plus, qual])
+    end = "\r\n" if crlf else "\n"
+    text = end.join(end.join(r) for r in records)
+    if draw(st.booleans()):
+        text += end
+    return text.encode()
+
+
+def dnaio_records(path):
+    with dnaio.open(path) as f:
+        return [(r.id, r.sequence, r.qualities) for r in f]
+
+
+def chunk_records(path, chunk_size):
+    out = []
+    for chunk in iter_read_chunks(path, DNA, chunk_size):
+        out += list(zip(chunk.names, chunk.seqs, chunk.quals))
+    return out
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=fastq_files(), chunk_size=st.integers(1, 30), piece=st.sampled_from([800, 1500, 1 << 20]),
+       gz=st.booleans())
+def test_chunks_hold_what_dnaio_reads(tmp_path, monkeypatch, text, chunk_size, piece, gz):
+    # Small pieces (each holds at least two records) put records of one chunk in several pieces,
+    # and split pieces between chunks.
+    monkeypatch.setattr(fastx, "PIECE_BYTES", piece)
+    path = tmp_path / ("r.fq.gz" if gz else "r.fq")
+    path.write_bytes(gzip.compress(text) if gz else text)
+    assert chunk_records(path, chunk_size) == dnaio_records(path)
+
+
+def test_plain_records_take_the_numpy_path():
+    data = np.frombuffer(b"@r1 c\nACGT\n+\nIIII\n@r2\tx\nAC\n+\n!!\n", np.uint8)
+    f = split_fastq(data)
+    assert f is not None
+    assert bytes(data[f.name_off[1]: f.name_off[1] + f.name_len[1]]) == b"r2"
+    assert list(f.seq_len) == [4, 2]
+    # Anything unusual is left to dnaio.
+    for odd in (b"@r1\nACGT\n+r1\nIIII\n", "@r\xe9\nA\n+\nI\n".encode("latin-1"), b"@r1\nACGT\n+\nIII\n",
+                b"@r1\nACGT\n+\nIIII\n\n"):
+        assert split_fastq(np.frombuffer(odd, np.uint8)) is None
+
+
+def test_fasta_reads(tmp_path):
+    (tmp_path / "r.fa").write_text(">a x\nACGT\nAC\n>b\nGG\n")
+    [chunk] = list(iter_read_chunks(tmp_path / "r.fa", DNA, 10))
+    assert (chunk.names, chunk.seqs, chunk.quals) == (["a", "b"], ["ACGTAC", "GG"], None)
+
+
+@pytest.mark.parametrize("bad", [
+    b"@r3\nACGT\n+\nIII\n",  # quality length
+    b"@r3\nACGT\n+\nIIII\n@r4\nAC",  # truncated
+    b"@r3\nACGT\n+r9\nIIII\n",  # '+' line names another read
+])
+def test_errors_in_later_pieces_are_dnaios_for_the_whole_file(tmp_path, monkeypatch, bad):
+    monkeypatch.setattr(fastx, "PIECE_BYTES", 40)
+    path = tmp_path / "r.fq"
+    path.write_bytes(b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIIII\n" + bad)
+    with pytest.raises(dnaio.FileFormatError) as want:
+        dnaio_records(path)
+    with pytest.raises(InputFormatError) as e:
+        list(iter_read_chunks(path, DNA, 1))
+    assert str(e.value).endswith(str(want.value))
+
+
+def test_unknown_symbol_names_the_read(tmp_path):
+    (tmp_path / "r.fq").write_bytes(b"@r1\nACGT\n+\nIIII\n@r2\nACJT\n+\nIIII\n")
+    with pytest.raises(InputFormatError, match="read 'r2' contains the symbol 'J'"):
+        list(iter_read_chunks(tmp_path / "r.fq", DNA, 10))
