@@ -32,6 +32,9 @@ def embedded_cluster_spec(
     ``devices`` names the device specs (one worker each) instead.
     ``threads`` per worker: each has its own command queue (a buffer set).
     """
+    # In-process workers talk over inproc:// (objects handed over, not
+    # pickled through loopback TCP, which cost a core-second per million reads).
+    where = {"host": LOOPBACK} if processes else {"protocol": "inproc://"}
     workers = {}
     specs = devices or [
         info.spec if split == 1 else f"{info.spec}/{split}:{k}" for info in list_devices() for k in range(split)
@@ -42,8 +45,8 @@ def embedded_cluster_spec(
             "resources": {DEVICE_RESOURCE: 1},
             "plugins": {DevicePlugin(spec)},
             "name": f"dmap-{spec}",
-            "host": LOOPBACK,
             "dashboard": False,
+            **where,
         }
         if processes:
             options["silence_logs"] = logging.CRITICAL  # failures reach the caller as exceptions
@@ -52,7 +55,7 @@ def embedded_cluster_spec(
     scheduler = {
         "cls": Scheduler,
         "options": {
-            "host": LOOPBACK,
+            **where,
             "dashboard": dashboard is not False,
             # Port 0 when no dashboard is asked for: the scheduler's HTTP
             # server should never contend for 8787 with another cluster.

@@ -112,12 +112,12 @@ def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], m
     ])
 
 
+_POWERS_OF_TEN = np.array([10**k for k in range(1, 20)], dtype=np.uint64)
+
+
 def _digits(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.uint64)
-    d = np.ones(x.shape, dtype=np.int64)
-    for k in range(1, 20):
-        d += x >= np.uint64(10**k)
-    return d
+    """Decimal digits of each (non-negative) number."""
+    return np.searchsorted(_POWERS_OF_TEN, x.astype(np.uint64), side="right") + 1
 
 
 def record_lengths(cols: RecordColumns, name_len: np.ndarray, seq_len: np.ndarray, rname_len: np.ndarray,
@@ -169,8 +169,9 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     np.cumsum(lengths[:-1], out=starts[1:])
     total = int(lengths.sum())
     cl = device.cl
-    out = np.empty(total, dtype=np.uint8)
-    out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, max(total, 1))
+    out = np.empty(max(total, 1), dtype=np.uint8)
+    # The kernel writes into `out` itself where the device shares host memory (a CPU): no copy back.
+    out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY | cl.mem_flags.USE_HOST_PTR, hostbuf=out)
     # Names, sequences and qualities all lie in the chunk's bytes, sent once.
     # The buffers must outlive the kernel: OpenCL kernels need not retain their arguments.
     bufs = [device.upload(a) for a in (f.data, f.name_off, f.name_len, f.seq_off, f.seq_len,
@@ -181,8 +182,10 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     kernel = cl.Kernel(device.program("sam_records.cl", {}), "sam_records")
     kernel.set_args(*bufs, np.uint32(n), out_buf)
     cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(n))
-    cl.enqueue_copy(device.queue, out, out_buf)
-    return out
+    # Mapping a USE_HOST_PTR buffer makes the kernel's writes visible in `out` (a copy on a GPU).
+    mapped, _ = cl.enqueue_map_buffer(device.queue, out_buf, cl.map_flags.READ, 0, out.shape, out.dtype)
+    mapped.base.release(device.queue)
+    return out[:total]
 
 
 def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_names: list[str]) -> str:
