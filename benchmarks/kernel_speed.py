@@ -20,8 +20,8 @@ import numpy as np
 import dmap
 from dmap.device import Device
 from dmap.fastx import iter_read_chunks
-from dmap.locate import expand_intervals, locate_rows
-from dmap.search.exact import LOCATED, search_block
+from dmap.locate import expand_intervals, locate_rows, split_located
+from dmap.search.exact import search_block
 
 
 def main():
@@ -69,9 +69,7 @@ def main():
             t = time.perf_counter()
             found = search_block(dev, blk, chunk.data, chunk.offsets, chunk.lengths, strands, table=chunk.table,
                                  **kw).reshape(-1, 2)
-            walk = found.copy()
-            walk[found[:, 1] == LOCATED] = 0
-            locate_rows(dev, blk, expand_intervals(walk)[1])
+            locate_rows(dev, blk, split_located(found)[3])
             if rep:
                 best = min(best, time.perf_counter() - t)
         print(f"{label}: {best:.3f} s, {n / best / 1e6:.2f} M reads/s (both strands, every hit located)")

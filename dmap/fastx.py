@@ -1,8 +1,12 @@
 """Reading references and reads from FASTA/FASTQ (plain or gzip) with dnaio.
 
-Parsing is dnaio's; this module adds what a mapper needs on top: one clear
-error per kind of bad input, symbol validation against the index alphabet,
-and encoding of read chunks into the padded code matrix the kernels take.
+References are parsed record by record by dnaio.  Reads are read in pieces
+of whole records (``dnaio.read_chunks``); a piece of plain four-line FASTQ
+is split into fields with numpy (no Python object per read: that was most
+of the host's time), and any other piece is parsed by dnaio, so dnaio
+stays the judge of what is valid.  On top: one clear error per kind of bad
+input, symbol checks against the index alphabet, and read chunks of a
+chosen size whose bytes go to the device as they are.
 """
 
 from __future__ import annotations
@@ -217,22 +221,54 @@ def _read_fields(path: str | os.PathLike, chunk_size: int) -> Iterator[ReadField
             yield ReadFields.from_strings([r.id for r in batch], [r.sequence for r in batch], None)
         return
     lines = 0
+    with xopen(path, "rb") as f:
+        pieces = dnaio.read_chunks(f, PIECE_BYTES)
+        while (data := _next_piece(pieces, path)) is not None:
+            fields = split_fastq(data)
+            if fields is None:
+                fields = _parse_with_dnaio(data, path, lines)
+            lines += 4 * len(fields)
+            yield fields
+    if lines == 0:
+        raise InputFormatError(f"reads file {path!r} is empty (no FASTA/FASTQ records)")
+
+
+def _next_piece(pieces: Iterator[memoryview], path: str) -> np.ndarray | None:
+    """The next piece of whole records (a copy: read_chunks reuses its memory), or None at the end."""
     try:
-        with xopen(path, "rb") as f:
-            for piece in dnaio.read_chunks(f, PIECE_BYTES):
-                data = np.frombuffer(bytes(piece), dtype=np.uint8)  # the piece's memory is reused
-                fields = split_fastq(data)
-                if fields is None:
-                    fields = _parse_with_dnaio(data, path, lines)
-                lines += 4 * len(fields)
-                yield fields
-    except (ValueError, OverflowError):  # read_chunks: two records larger than PIECE_BYTES
+        piece = next(pieces, None)
+    except (ValueError, OverflowError):  # two records larger than PIECE_BYTES
         raise InputFormatError(f"reads file {path!r} holds a record over {PIECE_BYTES // 2} bytes long, "
                                "far longer than any index maps") from None
     except (EOFError, OSError) as e:  # a damaged gzip stream
         raise InputFormatError(f"reads file {path!r} is malformed: {e}") from None
-    if lines == 0:
-        raise InputFormatError(f"reads file {path!r} is empty (no FASTA/FASTQ records)")
+    return None if piece is None else np.frombuffer(bytes(piece), dtype=np.uint8)
+
+
+class _Pending:
+    """Records parsed but not yet handed out, in file order."""
+
+    def __init__(self):
+        self.pieces: list[ReadFields] = []
+        self.n = 0
+
+    def add(self, piece: ReadFields) -> None:
+        if len(piece):
+            self.pieces.append(piece)
+            self.n += len(piece)
+
+    def take(self, n: int) -> ReadFields:
+        """The next ``n`` records (fewer if fewer are pending), in one buffer."""
+        parts = []
+        while n > 0 and self.pieces:
+            k = min(n, len(self.pieces[0]))
+            parts.append(self.pieces[0].take(0, k))
+            self.pieces[0] = self.pieces[0].take(k, len(self.pieces[0]))
+            if not len(self.pieces[0]):
+                self.pieces.pop(0)
+            n -= k
+            self.n -= k
+        return ReadFields.concat(parts)
 
 
 def first_unknown_symbol(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
@@ -387,30 +423,16 @@ def iter_read_chunks(
     if chunk_size < 1:
         raise InputFormatError(f"chunk size must be at least 1, not {chunk_size}")
     source = _read_fields(path, chunk_size)
-    pending: list[ReadFields] = []
-    have = number = first = bytes_done = 0
+    pending = _Pending()
+    number = first = bytes_done = 0
     size = chunk_size
-    exhausted = False
     while True:
-        while have < size and not exhausted:
-            piece = next(source, None)
-            if piece is None:
-                exhausted = True
-            elif len(piece):
-                pending.append(piece)
-                have += len(piece)
-        if have == 0:
+        while pending.n < size and (piece := next(source, None)) is not None:
+            pending.add(piece)
+        if pending.n == 0:
             return
-        parts, n = [], 0
-        while n < size and pending:
-            k = min(size - n, len(pending[0]))
-            parts.append(pending[0].take(0, k))
-            pending[0] = pending[0].take(k, len(pending[0]))
-            if not len(pending[0]):
-                pending.pop(0)
-            n += k
-        have -= n
-        chunk = ReadChunk(number, first, ReadFields.concat(parts), alphabet.read_table, alphabet.name)
+        chunk = ReadChunk(number, first, pending.take(size), alphabet.read_table, alphabet.name)
+        n = len(chunk)
         fields = chunk.fields
         lengths = fields.seq_len
         if (fields.name_len == 0).any():

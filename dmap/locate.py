@@ -11,7 +11,7 @@ import numpy as np
 from .device import Device, DeviceBlock
 from .index.occ import bwt_symbol, occ_lookup
 from .index.store import BlockArrays
-from .search.exact import launch_size, occ_defines
+from .search.exact import LOCATED, launch_size, occ_defines
 
 # Rows walked in step by one work-item (benchmarks/kernel_speed.py).
 LOCATE_BATCH = 16
@@ -41,6 +41,23 @@ def expand_intervals(intervals: np.ndarray, max_rows: int | None = None) -> tupl
     np.cumsum(count[:-1], out=first[1:])
     rows = sp[query] + (np.arange(query.size) - first[query])
     return query, rows.astype(np.uint32)
+
+
+def split_located(found: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Split the exact search kernel's ``(n_queries, 2)`` results (with the early stop on).
+
+    Returns
+    -------
+    located, positions, query, rows
+        The queries the kernel located itself (``(position, LOCATED)``) and
+        their positions; then, for every row of the other intervals, its
+        query and BWT row, still to be located.
+    """
+    located = np.flatnonzero(found[:, 1] == LOCATED)
+    walk = found.copy()
+    walk[located] = 0
+    query, rows = expand_intervals(walk)
+    return located, found[located, 0], query, rows
 
 
 def locate_rows(device: Device, block: DeviceBlock, rows: np.ndarray, batch: int = LOCATE_BATCH) -> np.ndarray:

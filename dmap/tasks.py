@@ -21,10 +21,10 @@ from .device import current_device
 from .fastx import EncodedReads, ReadBytes
 from .hits import BlockHits, ChunkHits, merge_block_hits
 from .index.store import Index
-from .locate import expand_intervals, locate_rows
+from .locate import locate_rows, split_located
 from .neighborhood.search import seed_and_filter
 from .search.edits import SeedIntervals, search_with_edits
-from .search.exact import LOCATED, search_block
+from .search.exact import search_block
 
 
 @lru_cache(maxsize=8)
@@ -82,13 +82,10 @@ def locate_task(index_path: str, block: int, intervals: np.ndarray | SeedInterva
     if isinstance(intervals, SeedIntervals):
         query, rows = intervals.rows()
         return BlockHits(block, blk.start, blk.own_length, query, locate_rows(device, blk, rows))
-    # Queries the search kernel located itself (LOCATED) need no walk here.
-    located = np.flatnonzero(intervals[:, 1] == LOCATED)
-    walk = intervals.copy()
-    walk[located] = 0
-    query, rows = expand_intervals(walk)
+    # Queries the search kernel located itself need no walk here.
+    located, positions, query, rows = split_located(intervals)
     return BlockHits(block, blk.start, blk.own_length, np.concatenate([located, query]),
-                     np.concatenate([intervals[located, 0], locate_rows(device, blk, rows)]))
+                     np.concatenate([positions, locate_rows(device, blk, rows)]))
 
 
 def neighborhood_task(index_path: str, block: int, reads: EncodedReads, patterns: Seeds, errors: int) -> BlockHits:

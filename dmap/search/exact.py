@@ -19,8 +19,8 @@ BAD_READ = 0xFFFFFFFF  # the interval of a read with an unknown symbol (exact_se
 LOCATED = 0xFFFFFFFE  # (position, LOCATED): a query the kernel located itself (exact_search.cl)
 _IDENTITY = np.arange(256, dtype=np.uint8)
 # Early stop once a suffix this much longer than log_sigma(rows) has one row:
-# on a strand the read is not from, a suffix that long is unique by chance
-# with probability about sigma**-4 (measured in docs/benchmarks.md).
+# on a strand the read is not from, a suffix that long matches anywhere with
+# probability about sigma**-4 (4 measured best among 2-8, docs/benchmarks.md).
 EARLY_STOP_MARGIN = 4
 
 

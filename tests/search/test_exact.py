@@ -10,7 +10,7 @@ from dmap.alphabet import reverse_complement
 from dmap.device import BlockText
 from dmap.errors import UnknownSymbolError
 from dmap.fastx import encode_reads
-from dmap.locate import expand_intervals, locate_rows, locate_rows_numpy
+from dmap.locate import expand_intervals, locate_rows, locate_rows_numpy, split_located
 from dmap.search.exact import LOCATED, early_stop_length, search_block
 from dmap.search.reference import backward_search_numpy, brute_force_hits
 
@@ -36,11 +36,8 @@ def early_stop_hits(device, text_codes, dblock, alphabet, raw, offsets, lengths,
     text = BlockText(text_codes, device.upload(text_codes), text_codes.nbytes)
     found = search_block(device, dblock, raw, offsets, lengths, n_strands, batch=batch, table=alphabet.read_table,
                          text=text).reshape(-1, 2)
-    located = np.flatnonzero(found[:, 1] == LOCATED)
-    walk = found.copy()
-    walk[located] = 0
-    query, rows = expand_intervals(walk)
-    positions = np.concatenate([found[located, 0], locate_rows(device, dblock, rows)])
+    located, positions, query, rows = split_located(found)
+    positions = np.concatenate([positions, locate_rows(device, dblock, rows)])
     query = np.concatenate([located, query])
     return {(int(q) // n_strands, "t", int(p), int(q) % n_strands) for q, p in zip(query, positions)}
 
