@@ -302,7 +302,7 @@ class ReadChunk:
     first: int
     fields: ReadFields
     table: np.ndarray  # byte -> code (Alphabet.read_table)
-    alphabet: str
+    alphabet: str  # its name, for error messages
 
     def __post_init__(self):
         self.fields = self.fields.as_uint32()
@@ -341,7 +341,7 @@ class ReadChunk:
 
     def read_bytes(self) -> ReadBytes:
         """What the exact search kernel takes: the bytes as read, translated on the device."""
-        return ReadBytes(self.number, self.data, self.offsets, self.lengths, self.table, self.alphabet)
+        return ReadBytes(self.number, self.data, self.offsets, self.lengths, self.table)
 
     def encoded(self) -> EncodedReads:
         """The reads as codes (same offsets into a translated copy of ``data``)."""
@@ -364,7 +364,6 @@ class ReadBytes:
     offsets: np.ndarray
     lengths: np.ndarray
     table: np.ndarray
-    alphabet: str
 
     def __len__(self) -> int:
         return int(self.lengths.size)
