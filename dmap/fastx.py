@@ -140,17 +140,20 @@ class ReadFields:
     @classmethod
     def from_strings(cls, names: list[str], seqs: list[str], quals: list[str] | None) -> ReadFields:
         """Records given as strings (FASTA records, tests), laid out as names, sequences, qualities."""
-        columns = [names, seqs] + ([quals] if quals is not None else [])
-        encoded = [[x.encode("utf-8", "surrogateescape") for x in col] for col in columns]
-        lens = [np.fromiter(map(len, col), dtype=np.int64, count=len(col)) for col in encoded]
-        offs, base = [], 0
-        for n in lens:
-            o = np.zeros(n.size, dtype=np.int64)
-            np.cumsum(n[:-1], out=o[1:])
-            offs.append(o + base)
-            base += int(n.sum())
-        data = np.frombuffer(b"".join(b"".join(col) for col in encoded), dtype=np.uint8)
-        return cls(data, offs[0], lens[0], offs[1], lens[1], offs[2] if quals is not None else None)
+        columns = [flat_strings(col) for col in [names, seqs] + ([quals] if quals is not None else [])]
+        starts = np.cumsum([0] + [data.size for data, _, _ in columns[:-1]])
+        (_, name_off, name_len), (_, seq_off, seq_len) = columns[:2]
+        return cls(np.concatenate([data for data, _, _ in columns]), name_off + starts[0], name_len,
+                   seq_off + starts[1], seq_len, columns[2][1] + starts[2] if quals is not None else None)
+
+
+def flat_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Strings back to back as bytes (UTF-8), with int64 offsets and lengths in bytes."""
+    encoded = [x.encode("utf-8", "surrogateescape") for x in strings]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    offsets = np.zeros(len(encoded), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, lengths
 
 
 def split_fastq(data: np.ndarray) -> ReadFields | None:
@@ -271,21 +274,19 @@ class _Pending:
         return ReadFields.concat(parts)
 
 
-def first_unknown_symbol(data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
-                         table: np.ndarray) -> tuple[int, str] | None:
-    """(read, symbol) of the first read holding a byte that ``table`` maps to INVALID, or None."""
-    codes = np.frombuffer(data.tobytes().translate(table.tobytes()), dtype=np.uint8)
+def first_unknown_symbol(codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> tuple[int, int] | None:
+    """(read, position in ``codes``) of the first INVALID code inside a read, or None."""
     bad = codes == INVALID
     if not bad.any():
         return None
-    # logical_or.reduceat over [start, end) pairs: element 2i is "read i holds a bad byte".
+    # logical_or.reduceat over [start, end) pairs: element 2i is "read i holds a bad code".
     bounds = np.stack([offsets, offsets + lengths], axis=1).ravel().astype(np.int64)
     per_read = np.logical_or.reduceat(np.append(bad, False), np.minimum(bounds, bad.size))[::2] & (lengths > 0)
     if not per_read.any():
         return None
     read = int(np.argmax(per_read))
-    seq = data[offsets[read]: offsets[read] + lengths[read]]
-    return read, chr(seq[np.argmax(table[seq] == INVALID)])
+    start = int(offsets[read])
+    return read, start + int(np.argmax(bad[start: start + int(lengths[read])]))
 
 
 @dataclass
@@ -343,16 +344,20 @@ class ReadChunk:
         """What the exact search kernel takes: the bytes as read, translated on the device."""
         return ReadBytes(self.number, self.data, self.offsets, self.lengths, self.table)
 
+    @cached_property
+    def codes(self) -> np.ndarray:
+        """``data`` translated to codes (the sequences' offsets hold there too); made once per chunk."""
+        return np.frombuffer(self.data.tobytes().translate(self.table.tobytes()), dtype=np.uint8)
+
     def encoded(self) -> EncodedReads:
-        """The reads as codes (same offsets into a translated copy of ``data``)."""
-        codes = np.frombuffer(self.data.tobytes().translate(self.table.tobytes()), dtype=np.uint8)
-        return EncodedReads(self.number, codes, self.offsets, self.lengths)
+        """The reads as codes, for the seeds of approximate mapping."""
+        return EncodedReads(self.number, self.codes, self.offsets, self.lengths)
 
     def check_symbols(self) -> None:
         """Raise :class:`InputFormatError` naming the first read with a symbol outside the alphabet."""
-        found = first_unknown_symbol(self.data, self.offsets, self.lengths, self.table)
+        found = first_unknown_symbol(self.codes, self.offsets, self.lengths)
         if found is not None:
-            raise UnknownSymbolError(found[0], found[1]).naming(self.names, self.alphabet)
+            raise UnknownSymbolError(found[0], chr(self.data[found[1]])).naming(self.names, self.alphabet)
 
 
 @dataclass

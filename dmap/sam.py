@@ -21,7 +21,7 @@ import numpy as np
 from . import __version__
 from .alphabet import _DNA_COMPLEMENT, reverse_complement
 from .approx.alignments import ChunkAlignments
-from .fastx import ReadChunk
+from .fastx import ReadChunk, flat_strings
 from .hits import ChunkHits
 from .index.store import IndexMeta
 
@@ -135,17 +135,6 @@ def record_lengths(cols: RecordColumns, name_len: np.ndarray, seq_len: np.ndarra
     return np.where((cols.flag & 4) != 0, unmapped, mapped)
 
 
-def _flat(strings: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Strings back to back as bytes, with offsets and lengths."""
-    lengths = np.fromiter(map(len, strings), dtype=np.uint32, count=len(strings))
-    offsets = np.zeros(len(strings), dtype=np.uint32)
-    np.cumsum(lengths[:-1], out=offsets[1:])
-    data = np.frombuffer("".join(strings).encode("latin-1"), dtype=np.uint8)
-    if data.size != lengths.sum():
-        raise ValueError("names must be ASCII/latin-1")
-    return data, offsets, lengths
-
-
 _COMPLEMENT = np.frombuffer(bytes(range(256)).translate(_DNA_COMPLEMENT), dtype=np.uint8)
 
 
@@ -163,7 +152,8 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     n = cols.read.size
     f = chunk.fields
     has_qual = f.qual_off is not None
-    rnames, rname_off, rname_len = _flat(contig_names)
+    rnames, rname_off, rname_len = flat_strings(contig_names)
+    rname_off, rname_len = rname_off.astype(np.uint32), rname_len.astype(np.uint32)
     lengths = record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual)
     starts = np.zeros(n, dtype=np.uint64)
     np.cumsum(lengths[:-1], out=starts[1:])
