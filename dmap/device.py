@@ -195,6 +195,11 @@ class Device:
         # each other in one in-order queue.
         self._queues = threading.local()
         self.max_alloc = self.device.max_mem_alloc_size
+        # A device that shares the host's memory (a CPU, an integrated GPU)
+        # uses numpy arrays in place: copying each chunk's reads in and
+        # results out (into fresh pages, zeroed first) cost 0.26 CPU-seconds
+        # per 1M reads, 14% of an exact mapping run (docs/benchmarks.md).
+        self.zero_copy = _shares_host_memory(self.device)
         # Blocks kept resident: up to half the device memory, least recently used out first.
         # $DMAP_BLOCK_BUDGET (bytes) overrides it, e.g. to share a device.
         self.block_budget = int(os.environ.get("DMAP_BLOCK_BUDGET") or self.device.global_mem_size // 2)
@@ -252,15 +257,40 @@ class Device:
             return prg
 
     def upload(self, array: np.ndarray):
-        """A read-only device buffer holding ``array`` (never empty)."""
+        """A read-only device buffer holding ``array`` (never empty).
+
+        Where the device shares host memory the buffer *is* ``array``
+        (``USE_HOST_PTR``; pyopencl keeps the array alive with it), so the
+        caller must not change ``array`` while kernels may read it.
+        """
         mf = self.cl.mem_flags
-        data = array if array.size else np.zeros(1, dtype=array.dtype)
+        data = np.ascontiguousarray(array if array.size else np.zeros(1, dtype=array.dtype))
         if data.nbytes > self.max_alloc:
             raise DeviceError(
                 f"a {data.nbytes >> 20} MiB buffer exceeds {self.name}'s allocation limit of "
                 f"{self.max_alloc >> 20} MiB; rebuild the index with a smaller --block-length"
             )
-        return self.cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(data))
+        return self.cl.Buffer(self.context, mf.READ_ONLY | (mf.USE_HOST_PTR if self.zero_copy else mf.COPY_HOST_PTR),
+                              hostbuf=data)
+
+    def output(self, host: np.ndarray):
+        """A write-only device buffer for a kernel's results, which :meth:`read_back` puts in ``host``."""
+        mf = self.cl.mem_flags
+        if self.zero_copy and host.nbytes:
+            return self.cl.Buffer(self.context, mf.WRITE_ONLY | mf.USE_HOST_PTR, hostbuf=host)
+        return self.cl.Buffer(self.context, mf.WRITE_ONLY, max(host.nbytes, 1))
+
+    def read_back(self, buffer, host: np.ndarray) -> None:
+        """Wait for the kernels writing ``buffer`` (from :meth:`output`) and make ``host`` hold their results."""
+        if not host.nbytes:
+            return
+        if self.zero_copy:
+            # Mapping makes the kernel's writes visible in `host`, without a copy.
+            mapped, _ = self.cl.enqueue_map_buffer(self.queue, buffer, self.cl.map_flags.READ, 0, host.shape,
+                                                   host.dtype)
+            mapped.base.release(self.queue)
+        else:
+            self.cl.enqueue_copy(self.queue, host, buffer)
 
     def _resident(self, key, load, upload):
         """The cached device copy under ``key``, else ``upload(load())`` after evicting
@@ -330,6 +360,14 @@ class _Sized:
 
 
 _process_device: Device | None = None
+
+
+def _shares_host_memory(device) -> bool:
+    """Whether ``device`` works on host memory itself (CL_DEVICE_HOST_UNIFIED_MEMORY)."""
+    try:
+        return bool(device.host_unified_memory)
+    except Exception:  # deprecated since OpenCL 2.0; a driver may not answer
+        return False
 
 
 def current_device() -> Device:

@@ -69,7 +69,7 @@ def locate_rows(device: Device, block: DeviceBlock, rows: np.ndarray, batch: int
     with device.timed("dmap-transfer"):
         rows_buf = device.upload(rows.astype(np.uint32))
     out = np.empty(rows.size, dtype=np.uint32)
-    out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, out.nbytes)
+    out_buf = device.output(out)
     b = block.buffers
     kernel = cl.Kernel(prg, "locate")
     kernel.set_args(
@@ -79,7 +79,7 @@ def locate_rows(device: Device, block: DeviceBlock, rows: np.ndarray, batch: int
     with device.timed("dmap-locate-kernel"):
         cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(-(-rows.size // batch))).wait()
     with device.timed("dmap-transfer"):
-        cl.enqueue_copy(device.queue, out, out_buf)
+        device.read_back(out_buf, out)
     return out
 
 

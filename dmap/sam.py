@@ -160,8 +160,7 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     total = int(lengths.sum())
     cl = device.cl
     out = np.empty(max(total, 1), dtype=np.uint8)
-    # The kernel writes into `out` itself where the device shares host memory (a CPU): no copy back.
-    out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY | cl.mem_flags.USE_HOST_PTR, hostbuf=out)
+    out_buf = device.output(out)  # on a CPU the kernel writes into `out` itself
     # Names, sequences and qualities all lie in the chunk's bytes, sent once.
     # The buffers must outlive the kernel: OpenCL kernels need not retain their arguments.
     bufs = [device.upload(a) for a in (f.data, f.name_off, f.name_len, f.seq_off, f.seq_len,
@@ -172,9 +171,7 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     kernel = cl.Kernel(device.program("sam_records.cl", {}), "sam_records")
     kernel.set_args(*bufs, np.uint32(n), out_buf)
     cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(n))
-    # Mapping a USE_HOST_PTR buffer makes the kernel's writes visible in `out` (a copy on a GPU).
-    mapped, _ = cl.enqueue_map_buffer(device.queue, out_buf, cl.map_flags.READ, 0, out.shape, out.dtype)
-    mapped.base.release(device.queue)
+    device.read_back(out_buf, out)
     return out[:total]
 
 

@@ -66,7 +66,7 @@ def myers_distances(
             peq, pattern_length.astype(np.uint32), region_start.astype(np.uint32),
             region_length.astype(np.uint32), region_pattern.astype(np.uint32),
             region_offsets(region_length).astype(np.uint32))]
-    out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, max(total, 1))
+    out_buf = device.output(out)
     kernel = cl.Kernel(prg, "myers_cooperative" if cooperative else "myers")
     kernel.set_args(text_buffer, *bufs, np.uint32(n), out_buf)
     if cooperative:
@@ -77,5 +77,5 @@ def myers_distances(
     with device.timed("dmap-verify-kernel"):
         cl.enqueue_nd_range_kernel(device.queue, kernel, *size).wait()
     with device.timed("dmap-transfer"):
-        cl.enqueue_copy(device.queue, out, out_buf)
+        device.read_back(out_buf, out)
     return out

@@ -137,13 +137,13 @@ def seed_and_filter(
         more = np.empty(int(counts[rest].sum(dtype=np.int64)), dtype=np.uint32)
         with device.timed("dmap-transfer"):
             ids_buf, offsets_buf = device.upload(rest.astype(np.uint32)), device.upload(offsets)
-            out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, max(more.nbytes, 4))
+            out_buf = device.output(more)
         fill = cl.Kernel(prg, "seed_and_filter_fill")
         fill.set_args(*index_args, np.uint32(rest.size), ids_buf, offsets_buf, out_buf)
         with device.timed("dmap-neighborhood-kernel"):
             cl.enqueue_nd_range_kernel(device.queue, fill, *launch_size(rest.size)).wait()
         with device.timed("dmap-transfer"):
-            cl.enqueue_copy(device.queue, more, out_buf)
+            device.read_back(out_buf, more)
         query = np.concatenate([query, np.repeat(rest.astype(np.uint32), counts[rest])])
         position = np.concatenate([position, more])
     return query.astype(np.int64), position

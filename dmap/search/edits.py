@@ -94,15 +94,14 @@ def search_with_edits(
                   np.uint32(block.shape.n_rows), reverse.buffers["occ"], reverse.buffers["C"], seeds, offs, lens)
     count = np.empty(n_queries, dtype=np.uint32)
     out = np.empty((n_queries * keep, 2), dtype=np.uint32)
-    count_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, count.nbytes)
-    out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, out.nbytes)
+    count_buf, out_buf = device.output(count), device.output(out)
     kernel = cl.Kernel(prg, "edit_seeds_first")  # one per call: set_args is not thread-safe
     kernel.set_args(*index_args, np.uint32(n_queries), np.uint32(keep), count_buf, out_buf)
     with device.timed("dmap-search-kernel"):
         cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(n_queries)).wait()
     with device.timed("dmap-transfer"):
-        cl.enqueue_copy(device.queue, count, count_buf)
-        cl.enqueue_copy(device.queue, out, out_buf)
+        device.read_back(count_buf, count)
+        device.read_back(out_buf, out)
     device.queries_searched += n_queries
     kept = np.minimum(count, keep).astype(np.int64)
     query = np.repeat(np.arange(n_queries, dtype=np.int64), kept)
@@ -114,7 +113,7 @@ def search_with_edits(
         first = np.zeros(again.size, dtype=np.int64)
         np.cumsum(total[:-1], out=first[1:])
         more = np.empty((int(total.sum()), 2), dtype=np.uint32)
-        more_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, more.nbytes)
+        more_buf = device.output(more)
         with device.timed("dmap-transfer"):
             again_buf, first_buf = device.upload(again.astype(np.uint32)), device.upload(first.astype(np.uint32))
         kernel = cl.Kernel(prg, "edit_seeds_fill")
@@ -122,7 +121,7 @@ def search_with_edits(
         with device.timed("dmap-search-kernel"):
             cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(int(again.size))).wait()
         with device.timed("dmap-transfer"):
-            cl.enqueue_copy(device.queue, more, more_buf)
+            device.read_back(more_buf, more)
         # Those queries' first-pass slots are a prefix of what the fill pass wrote.
         keep_first = np.isin(query, again, invert=True)
         intervals = [(query[keep_first], out[slot[keep_first]]), (np.repeat(again, total), more)]

@@ -97,7 +97,7 @@ def search_block(
         lens = device.upload(lengths.astype(np.uint32))
         table_buf = device.upload(table)
     out = np.empty((n_queries, 2), dtype=np.uint32)
-    out_buf = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, out.nbytes)
+    out_buf = device.output(out)
     work_items = -(-n_queries // batch)
     b = block.buffers
     kernel = cl.Kernel(prg, "exact_search")  # one per call: set_args is not thread-safe
@@ -109,7 +109,7 @@ def search_block(
     with device.timed("dmap-search-kernel"):
         cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(work_items)).wait()
     with device.timed("dmap-transfer"):
-        cl.enqueue_copy(device.queue, out, out_buf)
+        device.read_back(out_buf, out)
     device.queries_searched += n_queries
     bad = np.flatnonzero(out[:, 0] == BAD_READ)
     if bad.size:
