@@ -9,9 +9,10 @@ bowtie and bwa indexes (timed), then map with
     dmap run INDEX READS -o dmap.sam                   (embedded local cluster)
     bowtie -v 0 -a -p 2 --sam INDEX READS bowtie.sam
 
-in alternating rounds (--repeat, default 3), each after waiting for an idle
-machine and removing the previous run's output.  Prints the median wall time, reads/s and peak RSS
-(summed over the process tree, sampled every 50 ms) and the ratios, checks
+in alternating rounds (--repeat, default 3), each after removing the
+previous run's output, writing out dirty pages and waiting for an idle
+machine.  Prints the median wall time, reads/s and peak RSS (summed over
+the process tree, sampled every 50 ms) and the ratios, checks
 that both report the same number of alignments, and times the search and
 locate kernels alone (benchmarks/kernel_speed.py).
 """
@@ -56,6 +57,7 @@ def wait_idle(frac: float = 0.10, max_wait: float = 600) -> None:
 
 def measure(cmd: list[str], **kw) -> dict:
     """Run a command; wall seconds, peak RSS of its process tree, output."""
+    os.sync()  # the previous run's gigabytes of SAM are not still being written out during this one
     wait_idle()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
