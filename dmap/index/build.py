@@ -29,9 +29,11 @@ from .store import Block, Contig, Index, IndexMeta, checksum
 
 DEFAULT_MAX_QUERY_LENGTH = 512
 DEFAULT_BLOCK_LENGTH = 1 << 28
-# One SA value every 16 rows: locate walks 8 LF steps on average.  Against 32
-# (bowtie's and bwa's default) it mapped exact reads 20% faster for 0.125 more
-# bytes per symbol (docs/benchmarks.md, "SA sample rate").
+# One SA value every 16 rows.  A row reached by an LF step is sampled with
+# chance 1/16, so a locate walk takes 15 LF steps on average (measured; the
+# length is geometric, p99 71).  Against 32 (bowtie's and bwa's default) it
+# mapped exact reads 20% faster for 0.125 more bytes per symbol
+# (docs/benchmarks.md, "SA sample rate").
 DEFAULT_SA_SAMPLE_RATE = 16
 # Each block's SA must stay int32 and its occ table under PoCL's per-buffer cap.
 MAX_BLOCK_LENGTH = (1 << 30) - 1
