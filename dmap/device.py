@@ -198,7 +198,8 @@ class Device:
         # A device that shares the host's memory (a CPU, an integrated GPU)
         # uses numpy arrays in place: copying each chunk's reads in and
         # results out (into fresh pages, zeroed first) cost 0.26 CPU-seconds
-        # per 1M reads, 14% of an exact mapping run (docs/benchmarks.md).
+        # per 1M reads, and a warm exact mapping run took 2.22 s instead of
+        # 1.92 s (docs/benchmarks.md).
         self.zero_copy = _shares_host_memory(self.device)
         # Blocks kept resident: up to half the device memory, least recently used out first.
         # $DMAP_BLOCK_BUDGET (bytes) overrides it, e.g. to share a device.
