@@ -11,10 +11,10 @@ bowtie and bwa indexes (timed), then map with
 
 in alternating rounds (--repeat, default 3), each after removing the
 previous run's output, writing out dirty pages, reading the inputs into the
-page cache and waiting for an idle machine.  Prints the median wall time, reads/s and peak RSS (summed over
-the process tree, sampled every 50 ms) and the ratios, checks
-that both report the same number of alignments, and times the search and
-locate kernels alone (benchmarks/kernel_speed.py).
+page cache and waiting for an idle machine.  Prints the median wall time,
+reads/s and peak RSS (summed over the process tree, sampled every 50 ms)
+and the ratios, checks that both report the same number of alignments, and
+times the search and locate kernels alone (benchmarks/kernel_speed.py).
 """
 
 from __future__ import annotations

@@ -11,9 +11,13 @@ import numpy as np
 import pytest
 
 from dmap.alphabet import DNA_SYMBOLS, PROTEIN_SYMBOLS, Alphabet, get_alphabet
-from dmap.device import Device
+from dmap.device import BlockText, Device
+from dmap.fastx import encode_reads
 from dmap.index.build import index_block
 from dmap.index.store import BlockArrays
+from dmap.locate import expand_intervals, locate_rows, locate_rows_numpy, split_located
+from dmap.search.exact import search_block
+from dmap.search.reference import backward_search_numpy
 
 
 @pytest.fixture(scope="session")
@@ -110,6 +114,33 @@ def single_block(text_codes: np.ndarray, alphabet: Alphabet, layout: str = "inte
     arrays = index_block(text_codes, alphabet.sigma, layout, rate, sa_rate)
     return BlockArrays.from_arrays(arrays, text_codes.size, layout=layout, sigma=alphabet.sigma, rate=rate,
                                    sa_sample_rate=sa_rate)
+
+
+def kernel_hits(device, block, text, alphabet, reads, batch=16):
+    """Hits of the kernel searching codes (intervals checked against numpy, then located), which
+    must equal those of the kernel searching the reads' bytes with the early stop on."""
+    codes, offsets, lengths, raw = encode_reads(reads, alphabet, reads)
+    n_strands = 2 if alphabet.has_reverse_complement else 1
+    dblock = device.upload_block(block)
+    intervals = search_block(device, dblock, codes, offsets, lengths, n_strands, batch=batch)
+    assert (intervals == backward_search_numpy(block, codes, offsets, lengths, n_strands)).all()
+    query, rows = expand_intervals(intervals.reshape(-1, 2))
+    positions = locate_rows(device, dblock, rows)
+    assert (positions == locate_rows_numpy(block, rows)).all()
+    hits = {(int(q) // n_strands, "t", int(p), int(q) % n_strands) for q, p in zip(query, positions)}
+    assert early_stop_hits(device, text, dblock, alphabet, raw, offsets, lengths, n_strands, batch) == hits
+    return hits
+
+
+def early_stop_hits(device, text_codes, dblock, alphabet, raw, offsets, lengths, n_strands, batch):
+    """Reads as bytes translated on the device, unique suffixes located and verified against the text."""
+    text = BlockText(text_codes, device.upload(text_codes), text_codes.nbytes)
+    found = search_block(device, dblock, raw, offsets, lengths, n_strands, batch=batch, table=alphabet.read_table,
+                         text=text).reshape(-1, 2)
+    located, positions, query, rows = split_located(found)
+    positions = np.concatenate([positions, locate_rows(device, dblock, rows)])
+    query = np.concatenate([located, query])
+    return {(int(q) // n_strands, "t", int(p), int(q) % n_strands) for q, p in zip(query, positions)}
 
 
 def have(tool: str) -> bool:

@@ -2,14 +2,13 @@
 
 import numpy as np
 import pytest
-from conftest import alphabet_for, single_block
+from conftest import alphabet_for, kernel_hits, single_block
 
 from dmap.alphabet import reverse_complement
-from dmap.device import BlockText, Device, list_devices
+from dmap.device import Device, list_devices
 from dmap.errors import DeviceError
 from dmap.fastx import ReadChunk, ReadFields, encode_reads
 from dmap.hits import ChunkHits
-from dmap.locate import expand_intervals, locate_rows, locate_rows_numpy, split_located
 from dmap.sam import format_records, format_records_device
 from dmap.search.exact import search_block
 from dmap.search.reference import backward_search_numpy, brute_force_hits
@@ -57,25 +56,12 @@ def test_copied_and_shared_buffers_give_the_same_results(zero_copy):
     reads += [reverse_complement(r) for r in reads[:40]] + ["ACGTN" * 6, "T" * 50]
     alphabet = alphabet_for("dna", [("t", text)])
     codes = alphabet.reference_table[np.frombuffer(text.encode(), np.uint8)]
-    block = single_block(codes, alphabet)
-    dblock = device.upload_block(block)
-    read_codes, offsets, lengths, raw = encode_reads(reads, alphabet, reads)
-    intervals = search_block(device, dblock, read_codes, offsets, lengths, 2)
-    assert (intervals == backward_search_numpy(block, read_codes, offsets, lengths, 2)).all()
-    _, rows = expand_intervals(intervals.reshape(-1, 2))
-    assert (locate_rows(device, dblock, rows) == locate_rows_numpy(block, rows)).all()
-    # The early stop reads the text buffer too.
-    found = search_block(device, dblock, raw, offsets, lengths, 2, table=alphabet.read_table,
-                         text=BlockText(codes, device.upload(codes), codes.nbytes)).reshape(-1, 2)
-    located, positions, query, rows = split_located(found)
-    query = np.concatenate([located, query])
-    positions = np.concatenate([positions, locate_rows(device, dblock, rows)]).astype(np.int64)
-    hits = {(int(q) // 2, "t", int(p), int(q) % 2) for q, p in zip(query, positions)}
+    # Searches, locates and the early stop (reads as bytes, the text on the device), each against its oracle.
+    hits = kernel_hits(device, single_block(codes, alphabet), codes, alphabet, reads)
     assert hits == brute_force_hits([("t", text)], reads, alphabet)
-    order = np.lexsort((positions, query))
+    read, position, strand = (np.array(col, dtype=np.int64) for col in zip(*[(r, p, s) for r, _, p, s in sorted(hits)]))
     chunk = ReadChunk(0, 0, ReadFields.from_strings([f"r{i}" for i in range(len(reads))], reads,
                                                    ["I" * len(r) for r in reads]), alphabet.read_table, "dna")
-    chunk_hits = ChunkHits(query[order] // 2, (query[order] % 2).astype(np.int8), np.zeros(order.size, np.int64),
-                           positions[order], len(reads))
+    chunk_hits = ChunkHits(read, strand.astype(np.int8), np.zeros(read.size, np.int64), position, len(reads))
     assert format_records_device(device, chunk, chunk_hits, ["t"]).tobytes() == \
         format_records(chunk, chunk_hits, ["t"]).encode()

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import alphabet_for, single_block
+from conftest import alphabet_for, kernel_hits, single_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -10,37 +10,8 @@ from dmap.alphabet import reverse_complement
 from dmap.device import BlockText
 from dmap.errors import UnknownSymbolError
 from dmap.fastx import encode_reads
-from dmap.locate import expand_intervals, locate_rows, locate_rows_numpy, split_located
 from dmap.search.exact import LOCATED, early_stop_length, search_block
-from dmap.search.reference import backward_search_numpy, brute_force_hits
-
-
-def kernel_hits(device, block, text, alphabet, reads, batch=16):
-    """Hits of the kernel searching codes (intervals checked against numpy, then located), which
-    must equal those of the kernel searching the reads' bytes with the early stop on."""
-    codes, offsets, lengths, raw = encode_reads(reads, alphabet, reads)
-    n_strands = 2 if alphabet.has_reverse_complement else 1
-    dblock = device.upload_block(block)
-    intervals = search_block(device, dblock, codes, offsets, lengths, n_strands, batch=batch)
-    assert (intervals == backward_search_numpy(block, codes, offsets, lengths, n_strands)).all()
-    query, rows = expand_intervals(intervals.reshape(-1, 2))
-    positions = locate_rows(device, dblock, rows)
-    assert (positions == locate_rows_numpy(block, rows)).all()
-    hits = {(int(q) // n_strands, "t", int(p), int(q) % n_strands) for q, p in zip(query, positions)}
-    assert early_stop_hits(device, text, dblock, alphabet, raw, offsets, lengths, n_strands, batch) == hits
-    return hits
-
-
-def early_stop_hits(device, text_codes, dblock, alphabet, raw, offsets, lengths, n_strands, batch):
-    """Reads as bytes translated on the device, unique suffixes located and verified against the text."""
-    text = BlockText(text_codes, device.upload(text_codes), text_codes.nbytes)
-    found = search_block(device, dblock, raw, offsets, lengths, n_strands, batch=batch, table=alphabet.read_table,
-                         text=text).reshape(-1, 2)
-    located, positions, query, rows = split_located(found)
-    positions = np.concatenate([positions, locate_rows(device, dblock, rows)])
-    query = np.concatenate([located, query])
-    return {(int(q) // n_strands, "t", int(p), int(q) % n_strands) for q, p in zip(query, positions)}
-
+from dmap.search.reference import brute_force_hits
 
 dna_text = st.text(alphabet="ACGTNacgt", min_size=1, max_size=300)
 dna_read = st.text(alphabet="ACGTN", min_size=1, max_size=12)
