@@ -21,8 +21,16 @@
 // unique suffixes are not stopped, because on the strand a read does not
 // come from they are single rows by chance and die a few steps later.
 //
+// Plain DNA reads (PLAIN_READS): a read of at least 16 bases, all of them
+// A, C, G or T (either case), is checked and compared with the text 16
+// bases at a time, its codes A=0, C=1, G=2, T=3 computed from its bytes as
+// ((b >> 1) ^ (b >> 2)) & 3.  Looking symbols up in the table one at a time
+// was about half of the kernel's time: the symbol check reads the whole
+// read, and the early stop's comparison most of it.  Other reads, and other
+// alphabets, take the table one symbol at a time.
+//
 // Defines: SIGMA, RATE, LAYOUT (occ.cl), SA_RATE (sa.cl), BATCH,
-// N_STRANDS (1 or 2), INVALID, MIN_SUFFIX.
+// N_STRANDS (1 or 2), INVALID, MIN_SUFFIX, CHECK_SYMBOLS, PLAIN_READS.
 #include "occ.cl"
 #include "sa.cl"
 
@@ -45,6 +53,33 @@ inline uint pattern_code(__global const uchar *r, __global const uchar *table, u
     return CODE(r[k]);
 }
 
+#if PLAIN_READS
+#define UPPER16(v) ((v) & (uchar16)0xdf)
+#define PLAIN16(v) all(UPPER16(v) == (uchar16)'A' | UPPER16(v) == (uchar16)'C' | UPPER16(v) == (uchar16)'G' | \
+                       UPPER16(v) == (uchar16)'T')
+#define CODES16(v) ((((v) >> (uchar16)1) ^ ((v) >> (uchar16)2)) & (uchar16)3)
+
+// Whether read r (len >= 16) is plain; the last 16 bases overlap the ones before.
+inline uint plain_read(__global const uchar *r, uint len) {
+    uint plain = 1;
+    for (uint k = 0; k < len; k += 16) plain &= PLAIN16(vload16(0, r + min(k, len - 16u)));
+    return plain;
+}
+
+// Whether symbols [0, rest) of the pattern (a plain read, or its reverse
+// complement) equal t[0, rest); rest >= 16.
+inline uint plain_equals(__global const uchar *t, __global const uchar *r, uint len, uint strand, uint rest) {
+    const uchar16 reversed = (uchar16)(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    for (uint k = 0; k < rest; k += 16) {
+        const uint at = min(k, rest - 16u);
+        uchar16 p = strand ? shuffle(CODES16(vload16(0, r + len - 16u - at)), reversed) ^ (uchar16)3
+                           : CODES16(vload16(0, r + at));
+        if (any(p != vload16(0, t + at))) return 0;
+    }
+    return 1;
+}
+#endif
+
 __kernel void exact_search(__global const uint *occ, const uint n_periods,
                            __global const uint *C, const uint n_rows,
                            __global const uint *sa_samples, __global const uint *boundary_rows,
@@ -65,11 +100,19 @@ __kernel void exact_search(__global const uint *occ, const uint n_periods,
         done[b] = len[b];  // symbols matched when the search stopped early
         maxlen = max(maxlen, len[b]);
     }
+    uint plain[BATCH];
+    for (uint b = 0; b < BATCH; b++) {
+#if PLAIN_READS
+        plain[b] = len[b] >= 16u && plain_read(reads + start[b], len[b]);
+#else
+        plain[b] = 0;
+#endif
+    }
 #if CHECK_SYMBOLS
     uint bad[BATCH];
     for (uint b = 0; b < BATCH; b++) {
         bad[b] = 0;
-        if ((first + b) % N_STRANDS == 0u)
+        if ((first + b) % N_STRANDS == 0u && !plain[b])
             for (uint j = 0; j < len[b]; j++) bad[b] |= table[reads[start[b] + j]] == INVALID;
     }
 #endif
@@ -114,8 +157,14 @@ __kernel void exact_search(__global const uint *occ, const uint n_periods,
             todo--;
             // The matched suffix starts at pos; the rest of the pattern must precede it.
             const uint rest = len[b] - done[b], strand = (first + b) % N_STRANDS;
-            uint ok = pos >= rest;
-            for (uint k = 0; ok && k < rest; k++) {
+            uint ok = pos >= rest, scalar = rest;
+#if PLAIN_READS
+            if (ok && plain[b] && rest >= 16u) {
+                ok = plain_equals(text + pos - rest, reads + start[b], len[b], strand, rest);
+                scalar = 0;
+            }
+#endif
+            for (uint k = 0; ok && k < scalar; k++) {
                 uint t = text[pos - rest + k];
                 ok = t < SIGMA && t == pattern_code(reads + start[b], table, len[b], strand, k);
             }

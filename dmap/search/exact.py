@@ -24,6 +24,19 @@ _IDENTITY = np.arange(256, dtype=np.uint8)
 EARLY_STOP_MARGIN = 4
 
 
+_DNA_BYTES = np.frombuffer(b"ACGTacgt", dtype=np.uint8)
+
+
+def plain_reads(table: np.ndarray | None, sigma: int) -> bool:
+    """Whether the kernel may take plain DNA reads 16 bases at a time
+    (PLAIN_READS in exact_search.cl): the reads are bytes, and the table
+    gives A, C, G, T (either case) the codes the kernel computes from their bits."""
+    if table is None:
+        return False
+    bit_codes = ((_DNA_BYTES >> 1) ^ (_DNA_BYTES >> 2)) & 3
+    return sigma == 4 and np.array_equal(table[_DNA_BYTES], bit_codes)
+
+
 def early_stop_length(n_rows: int, sigma: int) -> int:
     """Shortest unique suffix at which the search kernel stops and verifies against the text."""
     return math.ceil(math.log(max(n_rows, 2), max(sigma, 2))) + EARLY_STOP_MARGIN
@@ -87,7 +100,8 @@ def search_block(
     min_suffix = early_stop_length(shape.n_rows, shape.sigma) if text is not None else 0
     prg = device.program("exact_search.cl", {**occ_defines(block), "BATCH": batch, "N_STRANDS": n_strands,
                                              "INVALID": INVALID, "SA_RATE": block.sa_sample_rate,
-                                             "MIN_SUFFIX": min_suffix, "CHECK_SYMBOLS": int(table is not None)})
+                                             "MIN_SUFFIX": min_suffix, "CHECK_SYMBOLS": int(table is not None),
+                                             "PLAIN_READS": int(plain_reads(table, shape.sigma))})
     if table is None:
         table = _IDENTITY
     n_queries = n * n_strands

@@ -10,7 +10,7 @@ from dmap.alphabet import reverse_complement
 from dmap.device import BlockText
 from dmap.errors import UnknownSymbolError
 from dmap.fastx import encode_reads
-from dmap.search.exact import LOCATED, early_stop_length, search_block
+from dmap.search.exact import LOCATED, early_stop_length, plain_reads, search_block
 from dmap.search.reference import brute_force_hits
 
 dna_text = st.text(alphabet="ACGTNacgt", min_size=1, max_size=300)
@@ -99,6 +99,31 @@ def test_early_stop_on_long_unique_reads(device):
     found = search_block(device, device.upload_block(block), raw, offsets, lengths, 2, table=alphabet.read_table,
                          text=BlockText(codes, device.upload(codes), codes.nbytes))
     assert (found[..., 1] == LOCATED).sum() > 100  # the early stop did the work
+
+
+@pytest.mark.parametrize("length", [15, 16, 17, 31, 32, 33, 48, 100])
+def test_plain_reads_compared_sixteen_bases_at_a_time(device, length):
+    """Plain reads (only A, C, G, T, either case) are checked and compared with the text 16 bases
+    at a time: one mismatch at any position, on either strand, must still lose the hit, and reads
+    with an N or shorter than 16 bases take the table one symbol at a time."""
+    rng = np.random.default_rng(length)
+    text = "".join(rng.choice(list("ACGT"), size=4000))
+    reads = []
+    for i in rng.integers(0, len(text) - length, size=6):
+        read = text[i : i + length]
+        n_at = read.index("A") if "A" in read[: length - 10] else 0  # an N read as A would match
+        reads += [read, read.lower(), read[:n_at] + "N" + read[n_at + 1 :]]
+        for k in range(length):  # the one mismatch, at each position
+            reads.append(read[:k] + "ACGT"[("ACGT".index(read[k]) + 1 + k % 3) % 4] + read[k + 1 :])
+    reads += [reverse_complement(r) for r in reads]
+    alphabet = alphabet_for("dna", [("t", text)])
+    codes = alphabet.reference_table[np.frombuffer(text.encode(), np.uint8)]
+    block = single_block(codes, alphabet, sa_rate=4)
+    got = kernel_hits(device, block, codes, alphabet, reads)
+    assert got == brute_force_hits([("t", text)], reads, alphabet)
+    assert len(got) >= 4 * 6  # each read and its lowercase copy, on both strands
+    assert plain_reads(alphabet.read_table, 4)
+    assert not plain_reads(None, 4) and not plain_reads(alphabet_for("protein", [("t", "ACDE")]).read_table, 22)
 
 
 def test_unknown_symbol_found_on_the_device(device):
