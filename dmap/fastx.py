@@ -167,7 +167,10 @@ def split_fastq(data: np.ndarray) -> ReadFields | None:
     """
     if data.size == 0 or data.max() >= 128:
         return None
-    nl = np.flatnonzero(data == 10)
+    # One pass finds every newline, space and tab (and other control bytes).
+    low = np.flatnonzero(data <= 32)
+    low_bytes = data[low]
+    nl = low[low_bytes == 10]
     if nl.size == 0 or nl[-1] != data.size - 1:
         nl = np.append(nl, data.size)
     if nl.size % 4:
@@ -182,7 +185,7 @@ def split_fastq(data: np.ndarray) -> ReadFields | None:
             or (ends[3::4] - qual != seq_len).any()):
         return None
     name = head + 1
-    spaces = np.flatnonzero((data == 32) | (data == 9))
+    spaces = low[(low_bytes == 32) | (low_bytes == 9)]
     if spaces.size:
         at = np.searchsorted(spaces, name)
         first_space = np.append(spaces, data.size)[at]
