@@ -24,10 +24,10 @@
 // Plain DNA reads (PLAIN_READS): a read of at least 16 bases, all of them
 // A, C, G or T (either case), is checked and compared with the text 16
 // bases at a time, its codes A=0, C=1, G=2, T=3 computed from its bytes as
-// ((b >> 1) ^ (b >> 2)) & 3.  Looking symbols up in the table one at a time
-// was about half of the kernel's time: the symbol check reads the whole
-// read, and the early stop's comparison most of it.  Other reads, and other
-// alphabets, take the table one symbol at a time.
+// ((b >> 1) ^ (b >> 2)) & 3.  The early stop's comparison, one table lookup
+// and one compare per symbol, was about 45% of the kernel's time (measured by
+// leaving it out; docs/benchmarks.md).  Other reads, and other alphabets,
+// take the table one symbol at a time.
 //
 // Defines: SIGMA, RATE, LAYOUT (occ.cl), SA_RATE (sa.cl), BATCH,
 // N_STRANDS (1 or 2), INVALID, MIN_SUFFIX, CHECK_SYMBOLS, PLAIN_READS.
