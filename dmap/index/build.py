@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
+import psutil
 import pydivsufsort
 import zarr
 from tqdm import tqdm
@@ -28,7 +29,14 @@ from .occ import LAYOUTS, build_occ, default_rate
 from .store import Block, Contig, Index, IndexMeta, checksum
 
 DEFAULT_MAX_QUERY_LENGTH = 512
-DEFAULT_BLOCK_LENGTH = 1 << 28
+# Every read is searched in every block, so mapping time grows with the
+# number of blocks: a 3.1 Gbp reference mapped 2.2x faster in 6 blocks of
+# 2^29 than in 12 of 2^28 (docs/benchmarks.md), for 8.2 GB of build memory
+# instead of 4.4 GB.
+DEFAULT_BLOCK_LENGTH = 1 << 29
+# Peak build memory per symbol of the block being built: int32 suffix array,
+# BWT, bitmaps and the reversed text's (measured 15.3-16.2 bytes).
+BUILD_BYTES_PER_SYMBOL = 16
 # One SA value every 16 rows.  A row reached by an LF step is sampled with
 # chance 1/16, so a locate walk takes 15 LF steps on average (measured; the
 # length is geometric, p99 71).  Against 32 (bowtie's and bwa's default) it
@@ -38,6 +46,27 @@ DEFAULT_SA_SAMPLE_RATE = 16
 # Each block's SA must stay int32 and its occ table under PoCL's per-buffer cap.
 MAX_BLOCK_LENGTH = (1 << 30) - 1
 _ZARR_CHUNK = 1 << 24
+
+
+def available_memory() -> int:
+    """Bytes of memory available to new allocations (page cache counts as available)."""
+    return int(psutil.virtual_memory().available)
+
+
+def _check_build_memory(longest_block: int) -> None:
+    """Refuse, before sorting, a block this machine cannot build (instead of being killed mid-build)."""
+    need, have = BUILD_BYTES_PER_SYMBOL * longest_block, available_memory()
+    if need > have:
+        fits = 1 << max(int(have // BUILD_BYTES_PER_SYMBOL).bit_length() - 2, 0)  # with room to spare
+        raise InputFormatError(
+            f"building a block of {longest_block} symbols needs about {_size(need)} of memory, but {_size(have)} "
+            f"is available; pass a smaller --block-length, e.g. {fits}"
+        )
+
+
+def _size(n: int) -> str:
+    unit = next(u for u in (3, 2, 1, 0) if n >= 1024**u or u == 0)
+    return f"{n / 1024**unit:.1f} {('bytes', 'KiB', 'MiB', 'GiB')[unit]}"
 
 
 def _text_alphabet(reference: str | os.PathLike) -> Alphabet:
@@ -226,6 +255,7 @@ def build_index(
     try:
         group = zarr.open_group(tmp, mode="w")
         contigs, n = _stream_reference(reference, alpha, group)
+        _check_build_memory(min(block_length + max_query_length - 1, n))
         ref = group["reference"]
         checksums: dict[str, str] = {"reference": checksum(ref[...])}
         starts = list(range(0, n, block_length))
