@@ -66,3 +66,26 @@ def test_a_block_too_large_for_the_memory_is_refused_before_sorting(tmp_path, mo
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.fa"]  # nothing half-written
     monkeypatch.setattr(build, "available_memory", lambda: 20 * 4000)
     assert dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx").n_blocks == 1
+
+
+def test_blake2b_checksums_of_older_indexes_are_still_verified(tmp_path, monkeypatch):
+    from dmap.index import build, store
+
+    write_fasta(tmp_path / "ref.fa", [("a", "ACGTACGGTACCGATGCATGCAGTCAGTACGATCG" * 3)])
+    with monkeypatch.context() as m:  # an index as dmap wrote them before CRC-32
+        m.setattr(build, "checksum", lambda a: store.checksum(a, "blake2b"))
+        dmap.build_index(tmp_path / "ref.fa", tmp_path / "old", max_query_length=30, block_length=40)
+    old = dmap.open_index(tmp_path / "old")
+    assert {c.partition(":")[0] for c in old.meta.checksums.values()} == {"blake2b"}
+    assert "(blake2b)" in old.describe()
+    for b in range(old.n_blocks):  # every array and text slice verifies
+        old.load_block(b), old.block_text(b), old.load_reverse(b)
+    new = dmap.build_index(tmp_path / "ref.fa", tmp_path / "new", max_query_length=30, block_length=40)
+    assert {c.partition(":")[0] for c in new.meta.checksums.values()} == {"crc32"}
+    text = old.meta.checksums["blocks/1/text"]
+    edit_meta(tmp_path / "old", checksums={"blocks/1/text": text[:-1] + ("0" if text[-1] != "0" else "1")})
+    with pytest.raises(dmap.IndexFormatError, match="damaged: checksum of blocks/1/text"):
+        dmap.open_index(tmp_path / "old").block_text(1)
+    edit_meta(tmp_path / "old", checksums={"blocks/1/text": "md5:00"})
+    with pytest.raises(dmap.IndexFormatError, match="damaged: checksum of blocks/1/text"):
+        dmap.open_index(tmp_path / "old").block_text(1)
