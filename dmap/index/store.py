@@ -47,22 +47,21 @@ BLOCK_ARRAYS = ("occ", "C", "sa_samples", "boundary_rows", "boundary_pos")
 # 17 s of its load time with blake2b (docs/benchmarks.md).  Indexes written
 # before session 7 hold blake2b checksums; the prefix says which to verify.
 CHECKSUM = "crc32"
+_DIGESTS = {
+    "crc32": lambda data: f"{zlib.crc32(data):08x}",
+    "blake2b": lambda data: hashlib.blake2b(data, digest_size=16).hexdigest(),
+}
 
 
 def checksum(a: np.ndarray, algorithm: str = CHECKSUM) -> str:
     """Checksum of an array's bytes (dtype and shape are checked separately), as ``"<algorithm>:<hex>"``."""
-    data = np.ascontiguousarray(a).data
-    if algorithm == "crc32":
-        return f"crc32:{zlib.crc32(data):08x}"
-    if algorithm == "blake2b":
-        return "blake2b:" + hashlib.blake2b(data, digest_size=16).hexdigest()
-    raise ValueError(f"unknown checksum algorithm {algorithm!r}")
+    return f"{algorithm}:{_DIGESTS[algorithm](np.ascontiguousarray(a).data)}"
 
 
 def checksum_matches(a: np.ndarray, expected: str) -> bool:
     """Whether ``a`` has the checksum ``expected``, in the algorithm that ``expected`` names."""
     algorithm = expected.partition(":")[0]
-    return algorithm in ("crc32", "blake2b") and checksum(a, algorithm) == expected
+    return algorithm in _DIGESTS and checksum(a, algorithm) == expected
 
 
 @dataclass

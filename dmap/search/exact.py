@@ -18,13 +18,11 @@ WORK_GROUP = 128
 BAD_READ = 0xFFFFFFFF  # the interval of a read with an unknown symbol (exact_search.cl)
 LOCATED = 0xFFFFFFFE  # (position, LOCATED): a query the kernel located itself (exact_search.cl)
 _IDENTITY = np.arange(256, dtype=np.uint8)
+_DNA_BYTES = np.frombuffer(b"ACGTacgt", dtype=np.uint8)
 # Early stop once a suffix this much longer than log_sigma(rows) has one row:
 # on a strand the read is not from, a suffix that long matches anywhere with
 # probability about sigma**-4 (4 measured best among 2-8, docs/benchmarks.md).
 EARLY_STOP_MARGIN = 4
-
-
-_DNA_BYTES = np.frombuffer(b"ACGTacgt", dtype=np.uint8)
 
 
 def plain_reads(table: np.ndarray | None, sigma: int) -> bool:
