@@ -13,7 +13,7 @@ import dmap
 from .cluster_file import read_cluster_file
 from .errors import DmapError
 from .fastx import DEFAULT_CHUNK_SIZE
-from .index.build import DEFAULT_BLOCK_LENGTH, DEFAULT_MAX_QUERY_LENGTH, DEFAULT_SA_SAMPLE_RATE
+from .index.build import DEFAULT_MAX_QUERY_LENGTH, DEFAULT_SA_SAMPLE_RATE
 
 
 def _user_errors(f):
@@ -61,8 +61,9 @@ def index():
 @click.option("--alphabet", type=click.Choice(["dna", "protein", "text"]), default="dna", show_default=True)
 @click.option("--max-query-length", "-L", type=int, default=DEFAULT_MAX_QUERY_LENGTH, show_default=True,
               help="Longest read the index can map (blocks overlap by L-1).")
-@click.option("--block-length", "-B", type=int, default=DEFAULT_BLOCK_LENGTH, show_default=True,
-              help="Reference symbols per index block.")
+@click.option("--block-length", "-B", type=int, default=None,
+              help="Reference symbols per index block [default: 2^29 for DNA; for larger alphabets, "
+                   "shorter so that a block's occurrence table stays within 2 GiB].")
 @click.option("--occ-layout", type=click.Choice(["interleaved", "bitmap"]), default="interleaved", show_default=True,
               help="interleaved: one cache line per Occ lookup; bitmap: the BowMapCL paper's layout.")
 @click.option("--occ-sample-rate", "-R", type=int, default=None,

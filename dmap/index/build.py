@@ -25,18 +25,20 @@ from ..errors import InputFormatError
 from ..fastx import encode_reference, iter_contigs
 from ..neighborhood.build import index_neighborhoods
 from ..neighborhood.params import NeighborhoodParams, NeighborhoodSpec
-from .occ import LAYOUTS, build_occ, default_rate
+from .occ import LAYOUTS, build_occ, default_rate, occ_bytes_per_symbol
 from .store import Block, Contig, Index, IndexMeta, checksum
 
 DEFAULT_MAX_QUERY_LENGTH = 512
+MAX_QUERY_LENGTH = 65535
 # Every read is searched in every block, so mapping time grows with the
 # number of blocks: a 3.1 Gbp reference mapped 2.2x faster in 6 blocks of
 # 2^29 than in 12 of 2^28 (docs/benchmarks.md), for 8.2 GB of build memory
-# instead of 4.4 GB.
-DEFAULT_BLOCK_LENGTH = 1 << 29
-# Peak build memory per symbol of the block being built: int32 suffix array,
-# BWT, bitmaps and the reversed text's (measured 15.3-16.2 bytes).
-BUILD_BYTES_PER_SYMBOL = 16
+# instead of 4.4 GB.  Larger alphabets get shorter blocks by default, so
+# that one block's occurrence table stays within MAX_DEVICE_BUFFER.
+LONGEST_DEFAULT_BLOCK = 1 << 29
+# The smallest per-buffer limit met so far (PoCL on some machines; GPUs
+# allow a quarter of their memory).
+MAX_DEVICE_BUFFER = 1 << 31
 # One SA value every 16 rows.  A row reached by an LF step is sampled with
 # chance 1/16, so a locate walk takes 15 LF steps on average (measured; the
 # length is geometric, p99 71).  Against 32 (bowtie's and bwa's default) it
@@ -53,11 +55,26 @@ def available_memory() -> int:
     return int(psutil.virtual_memory().available)
 
 
-def _check_build_memory(longest_block: int) -> None:
+def build_bytes_per_symbol(sigma: int, rate: int) -> float:
+    """Peak build memory per symbol of the block being built: the int32
+    suffix array, BWT, text and sorting space, plus an occurrence table's
+    worth.  Measured 15.3-16.2 bytes for DNA and 19.3 for protein
+    (docs/benchmarks.md); this gives 16 and 20.5."""
+    return 15 + occ_bytes_per_symbol(sigma, rate)
+
+
+def default_block_length(sigma: int, rate: int) -> int:
+    """The longest power of two up to LONGEST_DEFAULT_BLOCK whose occurrence table, with the longest
+    overlap, fits MAX_DEVICE_BUFFER."""
+    longest = MAX_DEVICE_BUFFER / occ_bytes_per_symbol(sigma, rate) - MAX_QUERY_LENGTH
+    return min(LONGEST_DEFAULT_BLOCK, 1 << (int(longest).bit_length() - 1))
+
+
+def _check_build_memory(longest_block: int, per_symbol: float) -> None:
     """Refuse, before sorting, a block this machine cannot build (instead of being killed mid-build)."""
-    need, have = BUILD_BYTES_PER_SYMBOL * longest_block, available_memory()
+    need, have = int(per_symbol * longest_block), available_memory()
     if need > have:
-        fits = 1 << max(int(have // BUILD_BYTES_PER_SYMBOL).bit_length() - 2, 0)  # with room to spare
+        fits = 1 << max(int(have // per_symbol).bit_length() - 2, 0)  # with room to spare
         raise InputFormatError(
             f"building a block of {longest_block} symbols needs about {_size(need)} of memory, but {_size(have)} "
             f"is available; pass a smaller --block-length, e.g. {fits}"
@@ -180,7 +197,7 @@ def build_index(
     *,
     alphabet: str = "dna",
     max_query_length: int = DEFAULT_MAX_QUERY_LENGTH,
-    block_length: int = DEFAULT_BLOCK_LENGTH,
+    block_length: int | None = None,
     occ_layout: str = "interleaved",
     occ_sample_rate: int | None = None,
     sa_sample_rate: int = DEFAULT_SA_SAMPLE_RATE,
@@ -204,7 +221,9 @@ def build_index(
     max_query_length
         L: the longest read the index can map; blocks overlap by L-1.
     block_length
-        B: reference symbols per block (each block's own region).
+        B: reference symbols per block (each block's own region); by
+        default 2^29 for DNA, and shorter for larger alphabets so that a
+        block's occurrence table stays within 2 GiB (:func:`default_block_length`).
     occ_layout, occ_sample_rate
         Occurrence-table layout (``"interleaved"`` or the paper's
         ``"bitmap"``) and R, the number of 32-bit bitmap words per symbol
@@ -229,10 +248,8 @@ def build_index(
         raise InputFormatError(f"unknown alphabet {alphabet!r}; choose dna, protein or text")
     if occ_layout not in LAYOUTS:
         raise InputFormatError(f"unknown occ layout {occ_layout!r}; choose {' or '.join(LAYOUTS)}")
-    if not 1 <= max_query_length <= 65535:
-        raise InputFormatError(f"--max-query-length must be between 1 and 65535, not {max_query_length}")
-    if not 1 <= block_length <= MAX_BLOCK_LENGTH - max_query_length:
-        raise InputFormatError(f"--block-length must be between 1 and {MAX_BLOCK_LENGTH - max_query_length}")
+    if not 1 <= max_query_length <= MAX_QUERY_LENGTH:
+        raise InputFormatError(f"--max-query-length must be between 1 and {MAX_QUERY_LENGTH}, not {max_query_length}")
     if sa_sample_rate < 1 or (occ_sample_rate is not None and occ_sample_rate < 1):
         raise InputFormatError("sample rates must be at least 1")
     if os.path.exists(output) and not overwrite:
@@ -242,6 +259,10 @@ def build_index(
     if alpha.sigma == 0:
         raise InputFormatError("the reference has no searchable symbols")
     rate = occ_sample_rate or default_rate(occ_layout, alpha.sigma)
+    if block_length is None:
+        block_length = default_block_length(alpha.sigma, rate)
+    if not 1 <= block_length <= MAX_BLOCK_LENGTH - max_query_length:
+        raise InputFormatError(f"--block-length must be between 1 and {MAX_BLOCK_LENGTH - max_query_length}")
     nb_params = None
     if neighborhood is not None:
         nb_params = NeighborhoodParams.create(alpha.sigma, **vars(neighborhood))
@@ -255,7 +276,7 @@ def build_index(
     try:
         group = zarr.open_group(tmp, mode="w")
         contigs, n = _stream_reference(reference, alpha, group)
-        _check_build_memory(min(block_length + max_query_length - 1, n))
+        _check_build_memory(min(block_length + max_query_length - 1, n), build_bytes_per_symbol(alpha.sigma, rate))
         ref = group["reference"]
         checksums: dict[str, str] = {"reference": checksum(ref[...])}
         starts = list(range(0, n, block_length))

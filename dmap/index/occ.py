@@ -33,6 +33,11 @@ def default_rate(layout: str, sigma: int) -> int:
     return 1
 
 
+def occ_bytes_per_symbol(sigma: int, rate: int) -> float:
+    """Occurrence-table bytes per BWT row, either layout: sigma counts and sigma*R bitmap words per 32*R rows."""
+    return 4 * sigma * (1 + rate) / (32 * rate)
+
+
 @dataclass(frozen=True)
 class OccShape:
     """Sizes a lookup needs (kernel arguments/defines are derived from it)."""

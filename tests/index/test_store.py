@@ -56,19 +56,6 @@ def test_neighborhood_of_another_hash_function_is_refused(index_path):
         _ = dmap.open_index(index_path).neighborhood_params
 
 
-def test_a_block_too_large_for_the_memory_is_refused_before_sorting(tmp_path, monkeypatch):
-    from dmap.index import build
-
-    write_fasta(tmp_path / "ref.fa", [("a", "ACGT" * 1000)])
-    monkeypatch.setattr(build, "available_memory", lambda: 10 * 4000)  # room for 10 bytes per symbol, not 16
-    expected = r"block of 4000 symbols needs about 62.5 KiB of memory, but 39.1 KiB is available; .*, e.g. 1024$"
-    with pytest.raises(dmap.InputFormatError, match=expected):
-        dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.fa"]  # nothing half-written
-    monkeypatch.setattr(build, "available_memory", lambda: 20 * 4000)
-    assert dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx").n_blocks == 1
-
-
 def test_blake2b_checksums_of_older_indexes_are_still_verified(tmp_path, monkeypatch):
     from dmap.index import build, store
 
