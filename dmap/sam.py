@@ -15,6 +15,7 @@ from __future__ import annotations
 import shlex
 import sys
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -138,6 +139,14 @@ def record_lengths(cols: RecordColumns, name_len: np.ndarray, seq_len: np.ndarra
 _COMPLEMENT = np.frombuffer(bytes(range(256)).translate(_DNA_COMPLEMENT), dtype=np.uint8)
 
 
+@lru_cache(maxsize=4)
+def _contig_name_columns(contig_names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Contig names as the SAM kernel takes them, made once per run, not per chunk
+    (a draft assembly has hundreds of thousands of contigs)."""
+    data, offsets, lengths = flat_strings(list(contig_names))
+    return data, offsets.astype(np.uint32), lengths.astype(np.uint32)
+
+
 def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_names: list[str],
                           max_hits: int | None = None) -> np.ndarray:
     """SAM records of a chunk, written by ``kernels/sam_records.cl``.
@@ -152,8 +161,7 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     n = cols.read.size
     f = chunk.fields
     has_qual = f.qual_off is not None
-    rnames, rname_off, rname_len = flat_strings(contig_names)
-    rname_off, rname_len = rname_off.astype(np.uint32), rname_len.astype(np.uint32)
+    rnames, rname_off, rname_len = _contig_name_columns(tuple(contig_names))
     lengths = record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual)
     starts = np.zeros(n, dtype=np.uint64)
     np.cumsum(lengths[:-1], out=starts[1:])
