@@ -1,10 +1,10 @@
 """Reading references and reads from FASTA/FASTQ (plain or gzip) with dnaio.
 
-References are parsed record by record by dnaio.  Reads are read in pieces
-of whole records (``dnaio.read_chunks``); a piece of plain four-line FASTQ
-is split into fields with numpy (no Python object per read: that was most
-of the host's time), and any other piece is parsed by dnaio, so dnaio
-stays the judge of what is valid.  On top: one clear error per kind of bad
+References are parsed record by record by dnaio.  FASTQ reads are read in
+pieces of whole four-line records; a piece of plain FASTQ is split into
+fields with numpy (no Python object per read: that was most of the host's
+time), and any other piece is parsed by dnaio, so dnaio stays the judge of
+what is valid.  On top: one clear error per kind of bad
 input, symbol checks against the index alphabet, and read chunks of a
 chosen size whose bytes go to the device as they are.
 """
@@ -156,7 +156,7 @@ def flat_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, lengths
 
 
-def split_fastq(data: np.ndarray) -> ReadFields | None:
+def split_fastq(data: np.ndarray, low: np.ndarray | None = None) -> ReadFields | None:
     """The fields of plain four-line FASTQ records, found with numpy.
 
     Returns None for anything but the plain form (a non-ASCII byte, a
@@ -164,11 +164,13 @@ def split_fastq(data: np.ndarray) -> ReadFields | None:
     then lets dnaio parse the buffer, so dnaio stays the judge of what is
     valid.  Like dnaio, a name ends at the first space or tab, a line's
     trailing ``\\r`` is dropped, and the last line may lack its newline.
+    ``low``: the positions of the bytes <= 32 in ``data``, if known.
     """
     if data.size == 0 or data.max() >= 128:
         return None
     # One pass finds every newline, space and tab (and other control bytes).
-    low = np.flatnonzero(data <= 32)
+    if low is None:
+        low = _low_bytes(data)
     low_bytes = data[low]
     nl = low[low_bytes == 10]
     if nl.size == 0 or nl[-1] != data.size - 1:
@@ -228,9 +230,8 @@ def _read_fields(path: str | os.PathLike, chunk_size: int) -> Iterator[ReadField
         return
     lines = 0
     with xopen(path, "rb") as f:
-        pieces = dnaio.read_chunks(f, PIECE_BYTES)
-        while (data := _next_piece(pieces, path)) is not None:
-            fields = split_fastq(data)
+        for data, low in _fastq_pieces(f, path):
+            fields = split_fastq(data, low)
             if fields is None:
                 fields = _parse_with_dnaio(data, path, lines)
             lines += 4 * len(fields)
@@ -239,16 +240,51 @@ def _read_fields(path: str | os.PathLike, chunk_size: int) -> Iterator[ReadField
         raise InputFormatError(f"reads file {path!r} is empty (no FASTA/FASTQ records)")
 
 
-def _next_piece(pieces: Iterator[memoryview], path: str) -> np.ndarray | None:
-    """The next piece of whole records (a copy: read_chunks reuses its memory), or None at the end."""
+def _low_bytes(data: np.ndarray) -> np.ndarray:
+    """Positions of the newlines, spaces, tabs (and other bytes <= 32) in ``data``."""
+    return np.flatnonzero(data <= 32)
+
+
+def _fastq_pieces(f, path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Pieces of at most PIECE_BYTES of whole four-line records, each with its :func:`_low_bytes`.
+
+    Each piece ends after a multiple of four lines (the last piece: at the
+    end of the file).  The newlines that place that end are the ones
+    :func:`split_fastq` splits fields at, so finding whole records costs no
+    pass of its own: ``dnaio.read_chunks`` counted them with ``bytes.count``
+    while holding the GIL, 0.07-0.28 s per million reads (docs/benchmarks.md).
+    Every piece has a buffer of its own, as chunks keep their bytes.
+    """
+    carry = np.zeros(0, dtype=np.uint8)
+    while True:
+        buf = np.empty(PIECE_BYTES, dtype=np.uint8)
+        buf[:carry.size] = carry
+        n = carry.size + _fill(f, memoryview(buf)[carry.size:], path)
+        data = buf[:n]
+        low = _low_bytes(data)
+        if n < buf.size:  # the end of the file
+            if n:
+                yield data, low
+            return
+        newlines = low[data[low] == 10]
+        whole = newlines.size // 4 * 4
+        if whole == 0:
+            raise InputFormatError(f"reads file {path!r} holds a record over {PIECE_BYTES} bytes long, "
+                                   "far longer than any index maps")
+        end = int(newlines[whole - 1]) + 1
+        yield data[:end], low[:np.searchsorted(low, end)]
+        carry = data[end:]
+
+
+def _fill(f, view: memoryview, path: str) -> int:
+    """Read from ``f`` until ``view`` is full or the file ends; the bytes read."""
+    done = 0
     try:
-        piece = next(pieces, None)
-    except (ValueError, OverflowError):  # two records larger than PIECE_BYTES
-        raise InputFormatError(f"reads file {path!r} holds a record over {PIECE_BYTES // 2} bytes long, "
-                               "far longer than any index maps") from None
+        while done < len(view) and (got := f.readinto(view[done:])):
+            done += got
     except (EOFError, OSError) as e:  # a damaged gzip stream
         raise InputFormatError(f"reads file {path!r} is malformed: {e}") from None
-    return None if piece is None else np.frombuffer(bytes(piece), dtype=np.uint8)
+    return done
 
 
 class _Pending:

@@ -95,6 +95,24 @@ def test_errors_in_later_pieces_are_dnaios_for_the_whole_file(tmp_path, monkeypa
     assert str(e.value).endswith(str(want.value))
 
 
+def test_a_record_longer_than_a_piece_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(fastx, "PIECE_BYTES", 64)
+    path = tmp_path / "r.fq"
+    path.write_bytes(b"@r1\nACGT\n+\nIIII\n@r2\n" + b"A" * 60 + b"\n+\n" + b"I" * 60 + b"\n")
+    with pytest.raises(InputFormatError, match="holds a record over 64 bytes long"):
+        list(iter_read_chunks(path, DNA, 10))
+
+
+@pytest.mark.parametrize("piece", [17, 18, 34, 35])
+def test_a_file_ending_where_a_piece_ends(tmp_path, monkeypatch, piece):
+    # Records of 17 bytes: the file ends at a piece's end, with and without its last newline.
+    monkeypatch.setattr(fastx, "PIECE_BYTES", piece)
+    path = tmp_path / "r.fq"
+    for text in (b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIIII\n", b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIIII"):
+        path.write_bytes(text)
+        assert chunk_records(path, 1) == [("r1", "ACGT", "IIII"), ("r2", "ACGT", "IIII")]
+
+
 def test_unknown_symbol_names_the_read(tmp_path):
     (tmp_path / "r.fq").write_bytes(b"@r1\nACGT\n+\nIIII\n@r2\nACJT\n+\nIIII\n")
     with pytest.raises(InputFormatError, match="read 'r2' contains the symbol 'J'"):
