@@ -28,31 +28,60 @@ from .errors import InputFormatError, UnknownSymbolError
 DEFAULT_CHUNK_SIZE = 50_000  # reads; chunk size vs speed and memory in docs/benchmarks.md
 
 
-def _open(path: str | os.PathLike, what: str):
-    path = os.fspath(path)
+STDIN = "-"  # a reads path that means standard input
+
+
+def _check_path(path: str, what: str) -> None:
+    if path == STDIN:
+        return
     if not os.path.exists(path):
         raise InputFormatError(f"{what} file {path!r} does not exist")
     if os.path.isdir(path):
         raise InputFormatError(f"{what} path {path!r} is a directory, not a FASTA/FASTQ file")
+
+
+def _open(source, what: str, name: str):
+    """dnaio's reader of ``source``: a path, or a binary stream named ``name``."""
     try:
-        return dnaio.open(path, mode="r")
+        return dnaio.open(source, mode="r")
     except (dnaio.UnknownFileFormat, dnaio.FileFormatError, UnicodeDecodeError, OSError, EOFError) as e:
-        raise InputFormatError(f"{what} file {path!r} is not FASTA or FASTQ: {e}") from None
+        raise InputFormatError(f"{what} file {name!r} is not FASTA or FASTQ: {e}") from None
 
 
-def _records(path: str | os.PathLike, what: str) -> Iterator[dnaio.SequenceRecord]:
-    reader = _open(path, what)
+def _records(source, what: str, name: str | None = None) -> Iterator[dnaio.SequenceRecord]:
+    """The records of ``source``: a path, or a binary stream named ``name``."""
+    if name is None:
+        name = os.fspath(source)
+        _check_path(name, what)
+    reader = _open(source, what, name)
     try:
         n = 0
         for rec in reader:
             n += 1
             yield rec
         if n == 0:
-            raise InputFormatError(f"{what} file {os.fspath(path)!r} is empty (no FASTA/FASTQ records)")
+            raise InputFormatError(f"{what} file {name!r} is empty (no FASTA/FASTQ records)")
     except (dnaio.FileFormatError, UnicodeDecodeError, EOFError, OSError) as e:
-        raise InputFormatError(f"{what} file {os.fspath(path)!r} is malformed: {e}") from None
+        raise InputFormatError(f"{what} file {name!r} is malformed: {e}") from None
     finally:
         reader.close()
+
+
+class _Prefixed(io.RawIOBase):
+    """A binary stream whose first bytes were read already: those bytes, then the rest."""
+
+    def __init__(self, head: bytes, rest):
+        self._head, self._rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n], self._head = self._head[:n], self._head[n:]
+            return n
+        return self._rest.readinto(b)
 
 
 def _first_bad_symbol(seq_bytes: np.ndarray, table: np.ndarray) -> str | None:
@@ -215,29 +244,37 @@ PIECE_BYTES = 4 << 20  # FASTQ is read in pieces of whole records of at most thi
 
 
 def _read_fields(path: str | os.PathLike, chunk_size: int) -> Iterator[ReadFields]:
-    """All records of a reads file, a piece at a time.
+    """All records of a reads file (``-``: standard input), a piece at a time.
 
-    FASTQ goes through :func:`split_fastq`, falling back to dnaio piece by
-    piece; FASTA (multi-line, rare for reads) is parsed by dnaio.
+    The file is opened once and read once, so a pipe works too (``-``,
+    ``<(zcat reads.fq.gz)``).  FASTQ (its first byte is ``@``) goes through
+    :func:`split_fastq`, falling back to dnaio piece by piece; anything else
+    (FASTA, multi-line and rare for reads) is dnaio's to read or reject.
     """
     path = os.fspath(path)
-    with _open(path, "reads") as reader:
-        fastq = isinstance(reader, dnaio.FastqReader)
-    if not fastq:
-        records = _records(path, "reads")
-        while batch := list(itertools.islice(records, chunk_size)):
-            yield ReadFields.from_strings([r.id for r in batch], [r.sequence for r in batch], None)
-        return
-    lines = 0
-    with xopen(path, "rb") as f:
-        for data, low in _fastq_pieces(f, path):
+    _check_path(path, "reads")
+    try:
+        f = xopen(path, "rb")
+    except OSError as e:
+        raise InputFormatError(f"reads file {path!r} cannot be read: {e}") from None
+    with f:
+        head = np.zeros(1, dtype=np.uint8)
+        if not _fill(f, memoryview(head), path):
+            raise InputFormatError(f"reads file {path!r} is empty (no FASTA/FASTQ records)")
+        if head[0] != ord("@"):
+            records = _records(io.BufferedReader(_Prefixed(head.tobytes(), f)), "reads", path)
+            while batch := list(itertools.islice(records, chunk_size)):
+                yield ReadFields.from_strings([r.id for r in batch], [r.sequence for r in batch], None)
+            return
+        lines = 0
+        for data, low in _fastq_pieces(f, path, head):
             fields = split_fastq(data, low)
             if fields is None:
                 fields = _parse_with_dnaio(data, path, lines)
             lines += 4 * len(fields)
             yield fields
-    if lines == 0:
-        raise InputFormatError(f"reads file {path!r} is empty (no FASTA/FASTQ records)")
+        if lines == 0:
+            raise InputFormatError(f"reads file {path!r} is empty (no FASTA/FASTQ records)")
 
 
 def _low_bytes(data: np.ndarray) -> np.ndarray:
@@ -245,7 +282,7 @@ def _low_bytes(data: np.ndarray) -> np.ndarray:
     return np.flatnonzero(data <= 32)
 
 
-def _fastq_pieces(f, path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _fastq_pieces(f, path: str, head: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Pieces of at most PIECE_BYTES of whole four-line records, each with its :func:`_low_bytes`.
 
     Each piece ends after a multiple of four lines (the last piece: at the
@@ -254,8 +291,9 @@ def _fastq_pieces(f, path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     pass of its own: ``dnaio.read_chunks`` counted them with ``bytes.count``
     while holding the GIL, 0.07-0.28 s per million reads (docs/benchmarks.md).
     Every piece has a buffer of its own, as chunks keep their bytes.
+    ``head``: the file's first bytes, read already.
     """
-    carry = np.zeros(0, dtype=np.uint8)
+    carry = head
     while True:
         buf = np.empty(PIECE_BYTES, dtype=np.uint8)
         buf[:carry.size] = carry

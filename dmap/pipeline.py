@@ -166,7 +166,7 @@ def map_reads(
     index
         A dmap index (path or :class:`dmap.Index`).
     reads
-        FASTQ or FASTA file, optionally gzip-compressed.
+        FASTQ or FASTA file, optionally gzip-compressed; a pipe, or ``"-"`` for standard input.
     sam_path
         Write SAM here (atomically: a temporary file renamed at the end).
     client, scheduler

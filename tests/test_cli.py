@@ -13,9 +13,9 @@ from conftest import write_fasta, write_fastq
 REF = [("chrA", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGCTAGGATCGATCGGATC"), ("chrB", "TTTTGGGGCCCCAAAA")]
 
 
-def dmap_cmd(*args, cwd=None):
+def dmap_cmd(*args, cwd=None, stdin=None):
     return subprocess.run([sys.executable, "-m", "dmap.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=120)
+                          cwd=cwd, timeout=120, input=stdin)
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +47,23 @@ def test_index_info_and_run(index, tmp_path):
     body = [line.split("\t") for line in open(tmp_path / "o.sam") if not line.startswith("@")]
     assert [(f[0], f[2], f[3]) for f in body] == [("read0", "chrA", "6"), ("read1", "chrB", "5"),
                                                   ("read1", "chrB", "5")]
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_reads_from_standard_input(index, tmp_path, compress):
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC"])
+    data = (tmp_path / "r.fq").read_bytes()
+    r = subprocess.run([sys.executable, "-m", "dmap.cli", "run", str(index), "-", "-o", str(tmp_path / "o.sam")],
+                       capture_output=True, input=gzip.compress(data) if compress else data, timeout=120)
+    assert r.returncode == 0, r.stderr
+    body = [line.split("\t") for line in open(tmp_path / "o.sam") if not line.startswith("@")]
+    assert [(f[0], f[2], f[3]) for f in body] == [("read0", "chrA", "6"), ("read1", "chrB", "5"),
+                                                  ("read1", "chrB", "5")]
+
+
+def test_empty_standard_input(index, tmp_path):
+    r = dmap_cmd("run", index, "-", "-o", tmp_path / "o.sam", stdin="")
+    assert_clean_failure(r, tmp_path / "o.sam", "'-' is empty")
 
 
 BAD_READS = {
@@ -94,6 +111,16 @@ def test_bad_reference(tmp_path, case):
     }[case] or "") if case != "missing" else None
     out = tmp_path / "idx"
     assert_clean_failure(dmap_cmd("index", ref, "-o", out), out)
+
+
+@pytest.mark.parametrize("alphabet", ["dna", "text"])
+def test_reference_from_standard_input(tmp_path, alphabet):
+    # One pass over the reference for DNA; the text alphabet needs two, which a pipe cannot give.
+    r = dmap_cmd("index", "-", "-o", tmp_path / "idx", "--alphabet", alphabet, stdin=">a\nACGTTGCA\n")
+    if alphabet == "dna":
+        assert r.returncode == 0, r.stderr
+    else:
+        assert_clean_failure(r, tmp_path / "idx", "not a regular file")
 
 
 def test_protein_in_dna_index_is_an_alphabet_mismatch(index, tmp_path):

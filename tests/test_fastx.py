@@ -1,6 +1,7 @@
 """Reading reads: the numpy field splitter against dnaio, record by record, and the errors."""
 
 import gzip
+import os
 
 import dnaio
 import numpy as np
@@ -111,6 +112,25 @@ def test_a_file_ending_where_a_piece_ends(tmp_path, monkeypatch, piece):
     for text in (b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIIII\n", b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIIII"):
         path.write_bytes(text)
         assert chunk_records(path, 1) == [("r1", "ACGT", "IIII"), ("r2", "ACGT", "IIII")]
+
+
+@pytest.mark.parametrize("name", ["r.fq", "r.fa"])
+def test_reads_from_a_pipe_are_read_once(tmp_path, name):
+    # A pipe can be read only once, as '<(zcat reads.fq.gz)' gives it (/dev/fd/N): the format is told
+    # from the same stream.
+    text = (b"@r1 x\nACGT\n+\nIIII\n@r2\nGGCA\n+\nIIII\n" if name.endswith("fq")
+            else b">r1 x\nAC\nGT\n>r2\nGGCA\n")
+    (tmp_path / name).write_bytes(text)
+    read_end, write_end = os.pipe()
+    os.write(write_end, text)
+    os.close(write_end)
+    try:
+        [(names, seqs, quals)] = [(c.names, c.seqs, c.quals) for c in iter_read_chunks(f"/dev/fd/{read_end}", DNA, 10)]
+    finally:
+        os.close(read_end)
+    want = dnaio_records(tmp_path / name)
+    assert (names, seqs) == ([r[0] for r in want], [r[1] for r in want])
+    assert quals == ([r[2] for r in want] if name.endswith("fq") else None)
 
 
 def test_unknown_symbol_names_the_read(tmp_path):

@@ -87,6 +87,11 @@ def _size(n: int) -> str:
 
 
 def _text_alphabet(reference: str | os.PathLike) -> Alphabet:
+    # The symbols are found in a first pass over the reference, which a pipe cannot give twice.
+    path = os.fspath(reference)
+    if path == "-" or (os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path)):
+        raise InputFormatError(f"reference {path!r} is not a regular file: the text alphabet reads "
+                               "the reference twice (first to find its symbols), so save it to a file first")
     present = np.zeros(256, dtype=bool)
     for _, seq in iter_contigs(reference):
         present[np.frombuffer(seq, dtype=np.uint8)] = True
