@@ -221,7 +221,7 @@ def console_main() -> None:
 
     When :func:`main` returns, the output is written and renamed and the
     cluster is shut down.  Python's own teardown after that (finalizers of
-    PoCL, zarr and Dask, freeing every module) took 0.3 s of every run
+    PoCL, zarr and Dask, freeing every module) took 0.08-0.3 s of a run here
     (docs/benchmarks.md) and does nothing a finished command needs.
     """
     try:

@@ -4,9 +4,9 @@ References are parsed record by record by dnaio.  FASTQ reads are read in
 pieces of whole four-line records; a piece of plain FASTQ is split into
 fields with numpy (no Python object per read: that was most of the host's
 time), and any other piece is parsed by dnaio, so dnaio stays the judge of
-what is valid.  On top: one clear error per kind of bad
-input, symbol checks against the index alphabet, and read chunks of a
-chosen size whose bytes go to the device as they are.
+what is valid.  On top: one clear error per kind of bad input, symbol
+checks against the index alphabet, and read chunks of a chosen size whose
+bytes go to the device as they are.
 """
 
 from __future__ import annotations

@@ -164,8 +164,8 @@ __kernel void exact_search(__global const uint *occ, const uint n_periods,
     // is compared with the text.  Comparing only after every walk of the
     // batch has ended, first 16 symbols of every plain pattern and then the
     // rest, keeps the queries' text loads apart from each other's walks and
-    // comparisons, so that their cache misses overlap (10-13% of the
-    // kernel's time, docs/benchmarks.md).
+    // comparisons, so that their cache misses overlap (E. coli, 500k reads:
+    // 0.185 -> 0.156 s; docs/benchmarks.md).
 #if PLAIN_READS
     for (uint b = 0; b < BATCH; b++) {
         const uint rest = len[b] - done[b];
