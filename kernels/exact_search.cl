@@ -66,11 +66,12 @@ inline uint plain_read(__global const uchar *r, uint len) {
     return plain;
 }
 
-// Whether symbols [0, rest) of the pattern (a plain read, or its reverse
-// complement) equal t[0, rest); rest >= 16.
-inline uint plain_equals(__global const uchar *t, __global const uchar *r, uint len, uint strand, uint rest) {
+// Whether symbols [from, rest) of the pattern (a plain read, or its reverse
+// complement) equal t[from, rest); rest >= 16, and a multiple of 16 from.
+inline uint plain_equals(__global const uchar *t, __global const uchar *r, uint len, uint strand, uint from,
+                         uint rest) {
     const uchar16 reversed = (uchar16)(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-    for (uint k = 0; k < rest; k += 16) {
+    for (uint k = from; k < rest; k += 16) {
         const uint at = min(k, rest - 16u);
         uchar16 p = strand ? shuffle(CODES16(vload16(0, r + len - 16u - at)), reversed) ^ (uchar16)3
                            : CODES16(vload16(0, r + at));
@@ -170,7 +171,7 @@ __kernel void exact_search(__global const uint *occ, const uint n_periods,
     for (uint b = 0; b < BATCH; b++) {
         const uint rest = len[b] - done[b];
         if (walked[b] && plain[b] && rest >= 16u && sp[b] >= rest &&
-            !plain_equals(text + sp[b] - rest, reads + start[b], len[b], (first + b) % N_STRANDS, 16u)) {
+            !plain_equals(text + sp[b] - rest, reads + start[b], len[b], (first + b) % N_STRANDS, 0u, 16u)) {
             walked[b] = 0;
             sp[b] = ep[b] = 0u;
         }
@@ -181,8 +182,8 @@ __kernel void exact_search(__global const uint *occ, const uint n_periods,
         const uint pos = sp[b], rest = len[b] - done[b], strand = (first + b) % N_STRANDS;
         uint ok = pos >= rest, scalar = rest;
 #if PLAIN_READS
-        if (ok && plain[b] && rest >= 16u) {
-            ok = plain_equals(text + pos - rest, reads + start[b], len[b], strand, rest);
+        if (ok && plain[b] && rest >= 16u) {  // its first 16 symbols matched above
+            ok = plain_equals(text + pos - rest, reads + start[b], len[b], strand, 16u, rest);
             scalar = 0;
         }
 #endif

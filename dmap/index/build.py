@@ -22,7 +22,7 @@ from tqdm import tqdm
 from .. import __version__
 from ..alphabet import TEXT_ALLOWED, Alphabet, get_alphabet
 from ..errors import InputFormatError
-from ..fastx import encode_reference, iter_contigs
+from ..fastx import STDIN, encode_reference, iter_contigs
 from ..neighborhood.build import index_neighborhoods
 from ..neighborhood.params import NeighborhoodParams, NeighborhoodSpec
 from .occ import LAYOUTS, build_occ, default_rate, occ_bytes_per_symbol
@@ -89,7 +89,7 @@ def _size(n: int) -> str:
 def _text_alphabet(reference: str | os.PathLike) -> Alphabet:
     # The symbols are found in a first pass over the reference, which a pipe cannot give twice.
     path = os.fspath(reference)
-    if path == "-" or (os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path)):
+    if path == STDIN or (os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path)):
         raise InputFormatError(f"reference {path!r} is not a regular file: the text alphabet reads "
                                "the reference twice (first to find its symbols), so save it to a file first")
     present = np.zeros(256, dtype=bool)
