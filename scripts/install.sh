@@ -12,6 +12,7 @@ if [[ "${1:-}" == test ]]; then
   for tool in samtools bowtie; do command -v "$tool" >/dev/null || apt_pkgs+=("$tool"); done
   [[ -f /usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz ]] || apt_pkgs+=(bowtie-examples)
   command -v chromium >/dev/null || apt_pkgs+=(chromium)  # the dashboard test's headless browser
+  command -v fincore >/dev/null || apt_pkgs+=(util-linux-extra)  # page-cache residency in tests/test_sam.py
 fi
 if ((${#apt_pkgs[@]})); then
   sudo=""; [[ $(id -u) == 0 ]] || sudo="sudo -n"

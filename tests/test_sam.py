@@ -1,4 +1,9 @@
-"""SAM records: the OpenCL formatter writes exactly what the Python reference writes."""
+"""SAM records: the OpenCL formatter writes exactly what the Python reference writes;
+the writer keeps a large output out of the page cache."""
+
+import os
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -8,7 +13,7 @@ from hypothesis import strategies as st
 from dmap.alphabet import get_alphabet
 from dmap.fastx import ReadChunk, ReadFields
 from dmap.hits import ChunkHits
-from dmap.sam import format_records, format_records_device, mapq
+from dmap.sam import PageCacheLimit, SamWriter, format_records, format_records_device, mapq
 
 
 def make_chunk(seqs, quals, names):
@@ -59,3 +64,45 @@ def test_record_fields():
 @pytest.mark.parametrize("n,expected", [(1, 60), (2, 3), (3, 1), (4, 1), (5, 0), (500, 0)])
 def test_mapq(n, expected):
     assert mapq(n) == expected
+
+
+def _resident_bytes(path) -> int:
+    """Bytes of ``path`` in the page cache, as util-linux's fincore counts them."""
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.split()[0])
+
+
+def test_a_large_output_leaves_only_its_tail_in_the_page_cache(tmp_path):
+    if shutil.which("fincore") is None:
+        pytest.skip("util-linux's fincore is not installed")
+    probe = tmp_path / "probe"
+    with open(probe, "wb") as f:
+        f.write(b"x" * (1 << 20))
+        f.flush()
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    if _resident_bytes(probe):
+        pytest.skip("this file system keeps written pages cached whatever the advice (tmpfs)")
+    pieces = [bytes([65 + i]) * 300_000 for i in range(20)]
+    path = tmp_path / "out.sam"
+    with open(path, "wb") as f:
+        limit = PageCacheLimit(f, keep=1 << 20)
+        for piece in pieces:
+            f.write(piece)
+            f.flush()
+            limit.wrote(f.tell())
+        os.fsync(f.fileno())  # what was still being written back is on disk now
+        limit.wrote(f.tell())
+        assert _resident_bytes(path) <= (1 << 20) + 2 * 300_000
+    assert path.read_bytes() == b"".join(pieces)
+
+
+def test_a_pipe_is_written_without_page_cache_advice():
+    read_end, write_end = os.pipe()
+    with open(write_end, "wb") as w, open(read_end, "rb") as r:
+        writer = SamWriter(w, ["chr1"], None)
+        assert writer._cache.fd is None
+        writer.write_header("@HD\tVN:1.6\n")
+        w.flush()
+        assert r.read(11) == b"@HD\tVN:1.6\n"
