@@ -238,7 +238,9 @@ class PageCacheLimit:
     page costs a fault in the host: there, writing 2.8 GB took 6.3-6.6
     CPU-s with plain writes and 1.1 CPU-s with this (docs/benchmarks.md).
     It is advice only: pipes and other special files are left alone, and a
-    page still being written back simply stays cached.
+    page still being written back simply stays cached.  On a disk slower
+    than the mapping, the writer may then wait for the disk instead of
+    ending the run with gigabytes still to be written (not measured).
     """
 
     def __init__(self, file, keep: int = CACHED_TAIL):
