@@ -91,10 +91,12 @@ def test_a_large_output_leaves_only_its_tail_in_the_page_cache(tmp_path):
         for piece in pieces:
             f.write(piece)
             f.flush()
+            # Between two chunks of a real run the disk has time to take the
+            # earlier ones; here fsync makes sure of it, so that what is
+            # dropped does not depend on how busy the disk is.
+            os.fsync(f.fileno())
             limit.wrote(f.tell())
-        os.fsync(f.fileno())  # what was still being written back is on disk now
-        limit.wrote(f.tell())
-        assert _resident_bytes(path) <= (1 << 20) + 2 * 300_000
+        assert _resident_bytes(path) <= (1 << 20) + 300_000 + 4096
     assert path.read_bytes() == b"".join(pieces)
 
 
