@@ -103,8 +103,7 @@ def test_a_large_output_leaves_only_its_tail_in_the_page_cache(tmp_path):
 def test_a_pipe_is_written_without_page_cache_advice():
     read_end, write_end = os.pipe()
     with open(write_end, "wb") as w, open(read_end, "rb") as r:
-        writer = SamWriter(w, ["chr1"], None)
-        assert writer._cache.fd is None
-        writer.write_header("@HD\tVN:1.6\n")
+        assert PageCacheLimit(w).fd is None
+        SamWriter(w, ["chr1"], None).write_header("@HD\tVN:1.6\n")
         w.flush()
         assert r.read(11) == b"@HD\tVN:1.6\n"
