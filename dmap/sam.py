@@ -18,7 +18,6 @@ import shlex
 import stat
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -142,21 +141,23 @@ def record_lengths(cols: RecordColumns, name_len: np.ndarray, seq_len: np.ndarra
 _COMPLEMENT = np.frombuffer(bytes(range(256)).translate(_DNA_COMPLEMENT), dtype=np.uint8)
 
 
-@lru_cache(maxsize=4)
-def _contig_name_columns(contig_names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Contig names as the SAM kernel takes them, made once per run, not per chunk
-    (a draft assembly has hundreds of thousands of contigs)."""
-    data, offsets, lengths = flat_strings(list(contig_names))
+def contig_name_columns(contig_names: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Contig names as the SAM kernel takes them: bytes, uint32 offsets and lengths."""
+    data, offsets, lengths = flat_strings(contig_names)
     return data, offsets.astype(np.uint32), lengths.astype(np.uint32)
 
 
 def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_names: list[str],
-                          max_hits: int | None = None) -> np.ndarray:
+                          max_hits: int | None = None,
+                          name_columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """SAM records of a chunk, written by ``kernels/sam_records.cl``.
 
     Returns the same bytes as :func:`format_records` (as a uint8 array, to
     be written without a copy) at a third of the host CPU time: building
     each line in Python was the largest host cost of a run.
+    ``name_columns``: :func:`contig_name_columns` of ``contig_names``, made
+    once per run by :class:`SamWriter` (a draft assembly has hundreds of
+    thousands of contigs).
     """
     from .search.exact import launch_size
 
@@ -164,7 +165,7 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     n = cols.read.size
     f = chunk.fields
     has_qual = f.qual_off is not None
-    rnames, rname_off, rname_len = _contig_name_columns(tuple(contig_names))
+    rnames, rname_off, rname_len = name_columns or contig_name_columns(contig_names)
     lengths = record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual)
     starts = np.zeros(n, dtype=np.uint64)
     np.cumsum(lengths[:-1], out=starts[1:])
@@ -286,6 +287,7 @@ class SamWriter:
         self.contig_names = contig_names
         self.max_hits = max_hits
         self.device = device
+        self._name_columns = contig_name_columns(contig_names) if device is not None else None
         self._cache = PageCacheLimit(file)
 
     def _write(self, data) -> None:
@@ -301,6 +303,7 @@ class SamWriter:
         if isinstance(hits, ChunkAlignments):
             self._write(format_alignment_records(chunk, hits, self.contig_names).encode())
         elif self.device is not None:
-            self._write(format_records_device(self.device, chunk, hits, self.contig_names, self.max_hits))
+            self._write(format_records_device(self.device, chunk, hits, self.contig_names, self.max_hits,
+                                              self._name_columns))
         else:
             self._write(format_records(chunk, hits, self.contig_names, self.max_hits).encode())
