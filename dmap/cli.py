@@ -14,7 +14,7 @@ import dmap
 from .cluster_file import read_cluster_file
 from .errors import DmapError
 from .fastx import DEFAULT_CHUNK_SIZE
-from .index.build import DEFAULT_MAX_QUERY_LENGTH, DEFAULT_SA_SAMPLE_RATE
+from .index.build import DEFAULT_MAX_QUERY_LENGTH
 
 
 def _user_errors(f):
@@ -69,8 +69,9 @@ def index():
               help="interleaved: one cache line per Occ lookup; bitmap: the BowMapCL paper's layout.")
 @click.option("--occ-sample-rate", "-R", type=int, default=None,
               help="32-bit bitmap words per symbol between counts [default: 1].")
-@click.option("--sa-sample-rate", "-S", type=int, default=DEFAULT_SA_SAMPLE_RATE, show_default=True,
-              help="Keep one suffix-array value every S rows.")
+@click.option("--sa-sample-rate", "-S", type=int, default=None,
+              help="Keep one suffix-array value every S rows [default: 1 up to 64 M symbols, then doubling "
+                   "with the reference's size, up to 16 from 1 G].")
 @click.option("--neighborhood", is_flag=True,
               help="Also build MAROSE's neighborhood index (perfect hashes) for 'dmap run --engine phash'.")
 @click.option("--seed-length", type=int, default=8, show_default=True,

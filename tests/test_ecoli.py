@@ -28,7 +28,10 @@ def sam_hits(path):
     return hits
 
 
-def test_hits_equal_bowtie(tmp_path):
+# The default index of E. coli keeps every SA value (no locate walks); with
+# S = 16, as for large references, hits are located by LF-walks.
+@pytest.mark.parametrize("sa_sample_rate", [None, 16])
+def test_hits_equal_bowtie(tmp_path, sa_sample_rate):
     with gzip.open(ECOLI, "rt") as f:
         (tmp_path / "ecoli.fa").write_text(f.read())
     genome = "".join(line.strip() for line in open(tmp_path / "ecoli.fa") if not line.startswith(">"))
@@ -51,8 +54,9 @@ def test_hits_equal_bowtie(tmp_path):
             f.write(f"@r{i}\n{r}\n+\n{'I' * len(r)}\n")
 
     idx = dmap.build_index(tmp_path / "ecoli.fa", tmp_path / "ecoli.dmap", block_length=1_500_000,
-                           max_query_length=150)
+                           max_query_length=150, sa_sample_rate=sa_sample_rate)
     assert idx.n_blocks == 4  # hits in block overlaps are deduplicated
+    assert idx.meta.sa_sample_rate == (sa_sample_rate or 1)
     res = dmap.map_reads(idx, tmp_path / "reads.fq", sam_path=tmp_path / "dmap.sam", return_hits=False)
     samtools_quickcheck(tmp_path / "dmap.sam")
 

@@ -39,12 +39,18 @@ LONGEST_DEFAULT_BLOCK = 1 << 29
 # The smallest per-buffer limit met so far (PoCL on some machines; GPUs
 # allow a quarter of their memory).
 MAX_DEVICE_BUFFER = 1 << 31
-# One SA value every 16 rows.  A row reached by an LF step is sampled with
-# chance 1/16, so a locate walk takes 15 LF steps on average (measured; the
-# length is geometric, p99 71).  Against 32 (bowtie's and bwa's default) it
-# mapped exact reads 20% faster for 0.125 more bytes per symbol
-# (docs/benchmarks.md, "SA sample rate").
-DEFAULT_SA_SAMPLE_RATE = 16
+# S, the SA sampling: one SA value every S rows.  A row reached by an LF
+# step is sampled with chance 1/S, so a locate walk takes about S-1 LF steps
+# (geometric: with S = 16, mean 15 and p99 71), and a work-item advancing
+# 16 walks in step waits for the longest.  Against 32 (bowtie's and bwa's
+# default), 16 mapped exact reads 20% faster for 0.125 more bytes per symbol;
+# on E. coli, keeping every SA value (S = 1: no walks at all) mapped 10M reads
+# in 25-35% less time than S = 16 (docs/benchmarks.md, "SA sample rate").  So
+# by default a reference keeps every SA value while they take at most
+# SA_SAMPLE_BUDGET bytes (64 M symbols), and S doubles beyond that, up to 16
+# from 1 G symbols (a human genome: 0.25 bytes per symbol, as before).
+SA_SAMPLE_BUDGET = 1 << 28
+MAX_DEFAULT_SA_SAMPLE_RATE = 16
 # Each block's SA must stay int32 and its occ table under PoCL's per-buffer cap.
 MAX_BLOCK_LENGTH = (1 << 30) - 1
 _ZARR_CHUNK = 1 << 24
@@ -53,6 +59,15 @@ _ZARR_CHUNK = 1 << 24
 def available_memory() -> int:
     """Bytes of memory available to new allocations (page cache counts as available)."""
     return int(psutil.virtual_memory().available)
+
+
+def default_sa_sample_rate(text_length: int) -> int:
+    """S for a reference of ``text_length`` symbols: the smallest power of two
+    whose SA samples (4 bytes each) fit SA_SAMPLE_BUDGET, at most 16."""
+    rate = 1
+    while rate < MAX_DEFAULT_SA_SAMPLE_RATE and 4 * text_length > SA_SAMPLE_BUDGET * rate:
+        rate *= 2
+    return rate
 
 
 def build_bytes_per_symbol(sigma: int, rate: int) -> float:
@@ -205,7 +220,7 @@ def build_index(
     block_length: int | None = None,
     occ_layout: str = "interleaved",
     occ_sample_rate: int | None = None,
-    sa_sample_rate: int = DEFAULT_SA_SAMPLE_RATE,
+    sa_sample_rate: int | None = None,
     neighborhood: NeighborhoodSpec | None = None,
     overwrite: bool = False,
     progress: bool = False,
@@ -234,7 +249,9 @@ def build_index(
         ``"bitmap"``) and R, the number of 32-bit bitmap words per symbol
         between count samples.
     sa_sample_rate
-        S: one suffix-array value is stored for every S BWT rows.
+        S: one suffix-array value is stored for every S BWT rows; by
+        default 1 (every value) up to 64 M symbols, doubling for larger
+        references up to 16 from 1 G (:func:`default_sa_sample_rate`).
     neighborhood
         Also build MAROSE's neighborhood index (for ``map_reads(engine="phash")``)
         with these seed and neighborhood lengths.
@@ -255,7 +272,7 @@ def build_index(
         raise InputFormatError(f"unknown occ layout {occ_layout!r}; choose {' or '.join(LAYOUTS)}")
     if not 1 <= max_query_length <= MAX_QUERY_LENGTH:
         raise InputFormatError(f"--max-query-length must be between 1 and {MAX_QUERY_LENGTH}, not {max_query_length}")
-    if sa_sample_rate < 1 or (occ_sample_rate is not None and occ_sample_rate < 1):
+    if (sa_sample_rate is not None and sa_sample_rate < 1) or (occ_sample_rate is not None and occ_sample_rate < 1):
         raise InputFormatError("sample rates must be at least 1")
     if os.path.exists(output) and not overwrite:
         raise InputFormatError(f"{output!r} already exists; remove it or pass --overwrite")
@@ -281,6 +298,7 @@ def build_index(
     try:
         group = zarr.open_group(tmp, mode="w")
         contigs, n = _stream_reference(reference, alpha, group)
+        sa_sample_rate = sa_sample_rate or default_sa_sample_rate(n)
         _check_build_memory(min(block_length + max_query_length - 1, n), build_bytes_per_symbol(alpha.sigma, rate))
         ref = group["reference"]
         checksums: dict[str, str] = {"reference": checksum(ref[...])}

@@ -32,3 +32,19 @@ def test_a_block_too_large_for_the_memory_is_refused_before_sorting(tmp_path, mo
     monkeypatch.setattr(build, "available_memory", lambda: 20 * 4000)
     assert dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx").n_blocks == 1
 
+
+
+@pytest.mark.parametrize("symbols,rate", [(1, 1), (1 << 26, 1), ((1 << 26) + 1, 2), (100_000_000, 2),
+                                          (1 << 28, 4), (1 << 29, 8), (1 << 30, 16), (3_100_000_000, 16)])
+def test_default_sa_sample_rate_keeps_every_value_of_small_references(symbols, rate):
+    assert build.default_sa_sample_rate(symbols) == rate
+    # Within the budget, or at the largest default rate.
+    assert 4 * symbols <= build.SA_SAMPLE_BUDGET * rate or rate == build.MAX_DEFAULT_SA_SAMPLE_RATE
+    assert rate == 1 or 4 * symbols > build.SA_SAMPLE_BUDGET * (rate // 2)  # and no sparser than it needs
+
+
+def test_the_sa_sample_rate_is_recorded_and_an_explicit_one_kept(tmp_path):
+    write_fasta(tmp_path / "ref.fa", [("a", "ACGTTGCA" * 100)])
+    assert dmap.build_index(tmp_path / "ref.fa", tmp_path / "default").meta.sa_sample_rate == 1
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "sparse", sa_sample_rate=16)
+    assert idx.meta.sa_sample_rate == 16 and idx.load_block(0).sa_samples.size == -(-(800 + 1) // 16)
