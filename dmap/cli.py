@@ -13,7 +13,7 @@ import dmap
 
 from .cluster_file import read_cluster_file
 from .errors import DmapError
-from .fastx import DEFAULT_CHUNK_SIZE
+from .fastx import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE
 from .index.build import DEFAULT_MAX_QUERY_LENGTH
 
 
@@ -112,7 +112,8 @@ def index_info(index_path):
 @click.argument("reads", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="SAM file to write.")
 @click.option("--max-hits", "-k", type=int, default=None, help="Report at most K hits per read [default: all].")
-@click.option("--chunk-size", type=int, default=None, help=f"Reads per task [default: {DEFAULT_CHUNK_SIZE}].")
+@click.option("--chunk-size", type=int, default=None,
+              help=f"Reads per task [default: {DEFAULT_CHUNK_SIZE}; {DEFAULT_APPROX_CHUNK_SIZE} with --max-errors].")
 @click.option("--scheduler", default=None, help="Dask scheduler address (tcp://HOST:PORT) of a running cluster.")
 @click.option("--cluster", "cluster_file", default=None, type=click.Path(dir_okay=False),
               help="cluster.yaml describing the cluster.")
@@ -160,7 +161,7 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
                          report_all=report_all, eqx=eqx, engine=engine, delta=delta,
                          neighborhood_errors=neighborhood_errors,
                          seed_edits=None if seed_edits == "auto" else int(seed_edits),
-                         chunk_size=chunk_size or DEFAULT_CHUNK_SIZE, in_flight=in_flight or 4,
+                         chunk_size=chunk_size, in_flight=in_flight or 4,
                          scheduler=scheduler, return_hits=False, processes=processes, guided=not fixed_chunks,
                          argv=sys.argv)
     candidates = (f"; {res.candidates['regions'] / max(res.n_reads, 1):.2f} candidate regions per read"

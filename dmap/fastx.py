@@ -25,7 +25,16 @@ from xopen import xopen
 from .alphabet import INVALID, Alphabet
 from .errors import InputFormatError, UnknownSymbolError
 
-DEFAULT_CHUNK_SIZE = 50_000  # reads; chunk size vs speed and memory in docs/benchmarks.md
+# Reads per chunk in exact mapping.  Each chunk costs tens of milliseconds
+# beyond its reads (Dask tasks, kernel launches, buffers), and a launch's
+# last work-groups leave cores idle: 10M reads mapped in 10.0 s with
+# 200,000-read chunks against 14.4 s with 50,000 (the default until session
+# 10), for a peak RSS of 870 MB instead of 450 (4 chunks in flight).
+# Approximate mapping holds about 4x as much per read in flight (seeds,
+# candidates, alignments) and gained nothing from larger chunks, so it keeps
+# 50,000.  Chunk size against speed and memory: docs/benchmarks.md.
+DEFAULT_CHUNK_SIZE = 200_000
+DEFAULT_APPROX_CHUNK_SIZE = 50_000
 
 
 STDIN = "-"  # a reads path that means standard input
@@ -489,7 +498,7 @@ def iter_read_chunks(
     """Parse reads in chunks of ``chunk_size``, validated.
 
     ``next_size(reads_done, bytes_done)``, if given, chooses the size of each
-    chunk after the first (see :class:`dmap.schedule.GuidedChunks`);
+    chunk, the first included (see :class:`dmap.schedule.GuidedChunks`);
     ``bytes_done`` counts the FASTA/FASTQ bytes of the reads parsed so far.
     With ``check_symbols`` False, only the first chunk's symbols are checked
     here; the exact search kernel checks the others (see
@@ -506,7 +515,7 @@ def iter_read_chunks(
     source = _read_fields(path, chunk_size)
     pending = _Pending()
     number = first = bytes_done = 0
-    size = chunk_size
+    size = chunk_size if next_size is None else max(1, next_size(0, 0))
     while True:
         while pending.n < size and (piece := next(source, None)) is not None:
             pending.add(piece)

@@ -40,7 +40,7 @@ from .approx.seeds import Seeds, choose_seed_edits, pigeonhole_seeds, selective_
 from .cluster import connect, embedded_client, require_device_workers
 from .device import DEVICE_RESOURCE, local_device
 from .errors import ClusterError, DmapError, UnknownSymbolError
-from .fastx import DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
+from .fastx import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
 from .hits import ChunkHits
 from .index.store import Index, open_index
 from .neighborhood.params import MAX_NEIGHBORHOOD_ERRORS
@@ -151,7 +151,7 @@ def map_reads(
     delta: int = 1,
     neighborhood_errors: int | None = None,
     seed_edits: int | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_size: int | None = None,
     in_flight: int = 4,
     return_hits: bool = True,
     processes: bool = False,
@@ -200,7 +200,8 @@ def map_reads(
         way; the default (None) picks per chunk what measured fastest
         (:func:`dmap.approx.seeds.choose_seed_edits`).
     chunk_size
-        Reads per task (the largest chunk when ``guided``).
+        Reads per task (the largest chunk when ``guided``); by default
+        200,000 for exact mapping and 50,000 with ``max_errors``.
     guided
         Shrink chunks toward the end of an uncompressed input so that devices
         of unequal speed finish together (:class:`dmap.schedule.GuidedChunks`).
@@ -235,6 +236,8 @@ def map_reads(
         raise DmapError(f"--max-errors {max_errors} leaves no read length within the index's maximum query "
                         f"length {idx.meta.max_query_length}")
     contig_names = [c.name for c in idx.meta.contigs]
+    if chunk_size is None:
+        chunk_size = DEFAULT_CHUNK_SIZE if approx is None else DEFAULT_APPROX_CHUNK_SIZE
     schedule = GuidedChunks(reads, chunk_size) if guided else None
     # An alignment with K edits spans up to m + K reference symbols, and must fit in a block overlap.
     # Exact mapping checks the symbols of every chunk but the first in the search kernel.

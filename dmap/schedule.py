@@ -3,6 +3,10 @@
 Devices pull equal-size chunks as they free up; toward the end of the input
 the chunks shrink, so a fast and a slow device finish close together instead
 of the fast one idling while the slow one works through a last large chunk.
+
+The first chunks are small and grow: the first chunk is read, checked and
+searched before anything else can start, so a small one puts the devices to
+work sooner, while large chunks later cost less per read.
 """
 
 from __future__ import annotations
@@ -10,25 +14,34 @@ from __future__ import annotations
 import os
 
 COMPRESSED = (".gz", ".bgz", ".bz2", ".xz", ".zst")
+# Reads in the first chunk.  1M reads with 200,000-read chunks: the first
+# chunk took 0.26-0.34 s to read and check before the cluster started
+# (docs/benchmarks.md, session 10).
+FIRST_CHUNK_SIZE = 25_000
 
 
 class GuidedChunks:
-    """Next chunk size = reads left / (2 x workers), between ``min_size`` and ``max_size``.
+    """Next chunk size = reads left / (2 x workers), between ``min_size`` and ``max_size``,
+    and at most the reads done so far (at least ``first_size``).
 
-    The reads left are estimated from the file size and the bytes per read
-    seen so far, so this needs an uncompressed input; for compressed input
-    every chunk is ``max_size``.
+    The last bound makes the sizes grow from ``first_size``, doubling, up to
+    ``max_size``.  The reads left are estimated from the file size and the
+    bytes per read seen so far, so shrinking needs an uncompressed input;
+    compressed input grows to ``max_size`` and stays there.
     """
 
-    def __init__(self, path: str | os.PathLike, max_size: int, min_size: int = 1000):
+    def __init__(self, path: str | os.PathLike, max_size: int, min_size: int = 1000,
+                 first_size: int = FIRST_CHUNK_SIZE):
         path = os.fspath(path)
         self.total_bytes = None if path.endswith(COMPRESSED) or not os.path.isfile(path) else os.path.getsize(path)
         self.max_size = max_size
         self.min_size = min(min_size, max_size)
+        self.first_size = min(first_size, max_size)
         self.n_workers = 1  # set once the cluster is known
 
     def __call__(self, reads_done: int, bytes_done: int) -> int:
+        size = min(self.max_size, max(self.first_size, reads_done))
         if self.total_bytes is None or reads_done == 0:
-            return self.max_size
+            return size
         reads_left = max(self.total_bytes - bytes_done, 0) * reads_done / max(bytes_done, 1)
-        return int(min(self.max_size, max(self.min_size, reads_left / (2 * self.n_workers))))
+        return int(min(size, max(self.min_size, reads_left / (2 * self.n_workers))))

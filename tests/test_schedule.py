@@ -1,4 +1,4 @@
-"""Guided chunk sizes: full chunks first, shrinking toward the end, every read once."""
+"""Guided chunk sizes: small chunks first, doubling up to the full size, shrinking toward the end, every read once."""
 
 import gzip
 import shutil
@@ -7,11 +7,11 @@ from conftest import write_fastq
 
 from dmap.alphabet import get_alphabet
 from dmap.fastx import iter_read_chunks
-from dmap.schedule import GuidedChunks
+from dmap.schedule import FIRST_CHUNK_SIZE, GuidedChunks
 
 
-def sizes(path, max_size, workers):
-    schedule = GuidedChunks(path, max_size, min_size=100)
+def sizes(path, max_size, workers, first_size=None):
+    schedule = GuidedChunks(path, max_size, min_size=100, first_size=first_size or max_size)
     schedule.n_workers = workers
     return [len(c) for c in iter_read_chunks(path, get_alphabet("dna"), max_size, next_size=schedule)]
 
@@ -29,3 +29,21 @@ def test_compressed_input_keeps_equal_chunks(tmp_path):
     with open(tmp_path / "r.fq", "rb") as f, gzip.open(tmp_path / "r.fq.gz", "wb") as g:
         shutil.copyfileobj(f, g)
     assert sizes(tmp_path / "r.fq.gz", 1000, 2) == [1000] * 5
+
+
+def test_chunks_grow_from_the_first_size(tmp_path):
+    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 20_000, [f"read{i}" for i in range(20_000)])
+    got = sizes(tmp_path / "r.fq", 2000, 1, first_size=250)
+    assert sum(got) == 20_000
+    assert got[:5] == [250, 250, 500, 1000, 2000]  # at most the reads done so far: doubling
+    peak = got.index(2000)
+    assert got[peak:peak + 3] == [2000] * 3 and got[-1] <= 100
+    assert all(a >= b for a, b in zip(got[peak:-1], got[peak + 1:-1]))  # then never grows again
+    with open(tmp_path / "r.fq", "rb") as f, gzip.open(tmp_path / "r.fq.gz", "wb") as g:
+        shutil.copyfileobj(f, g)
+    assert sizes(tmp_path / "r.fq.gz", 2000, 1, first_size=250)[:6] == [250, 250, 500, 1000, 2000, 2000]
+
+
+def test_the_first_chunk_is_small_by_default():
+    assert GuidedChunks("-", 200_000)(0, 0) == FIRST_CHUNK_SIZE < 200_000
+    assert GuidedChunks("-", 64)(0, 0) == 64  # never above the chunk size asked for
