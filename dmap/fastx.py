@@ -27,13 +27,16 @@ from .errors import InputFormatError, UnknownSymbolError
 
 # Reads per chunk in exact mapping.  Each chunk costs tens of milliseconds
 # beyond its reads (Dask tasks, kernel launches, buffers), and a launch's
-# last work-groups leave cores idle: 10M reads mapped in 10.0 s with
-# 200,000-read chunks against 14.4 s with 50,000 (the default until session
-# 10), for a peak RSS of 870 MB instead of 450 (4 chunks in flight).
-# Approximate mapping holds about 4x as much per read in flight (seeds,
-# candidates, alignments) and gained nothing from larger chunks, so it keeps
-# 50,000.  Chunk size against speed and memory: docs/benchmarks.md.
-DEFAULT_CHUNK_SIZE = 200_000
+# last work-groups leave cores idle: on one warm cluster, 10M reads mapped
+# in 11.6 s with 100,000-read chunks against 14.4 s with 50,000 (the default
+# until session 10).  200,000 measured the same as 100,000 through
+# `dmap run` (9.42 s against 9.29 s, medians of 5 alternating runs) for
+# 770 MB of peak RSS instead of 560: its arrays are over glibc's 32 MB
+# mmap limit, so each chunk's come as fresh pages (system time 4.3 s
+# against 3.0).  Approximate mapping holds about 4x as much per read in
+# flight (seeds, candidates, alignments) and keeps 50,000.  Chunk size
+# against speed and memory: docs/benchmarks.md.
+DEFAULT_CHUNK_SIZE = 100_000
 DEFAULT_APPROX_CHUNK_SIZE = 50_000
 
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 import os
 
 COMPRESSED = (".gz", ".bgz", ".bz2", ".xz", ".zst")
-# Reads in the first chunk.  1M reads with 200,000-read chunks: the first
-# chunk took 0.26-0.34 s to read and check before the cluster started
-# (docs/benchmarks.md, session 10).
+# Reads in the first chunk.  It is read and checked before the cluster
+# starts: 200,000 reads took 0.26-0.34 s (docs/benchmarks.md, session 10).
 FIRST_CHUNK_SIZE = 25_000
 
 
