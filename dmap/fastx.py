@@ -255,8 +255,12 @@ def _parse_with_dnaio(data: np.ndarray, path: str, lines_before: int) -> ReadFie
 PIECE_BYTES = 4 << 20  # FASTQ is read in pieces of whole records of at most this size
 
 
-def _read_fields(path: str | os.PathLike, chunk_size: int) -> Iterator[ReadFields]:
+def _read_fields(path: str | os.PathLike, chunk_size: int,
+                 wanted: Callable[[], int] | None = None) -> Iterator[ReadFields]:
     """All records of a reads file (``-``: standard input), a piece at a time.
+
+    ``wanted()``, if given, says how many records the consumer needs next
+    (FASTQ pieces are cut to it, see :func:`_fastq_pieces`).
 
     The file is opened once and read once, so a pipe works too (``-``,
     ``<(zcat reads.fq.gz)``).  FASTQ (its first byte is ``@``) goes through
@@ -279,7 +283,7 @@ def _read_fields(path: str | os.PathLike, chunk_size: int) -> Iterator[ReadField
                 yield ReadFields.from_strings([r.id for r in batch], [r.sequence for r in batch], None)
             return
         lines = 0
-        for data, low in _fastq_pieces(f, path, head):
+        for data, low in _fastq_pieces(f, path, head, wanted):
             fields = split_fastq(data, low)
             if fields is None:
                 fields = _parse_with_dnaio(data, path, lines)
@@ -294,8 +298,9 @@ def _low_bytes(data: np.ndarray) -> np.ndarray:
     return np.flatnonzero(data <= 32)
 
 
-def _fastq_pieces(f, path: str, head: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Pieces of at most PIECE_BYTES of whole four-line records, each with its :func:`_low_bytes`.
+def _fastq_pieces(f, path: str, head: np.ndarray,
+                  wanted: Callable[[], int] | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Pieces of whole four-line records, each with its :func:`_low_bytes`.
 
     Each piece ends after a multiple of four lines (the last piece: at the
     end of the file).  The newlines that place that end are the ones
@@ -304,24 +309,40 @@ def _fastq_pieces(f, path: str, head: np.ndarray) -> Iterator[tuple[np.ndarray, 
     while holding the GIL, 0.07-0.28 s per million reads (docs/benchmarks.md).
     Every piece has a buffer of its own, as chunks keep their bytes.
     ``head``: the file's first bytes, read already.
+
+    With ``wanted``, a piece holds at most ``wanted()`` records, in a buffer
+    sized for them from the longest record seen so far (at least
+    PIECE_BYTES), so that a chunk is one piece: joining pieces into chunks
+    copied every read's bytes once more, into fresh pages (docs/benchmarks.md,
+    session 10).  The records read beyond go on to the next piece.
     """
     carry = head
+    record_bytes = 0  # the most bytes per record in a piece so far
     while True:
-        buf = np.empty(PIECE_BYTES, dtype=np.uint8)
+        records = wanted() if wanted is not None else 0
+        # 1% more than the wanted records took at the longest so far, so that
+        # slightly longer ones still fit: the records beyond are carried over.
+        size = max(PIECE_BYTES, records * record_bytes * 101 // 100, carry.size + 1)
+        buf = np.empty(size, dtype=np.uint8)
         buf[:carry.size] = carry
         n = carry.size + _fill(f, memoryview(buf)[carry.size:], path)
         data = buf[:n]
         low = _low_bytes(data)
-        if n < buf.size:  # the end of the file
-            if n:
-                yield data, low
-            return
         newlines = low[data[low] == 10]
-        whole = newlines.size // 4 * 4
-        if whole == 0:
+        complete = newlines.size // 4 * 4
+        whole = min(complete, 4 * records) if records else complete
+        at_end = n < buf.size and whole == complete  # the end of the file, all of it wanted
+        end = n if at_end else int(newlines[whole - 1]) + 1 if whole else 0
+        # Each record ends at its fourth newline (the file's last one may lack it).
+        if not end or np.diff(newlines[3:whole:4], prepend=-1, append=end - 1).max() > PIECE_BYTES:
+            if at_end and not n:
+                return
             raise InputFormatError(f"reads file {path!r} holds a record over {PIECE_BYTES} bytes long, "
                                    "far longer than any index maps")
-        end = int(newlines[whole - 1]) + 1
+        if at_end:
+            yield data, low
+            return
+        record_bytes = max(record_bytes, -(-end // (whole // 4)))
         yield data[:end], low[:np.searchsorted(low, end)]
         carry = data[end:]
 
@@ -515,10 +536,10 @@ def iter_read_chunks(
     """
     if chunk_size < 1:
         raise InputFormatError(f"chunk size must be at least 1, not {chunk_size}")
-    source = _read_fields(path, chunk_size)
     pending = _Pending()
     number = first = bytes_done = 0
     size = chunk_size if next_size is None else max(1, next_size(0, 0))
+    source = _read_fields(path, chunk_size, wanted=lambda: max(size - pending.n, 1))
     while True:
         while pending.n < size and (piece := next(source, None)) is not None:
             pending.add(piece)

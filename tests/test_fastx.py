@@ -43,23 +43,40 @@ def dnaio_records(path):
         return [(r.id, r.sequence, r.qualities) for r in f]
 
 
-def chunk_records(path, chunk_size):
-    out = []
-    for chunk in iter_read_chunks(path, DNA, chunk_size):
+def chunk_records(path, chunk_size, sizes=None):
+    """Every record, in chunks of ``chunk_size`` or of ``sizes`` in turn."""
+    next_size = None if sizes is None else lambda done, _: sizes[len(seen) % len(sizes)]
+    out, seen = [], []
+    for chunk in iter_read_chunks(path, DNA, chunk_size, next_size=next_size):
+        seen.append(len(chunk))
         out += list(zip(chunk.names, chunk.seqs, chunk.quals))
     return out
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=fastq_files(), chunk_size=st.integers(1, 30), piece=st.sampled_from([800, 1500, 1 << 20]),
-       gz=st.booleans())
-def test_chunks_hold_what_dnaio_reads(tmp_path, monkeypatch, text, chunk_size, piece, gz):
+       gz=st.booleans(), sizes=st.none() | st.lists(st.integers(1, 12), min_size=1, max_size=4))
+def test_chunks_hold_what_dnaio_reads(tmp_path, monkeypatch, text, chunk_size, piece, gz, sizes):
     # Small pieces (each holds at least two records) put records of one chunk in several pieces,
-    # and split pieces between chunks.
+    # and split pieces between chunks; chunk sizes that change (as GuidedChunks makes them) change
+    # the records each piece is cut to.
     monkeypatch.setattr(fastx, "PIECE_BYTES", piece)
     path = tmp_path / ("r.fq.gz" if gz else "r.fq")
     path.write_bytes(gzip.compress(text) if gz else text)
-    assert chunk_records(path, chunk_size) == dnaio_records(path)
+    assert chunk_records(path, chunk_size, sizes) == dnaio_records(path)
+
+
+def test_a_chunk_is_one_piece_of_the_file(tmp_path, monkeypatch):
+    # After the first piece, pieces are cut to the records the next chunk needs, so chunks are not
+    # joined from pieces: each chunk's buffer holds its own records' bytes and no others.
+    monkeypatch.setattr(fastx, "PIECE_BYTES", 64)
+    record = b"@r\nACGTACGT\n+\nIIIIIIII\n"  # 23 bytes: a 64-byte piece holds 2
+    (tmp_path / "r.fq").write_bytes(record * 1000)
+    sizes = iter([7, 100, 3, 50, 201, 9, 300])  # odd sizes: without the cut, pieces would straddle chunks
+    chunks = list(iter_read_chunks(tmp_path / "r.fq", DNA, 1000, next_size=lambda *_: next(sizes, 1000)))
+    assert [len(c) for c in chunks] == [7, 100, 3, 50, 201, 9, 300, 330]  # the first size comes from next_size too
+    for chunk in chunks[1:]:
+        assert chunk.fields.data.size == len(chunk) * len(record)
 
 
 def test_plain_records_take_the_numpy_path():
