@@ -38,7 +38,7 @@ from . import sam
 from .approx.alignments import ChunkAlignments
 from .approx.seeds import Seeds, choose_seed_edits, pigeonhole_seeds, selective_length
 from .cluster import connect, embedded_client, require_device_workers
-from .device import DEVICE_RESOURCE, local_device
+from .device import DEVICE_RESOURCE
 from .errors import ClusterError, DmapError, UnknownSymbolError
 from .fastx import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
 from .hits import ChunkHits
@@ -255,7 +255,7 @@ def map_reads(
             out = open(tmp, "wb")
         except OSError as e:
             raise DmapError(f"cannot write {sam_path!r}: {e.strerror or e}") from None
-        writer = sam.SamWriter(out, contig_names, max_hits, device=local_device())
+        writer = sam.SamWriter(out, contig_names, max_hits, device=sam.prepare_device())
     try:
         if writer is not None:
             writer.write_header(sam.header(idx.meta, argv))

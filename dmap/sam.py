@@ -17,6 +17,8 @@ import os
 import shlex
 import stat
 import sys
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +26,7 @@ import numpy as np
 from . import __version__
 from .alphabet import _DNA_COMPLEMENT, reverse_complement
 from .approx.alignments import ChunkAlignments
+from .device import local_device
 from .fastx import ReadChunk, flat_strings
 from .hits import ChunkHits
 from .index.store import IndexMeta
@@ -273,6 +276,30 @@ class PageCacheLimit:
             self.fd = None  # a file system that refuses the advice is written as usual
 
 
+def prepare_device() -> Future:
+    """This process's device (:func:`dmap.device.local_device`) with the SAM
+    kernel built, made in a background thread.
+
+    The OpenCL context (0.06-0.07 s) and the kernel's build from the binary
+    cache (0.04 s) then overlap the cluster's start and the first chunk's
+    search, instead of delaying both (docs/benchmarks.md, session 10).
+    """
+    def make():
+        device = local_device()
+        if device is not None:
+            device.program("sam_records.cl", {})
+        return device
+
+    future: Future = Future()
+    def run():
+        try:
+            future.set_result(make())
+        except BaseException as e:  # handed to the writer, which raises it where it waits
+            future.set_exception(e)
+    threading.Thread(target=run, name="dmap-sam-device", daemon=True).start()
+    return future
+
+
 class SamWriter:
     """Writes a SAM file: header, then records chunk by chunk.
 
@@ -283,12 +310,20 @@ class SamWriter:
     """
 
     def __init__(self, file, contig_names: list[str], max_hits: int | None, device=None):
+        """``device``: a :class:`dmap.device.Device`, None, or a future of either
+        (:func:`prepare_device`), waited for at the first records."""
         self.file = file
         self.contig_names = contig_names
         self.max_hits = max_hits
-        self.device = device
-        self._name_columns = contig_name_columns(contig_names) if device is not None else None
+        self._device = device
+        self._name_columns = contig_name_columns(contig_names)
         self._cache = PageCacheLimit(file)
+
+    @property
+    def device(self):
+        if isinstance(self._device, Future):
+            self._device = self._device.result()
+        return self._device
 
     def _write(self, data) -> None:
         self.file.write(data)

@@ -4,6 +4,7 @@ the writer keeps a large output out of the page cache."""
 import os
 import shutil
 import subprocess
+from concurrent.futures import Future
 
 import numpy as np
 import pytest
@@ -11,9 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmap.alphabet import get_alphabet
+from dmap.errors import DeviceError
 from dmap.fastx import ReadChunk, ReadFields
 from dmap.hits import ChunkHits
-from dmap.sam import PageCacheLimit, SamWriter, format_records, format_records_device, mapq
+from dmap.sam import PageCacheLimit, SamWriter, format_records, format_records_device, mapq, prepare_device
 
 
 def make_chunk(seqs, quals, names):
@@ -107,3 +109,21 @@ def test_a_pipe_is_written_without_page_cache_advice():
         SamWriter(w, ["chr1"], None).write_header("@HD\tVN:1.6\n")
         w.flush()
         assert r.read(11) == b"@HD\tVN:1.6\n"
+
+
+def test_the_writer_waits_for_a_device_made_in_the_background(tmp_path):
+    chunk = make_chunk(["ACGT", "GGCA"], ["IIII", "#5?I"], ["r1", "r2"])
+    hits = ChunkHits(np.array([1]), np.array([1], dtype=np.int8), np.array([0]), np.array([7]), 2)
+    future = prepare_device()
+    with open(tmp_path / "out.sam", "wb") as f:
+        SamWriter(f, ["chr1"], None, device=future).write_records(chunk, hits)
+    assert future.done()
+    assert (tmp_path / "out.sam").read_bytes() == format_records(chunk, hits, ["chr1"]).encode()
+
+
+def test_a_device_that_failed_in_the_background_fails_the_writer(tmp_path):
+    failed = Future()
+    failed.set_exception(DeviceError("no OpenCL platform"))
+    with open(tmp_path / "out.sam", "wb") as f, pytest.raises(DeviceError, match="no OpenCL platform"):
+        SamWriter(f, ["chr1"], None, device=failed).write_records(make_chunk(["ACGT"], ["IIII"], ["r1"]),
+                                                                  ChunkHits(*[np.zeros(0, dtype=np.int64)] * 4, 1))
