@@ -127,3 +127,13 @@ def test_a_device_that_failed_in_the_background_fails_the_writer(tmp_path):
     with open(tmp_path / "out.sam", "wb") as f, pytest.raises(DeviceError, match="no OpenCL platform"):
         SamWriter(f, ["chr1"], None, device=failed).write_records(make_chunk(["ACGT"], ["IIII"], ["r1"]),
                                                                   ChunkHits(*[np.zeros(0, dtype=np.int64)] * 4, 1))
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int64])
+def test_digits_count_decimal_digits(dtype):
+    from dmap.sam import _digits
+
+    values = [0, 1, 9, 10, 11, 99, 100, 999, 1000, 4_938_920, 999_999_999, 1_000_000_000, 2**32 - 1]
+    x = np.array(values, dtype=dtype)
+    assert _digits(x).tolist() == [len(str(v)) for v in values]
+    assert _digits(np.zeros(0, dtype=dtype)).size == 0
