@@ -311,8 +311,8 @@ def _fastq_pieces(f, path: str, head: np.ndarray,
     ``head``: the file's first bytes, read already.
 
     With ``wanted``, a piece holds at most ``wanted()`` records, in a buffer
-    sized for them from the longest record seen so far (at least
-    PIECE_BYTES), so that a chunk is one piece: joining pieces into chunks
+    sized for them from the most bytes per record of any piece so far (at
+    least PIECE_BYTES), so that a chunk is one piece: joining pieces into chunks
     copied every read's bytes once more, into fresh pages (docs/benchmarks.md,
     session 10).  The records read beyond go on to the next piece.
     """
@@ -320,8 +320,8 @@ def _fastq_pieces(f, path: str, head: np.ndarray,
     record_bytes = 0  # the most bytes per record in a piece so far
     while True:
         records = wanted() if wanted is not None else 0
-        # 1% more than the wanted records took at the longest so far, so that
-        # slightly longer ones still fit: the records beyond are carried over.
+        # 1% more than the wanted records would take at the most bytes per record
+        # so far, so that slightly longer ones still fit; any beyond are carried over.
         size = max(PIECE_BYTES, records * record_bytes * 101 // 100, carry.size + 1)
         buf = np.empty(size, dtype=np.uint8)
         buf[:carry.size] = carry
@@ -331,20 +331,27 @@ def _fastq_pieces(f, path: str, head: np.ndarray,
         newlines = low[data[low] == 10]
         complete = newlines.size // 4 * 4
         whole = min(complete, 4 * records) if records else complete
-        at_end = n < buf.size and whole == complete  # the end of the file, all of it wanted
-        end = n if at_end else int(newlines[whole - 1]) + 1 if whole else 0
-        # Each record ends at its fourth newline (the file's last one may lack it).
-        if not end or np.diff(newlines[3:whole:4], prepend=-1, append=end - 1).max() > PIECE_BYTES:
-            if at_end and not n:
-                return
-            raise InputFormatError(f"reads file {path!r} holds a record over {PIECE_BYTES} bytes long, "
-                                   "far longer than any index maps")
-        if at_end:
-            yield data, low
+        if n < buf.size and whole == complete:  # the end of the file, all of it wanted
+            if n:
+                _check_record_lengths(newlines[3:whole:4], n, path)
+                yield data, low
             return
+        end = int(newlines[whole - 1]) + 1 if whole else 0
+        _check_record_lengths(newlines[3:whole:4], end, path)
         record_bytes = max(record_bytes, -(-end // (whole // 4)))
         yield data[:end], low[:np.searchsorted(low, end)]
         carry = data[end:]
+
+
+def _check_record_lengths(ends: np.ndarray, end: int, path: str) -> None:
+    """Refuse a piece ``[0, end)`` holding no record, or one over PIECE_BYTES.
+
+    ``ends``: the fourth newline of each whole record; after the last of
+    them, the piece may end with a record that lacks its final newline.
+    """
+    if not end or np.diff(ends, prepend=-1, append=end - 1).max() > PIECE_BYTES:
+        raise InputFormatError(f"reads file {path!r} holds a record over {PIECE_BYTES} bytes long, "
+                               "far longer than any index maps")
 
 
 def _fill(f, view: memoryview, path: str) -> int:
