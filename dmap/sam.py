@@ -17,8 +17,7 @@ import os
 import shlex
 import stat
 import sys
-import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -297,13 +296,10 @@ def prepare_device() -> Future:
             device.program("sam_records.cl", {})
         return device
 
-    future: Future = Future()
-    def run():
-        try:
-            future.set_result(make())
-        except BaseException as e:  # handed to the writer, which raises it where it waits
-            future.set_exception(e)
-    threading.Thread(target=run, name="dmap-sam-device", daemon=True).start()
+    # An exception in make() is raised by future.result(), in the writer.
+    pool = ThreadPoolExecutor(1, thread_name_prefix="dmap-sam-device")
+    future = pool.submit(make)
+    pool.shutdown(wait=False)  # the thread ends when make() returns
     return future
 
 
