@@ -293,9 +293,16 @@ def _read_fields(path: str | os.PathLike, chunk_size: int,
             raise InputFormatError(f"reads file {path!r} is empty (no FASTA/FASTQ records)")
 
 
-def _low_bytes(data: np.ndarray) -> np.ndarray:
-    """Positions of the newlines, spaces, tabs (and other bytes <= 32) in ``data``."""
-    return np.flatnonzero(data <= 32)
+def _low_bytes(data: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
+    """Positions of the newlines, spaces, tabs (and other bytes <= 32) in ``data``.
+
+    ``scratch``: a bool array at least as long as ``data`` to compare into.
+    A new array of a chunk's size comes as fresh pages, which the kernel
+    zeroes: that was 6% of a mapping run's CPU time (docs/benchmarks.md,
+    session 11).
+    """
+    mask = np.less_equal(data, 32, out=None if scratch is None else scratch[:data.size])
+    return np.flatnonzero(mask)
 
 
 def _fastq_pieces(f, path: str, head: np.ndarray,
@@ -318,6 +325,7 @@ def _fastq_pieces(f, path: str, head: np.ndarray,
     """
     carry = head
     record_bytes = 0  # the most bytes per record in a piece so far
+    scratch = np.empty(0, dtype=bool)  # for _low_bytes, reused from piece to piece
     while True:
         records = wanted() if wanted is not None else 0
         # 1% more than the wanted records would take at the most bytes per record
@@ -327,7 +335,9 @@ def _fastq_pieces(f, path: str, head: np.ndarray,
         buf[:carry.size] = carry
         n = carry.size + _fill(f, memoryview(buf)[carry.size:], path)
         data = buf[:n]
-        low = _low_bytes(data)
+        if scratch.size < n:
+            scratch = np.empty(buf.size, dtype=bool)
+        low = _low_bytes(data, scratch)
         newlines = low[data[low] == 10]
         complete = newlines.size // 4 * 4
         whole = min(complete, 4 * records) if records else complete

@@ -79,6 +79,15 @@ def test_a_chunk_is_one_piece_of_the_file(tmp_path, monkeypatch):
         assert chunk.fields.data.size == len(chunk) * len(record)
 
 
+@given(st.binary(max_size=200), st.integers(0, 50))
+def test_low_bytes_in_a_reused_scratch_array(data, extra):
+    data = np.frombuffer(data, np.uint8)
+    scratch = np.ones(data.size + extra, dtype=bool)  # left over from a longer piece
+    expected = [i for i, b in enumerate(data) if b <= 32]
+    assert fastx._low_bytes(data).tolist() == expected
+    assert fastx._low_bytes(data, scratch).tolist() == expected
+
+
 def test_plain_records_take_the_numpy_path():
     data = np.frombuffer(b"@r1 c\nACGT\n+\nIIII\n@r2\tx\nAC\n+\n!!\n", np.uint8)
     f = split_fastq(data)
