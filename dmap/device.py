@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import os
 import re
 import threading
@@ -136,6 +137,73 @@ def _resolve(cl, spec: str):
     return parts[k]
 
 
+class KernelCache:
+    """Compiled kernels kept on disk, so a new process builds them from binaries.
+
+    pyopencl leaves caching to PoCL, whose cache still runs the C
+    preprocessor over the source to find its key: 25-45 ms per kernel file,
+    against 2-10 ms from a binary, and a mapping run builds three of them
+    before its first results (docs/benchmarks.md, session 11).
+
+    Binaries live in ``$DMAP_KERNEL_CACHE``, else ``$XDG_CACHE_HOME/dmap/kernels``
+    (``~/.cache/dmap/kernels``), one file per source, options, device and
+    driver, each with its SHA-256; ``DMAP_KERNEL_CACHE=off`` turns the cache
+    off.  A damaged binary, or one the driver refuses, is rebuilt from
+    source, and a cache that cannot be written is not used.
+    """
+
+    def __init__(self, cl):
+        self.cl = cl
+        where = os.environ.get("DMAP_KERNEL_CACHE")
+        if where is None:
+            home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+            where = os.path.join(home, "dmap", "kernels")
+        self.folder = None if where.lower() in ("", "off", "0", "no") else Path(where)
+        self.loads = 0  # programs built from a cached binary, for tests
+
+    def _path(self, device, text: str, options: list[str]) -> Path:
+        h = hashlib.sha256()
+        for part in (text, *options, device.name, device.version, device.driver_version, device.platform.name,
+                     device.platform.version, self.cl.VERSION_TEXT):
+            h.update(part.encode() + b"\0")
+        return self.folder / f"{h.hexdigest()}.bin"
+
+    def load(self, context, device, text: str, options: list[str]):
+        """The program built from its cached binary, or None."""
+        if self.folder is None:
+            return None
+        try:
+            stored = self._path(device, text, options).read_bytes()
+        except OSError:
+            return None
+        # A damaged binary could crash the driver rather than fail to build.
+        digest, binary = stored[:32], stored[32:]
+        if hashlib.sha256(binary).digest() != digest:
+            return None
+        try:
+            prg = self.cl.Program(context, [device], [binary]).build(options=options)
+        except self.cl.Error:  # e.g. a driver update the key missed: build from source instead
+            return None
+        self.loads += 1
+        return prg
+
+    def store(self, device, text: str, options: list[str], prg) -> None:
+        """Keep ``prg``'s binary (written under a temporary name, then renamed)."""
+        if self.folder is None:
+            return
+        try:
+            (binary,) = prg.get_info(self.cl.program_info.BINARIES)
+            if not binary:
+                return
+            path = self._path(device, text, options)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+            partial.write_bytes(hashlib.sha256(binary).digest() + binary)
+            os.replace(partial, path)
+        except (OSError, ValueError, self.cl.Error):
+            pass  # a read-only home: every process builds from source, as without the cache
+
+
 @dataclass
 class DeviceBlock:
     """An index block in device memory, and the sizes its kernels need.
@@ -205,6 +273,7 @@ class Device:
         # $DMAP_BLOCK_BUDGET (bytes) overrides it, e.g. to share a device.
         self.block_budget = int(os.environ.get("DMAP_BLOCK_BUDGET") or self.device.global_mem_size // 2)
         self._programs: dict = {}
+        self._kernel_cache = KernelCache(self.cl)
         self._blocks: OrderedDict = OrderedDict()
         self._lock = threading.RLock()
         self.block_loads = 0
@@ -238,7 +307,7 @@ class Device:
         return f"<Device {self.spec} {self.name}>"
 
     def program(self, source: str, defines: dict[str, int]):
-        """Build (once per process; pyopencl keeps binaries in its disk cache) a kernel file."""
+        """Build a kernel file once per process, from the binary cache when it has it (see :class:`KernelCache`)."""
         key = (source, tuple(sorted(defines.items())))
         with self._lock:
             prg = self._programs.get(key)
@@ -247,13 +316,16 @@ class Device:
                 options = [f"-D{k}={v}" for k, v in sorted(defines.items())]
                 # Includes are inlined rather than found with -I: the source and
                 # options then do not depend on where dmap is installed, so
-                # pyopencl's binary cache serves every checkout.
+                # the binary cache serves every checkout.
                 text = re.sub(r'#include "(\w+\.cl)"', lambda m: (kdir / m.group(1)).read_text(),
                               (kdir / source).read_text())
-                try:
-                    prg = self.cl.Program(self.context, text).build(options=options)
-                except self.cl.Error as e:
-                    raise DeviceError(f"building {source} for {self.name} failed: {e}") from None
+                prg = self._kernel_cache.load(self.context, self.device, text, options)
+                if prg is None:
+                    try:
+                        prg = self.cl.Program(self.context, text).build(options=options)
+                    except self.cl.Error as e:
+                        raise DeviceError(f"building {source} for {self.name} failed: {e}") from None
+                    self._kernel_cache.store(self.device, text, options, prg)
                 self._programs[key] = prg
             return prg
 

@@ -65,3 +65,56 @@ def test_copied_and_shared_buffers_give_the_same_results(zero_copy):
     chunk_hits = ChunkHits(read, strand.astype(np.int8), np.zeros(read.size, np.int64), position, len(reads))
     assert format_records_device(device, chunk, chunk_hits, ["t"]).tobytes() == \
         format_records(chunk, chunk_hits, ["t"]).encode()
+
+
+def _search_case():
+    text = "".join(np.random.default_rng(3).choice(list("ACGT"), size=2000))
+    alphabet = alphabet_for("dna", [("t", text)])
+    block = single_block(alphabet.reference_table[np.frombuffer(text.encode(), np.uint8)], alphabet)
+    reads = [text[i : i + 25] for i in range(0, 1900, 11)]
+    codes, offsets, lengths, _ = encode_reads(reads, alphabet, reads)
+    return block, (codes, offsets, lengths, 2), backward_search_numpy(block, codes, offsets, lengths, 2)
+
+
+def test_kernel_binaries_are_cached_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("DMAP_KERNEL_CACHE", str(tmp_path))
+    block, args, want = _search_case()
+    first = Device()
+    assert (search_block(first, first.upload_block(block), *args) == want).all()
+    assert first._kernel_cache.loads == 0 and list(tmp_path.glob("*.bin"))
+    assert not list(tmp_path.glob("*.partial"))
+    # A new process (here: a new context) builds from the stored binary.
+    second = Device()
+    assert (search_block(second, second.upload_block(block), *args) == want).all()
+    assert second._kernel_cache.loads == 1
+
+
+def test_a_damaged_kernel_binary_is_rebuilt_from_source(tmp_path, monkeypatch):
+    monkeypatch.setenv("DMAP_KERNEL_CACHE", str(tmp_path))
+    block, args, want = _search_case()
+    first = Device()
+    search_block(first, first.upload_block(block), *args)
+    for path in tmp_path.glob("*.bin"):
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data[: len(data) - 100]))
+    second = Device()
+    assert (search_block(second, second.upload_block(block), *args) == want).all()
+    assert second._kernel_cache.loads == 0
+    third = Device()  # the rebuilt binary was stored again
+    search_block(third, third.upload_block(block), *args)
+    assert third._kernel_cache.loads == 1
+
+
+@pytest.mark.parametrize("setting", ["off", "unwritable"])
+def test_without_a_kernel_cache_kernels_build_from_source(tmp_path, monkeypatch, setting):
+    if setting == "unwritable":
+        (tmp_path / "file").write_text("")
+        monkeypatch.setenv("DMAP_KERNEL_CACHE", str(tmp_path / "file" / "kernels"))  # under a file: mkdir fails
+    else:
+        monkeypatch.setenv("DMAP_KERNEL_CACHE", "off")
+    block, args, want = _search_case()
+    for _ in range(2):
+        device = Device()
+        assert (search_block(device, device.upload_block(block), *args) == want).all()
+        assert device._kernel_cache.loads == 0
