@@ -17,6 +17,7 @@ import os
 import shlex
 import stat
 import sys
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -158,7 +159,8 @@ def contig_name_columns(contig_names: list[str]) -> tuple[np.ndarray, np.ndarray
 
 def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_names: list[str],
                           max_hits: int | None = None,
-                          name_columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+                          name_columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                          buffer: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
     """SAM records of a chunk, written by ``kernels/sam_records.cl``.
 
     Returns the same bytes as :func:`format_records` (as a uint8 array, to
@@ -166,7 +168,8 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     each line in Python was the largest host cost of a run.
     ``name_columns``: :func:`contig_name_columns` of ``contig_names``, made
     once per run by :class:`SamWriter` (a draft assembly has hundreds of
-    thousands of contigs).
+    thousands of contigs).  ``buffer(n)``: a uint8 array of ``n`` bytes to
+    write the records into, instead of a new one.
     """
     from .search.exact import launch_size
 
@@ -180,7 +183,7 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     np.cumsum(lengths[:-1], out=starts[1:])
     total = int(lengths.sum())
     cl = device.cl
-    out = np.empty(max(total, 1), dtype=np.uint8)
+    out = buffer(max(total, 1)) if buffer is not None else np.empty(max(total, 1), dtype=np.uint8)
     out_buf = device.output(out)  # on a CPU the kernel writes into `out` itself
     # Names, sequences and qualities all lie in the chunk's bytes, sent once.
     # The buffers must outlive the kernel: OpenCL kernels need not retain their arguments.
@@ -321,6 +324,15 @@ class SamWriter:
         self._device = device
         self._name_columns = contig_name_columns(contig_names)
         self._cache = PageCacheLimit(file)
+        self._records = np.empty(0, dtype=np.uint8)
+
+    def _records_buffer(self, nbytes: int) -> np.ndarray:
+        """An array for a chunk's records, reused from chunk to chunk (each is
+        written out before the next is formatted): a new one of 29 MB per
+        100,000 reads came as fresh pages, which the kernel zeroes first."""
+        if self._records.size < nbytes:
+            self._records = np.empty(nbytes + nbytes // 8, dtype=np.uint8)  # room for slightly longer chunks
+        return self._records[:nbytes]
 
     @property
     def device(self):
@@ -342,6 +354,6 @@ class SamWriter:
             self._write(format_alignment_records(chunk, hits, self.contig_names).encode())
         elif self.device is not None:
             self._write(format_records_device(self.device, chunk, hits, self.contig_names, self.max_hits,
-                                              self._name_columns))
+                                              self._name_columns, self._records_buffer))
         else:
             self._write(format_records(chunk, hits, self.contig_names, self.max_hits).encode())

@@ -52,6 +52,23 @@ def test_device_formatter_equals_python(device, case):
     assert format_records_device(device, chunk, hits, contigs, max_hits).tobytes() == want
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cases=st.lists(chunks_and_hits(), min_size=2, max_size=5))
+def test_writer_reuses_its_records_buffer_between_chunks(tmp_path, device, cases):
+    """Chunks of any sizes in a row, through one reused buffer: exactly the records of each, in order."""
+    contigs = ["chr1", "a_much_longer_contig_name|with:symbols", "c"]
+    path = tmp_path / "out.sam"
+    with open(path, "wb") as f:
+        writer = SamWriter(f, contigs, 2, device=device)
+        for chunk, hits, _ in cases:
+            writer.write_records(chunk, hits)
+            buffer = writer._records
+            writer.write_records(chunk, hits)  # the same size again: the same buffer
+            assert writer._records is buffer
+    want = b"".join(2 * format_records(chunk, hits, contigs, 2).encode() for chunk, hits, _ in cases)
+    assert path.read_bytes() == want
+
+
 def test_record_fields():
     chunk = make_chunk(["ACGTT", "GGG"], ["ABCDE", "FGH"], ["r1", "r2"])
     hits = ChunkHits(np.array([0, 0]), np.array([1, 0], np.int8), np.array([0, 0]), np.array([9, 3]), 2)
