@@ -43,6 +43,10 @@ class DeviceError(DmapError):
     """No usable OpenCL device, or a kernel could not be built or run."""
 
 
+class OutputError(DmapError):
+    """The output file cannot be written (disk full, permissions)."""
+
+
 class ClusterError(DmapError):
     """The Dask scheduler cannot be reached or the cluster lost its workers."""
 

@@ -39,7 +39,7 @@ from .approx.alignments import ChunkAlignments
 from .approx.seeds import Seeds, choose_seed_edits, pigeonhole_seeds, selective_length
 from .cluster import connect, embedded_client, require_device_workers
 from .device import DEVICE_RESOURCE
-from .errors import ClusterError, DmapError, UnknownSymbolError
+from .errors import ClusterError, DmapError, OutputError, UnknownSymbolError
 from .fastx import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
 from .hits import ChunkHits
 from .index.store import Index, open_index
@@ -254,8 +254,8 @@ def map_reads(
         try:
             out = open(tmp, "wb")
         except OSError as e:
-            raise DmapError(f"cannot write {sam_path!r}: {e.strerror or e}") from None
-        writer = sam.SamWriter(out, contig_names, max_hits, device=sam.prepare_device())
+            raise OutputError(f"cannot write {sam_path!r}: {e.strerror or e}") from None
+        writer = sam.SamWriter(out, contig_names, max_hits, device=sam.prepare_device(), name=sam_path)
     try:
         if writer is not None:
             writer.write_header(sam.header(idx.meta, argv))
@@ -273,16 +273,19 @@ def map_reads(
                 total = lambda stats, key: sum(st["candidates"].get(key, 0) for st in stats.values())  # noqa: E731
                 result.candidates = {k: total(after, k) - total(before, k) for k in ("seed hits", "regions")}
         if out is not None:
-            out.close()
-            os.replace(tmp, sam_path)
+            try:
+                out.close()
+                os.replace(tmp, sam_path)
+            except OSError as e:
+                raise OutputError(f"cannot write {sam_path!r}: {e.strerror or e}; no output was written") from None
             result.sam_path = sam_path
-    except (CommClosedError, FutureCancelledError, CancelledError, TimeoutError) as e:
+    # Writes raise OutputError (SamWriter), so an OSError here is Dask's: e.g.
+    # "Timed out trying to connect" to a scheduler that was killed.
+    except (CommClosedError, FutureCancelledError, CancelledError, OSError) as e:
         reason = " ".join(str(e).split())  # Dask's messages span lines; the CLI prints one
         raise ClusterError(
             f"lost the Dask cluster during the run ({type(e).__name__}: {reason}); no output was written"
         ) from None
-    except OSError as e:  # writing the SAM (disk full, permissions)
-        raise DmapError(f"cannot write {sam_path!r}: {e.strerror or e}; no output was written") from None
     finally:
         if out is not None and not out.closed:
             out.close()

@@ -27,6 +27,7 @@ from . import __version__
 from .alphabet import _DNA_COMPLEMENT, reverse_complement
 from .approx.alignments import ChunkAlignments
 from .device import local_device
+from .errors import OutputError
 from .fastx import ReadChunk, flat_strings
 from .hits import ChunkHits
 from .index.store import IndexMeta
@@ -315,10 +316,12 @@ class SamWriter:
     (:class:`PageCacheLimit`).
     """
 
-    def __init__(self, file, contig_names: list[str], max_hits: int | None, device=None):
+    def __init__(self, file, contig_names: list[str], max_hits: int | None, device=None, name: str | None = None):
         """``device``: a :class:`dmap.device.Device`, None, or a future of either
-        (:func:`prepare_device`), waited for at the first records."""
+        (:func:`prepare_device`), waited for at the first records.  ``name``:
+        the output's name in error messages (default: the file's)."""
         self.file = file
+        self.name = name or getattr(file, "name", "the SAM output")
         self.contig_names = contig_names
         self.max_hits = max_hits
         self._device = device
@@ -341,10 +344,15 @@ class SamWriter:
         return self._device
 
     def _write(self, data) -> None:
-        self.file.write(data)
-        if self._cache.fd is not None:
-            self.file.flush()
-            self._cache.wrote(self.file.tell())
+        # An OSError here is the output's (disk full, a closed pipe), told
+        # apart from the OSErrors of a Dask cluster that went away.
+        try:
+            self.file.write(data)
+            if self._cache.fd is not None:
+                self.file.flush()
+                self._cache.wrote(self.file.tell())
+        except OSError as e:
+            raise OutputError(f"cannot write {self.name!r}: {e.strerror or e}; no output was written") from None
 
     def write_header(self, text: str) -> None:
         self._write(text.encode())

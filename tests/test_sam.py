@@ -1,6 +1,8 @@
 """SAM records: the OpenCL formatter writes exactly what the Python reference writes;
 the writer keeps a large output out of the page cache."""
 
+import errno
+import io
 import os
 import shutil
 import subprocess
@@ -12,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmap.alphabet import get_alphabet
-from dmap.errors import DeviceError
+from dmap.errors import DeviceError, OutputError
 from dmap.fastx import ReadChunk, ReadFields
 from dmap.hits import ChunkHits
 from dmap.sam import PageCacheLimit, SamWriter, format_records, format_records_device, mapq, prepare_device
@@ -144,6 +146,20 @@ def test_a_device_that_failed_in_the_background_fails_the_writer(tmp_path):
     with open(tmp_path / "out.sam", "wb") as f, pytest.raises(DeviceError, match="no OpenCL platform"):
         SamWriter(f, ["chr1"], None, device=failed).write_records(make_chunk(["ACGT"], ["IIII"], ["r1"]),
                                                                   ChunkHits(*[np.zeros(0, dtype=np.int64)] * 4, 1))
+
+
+def test_a_failed_write_is_an_output_error_naming_the_output():
+    """Not a plain OSError, which the pipeline takes for a Dask cluster that went away."""
+    class Full(io.RawIOBase):
+        def writable(self):
+            return True
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    writer = SamWriter(Full(), ["chr1"], None, name="/data/out.sam")
+    with pytest.raises(OutputError, match="cannot write '/data/out.sam': No space left on device"):
+        writer.write_header("@HD\tVN:1.6\n")
 
 
 @pytest.mark.parametrize("dtype", [np.uint32, np.int64])
