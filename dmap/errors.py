@@ -6,6 +6,8 @@ what is wrong and how to fix it.  The CLI prints the message and exits
 non-zero; anything else escaping is a bug in dmap.
 """
 
+from __future__ import annotations
+
 
 class DmapError(Exception):
     """Base class of all user-facing dmap errors."""
@@ -45,6 +47,11 @@ class DeviceError(DmapError):
 
 class OutputError(DmapError):
     """The output file cannot be written (disk full, permissions)."""
+
+    @classmethod
+    def writing(cls, path: str, error: OSError) -> OutputError:
+        """The error for ``error`` raised while writing ``path``."""
+        return cls(f"cannot write {path!r}: {error.strerror or error}; no output was written")
 
 
 class ClusterError(DmapError):

@@ -254,7 +254,7 @@ def map_reads(
         try:
             out = open(tmp, "wb")
         except OSError as e:
-            raise OutputError(f"cannot write {sam_path!r}: {e.strerror or e}") from None
+            raise OutputError.writing(sam_path, e) from None
         writer = sam.SamWriter(out, contig_names, max_hits, device=sam.prepare_device(), name=sam_path)
     try:
         if writer is not None:
@@ -277,7 +277,7 @@ def map_reads(
                 out.close()
                 os.replace(tmp, sam_path)
             except OSError as e:
-                raise OutputError(f"cannot write {sam_path!r}: {e.strerror or e}; no output was written") from None
+                raise OutputError.writing(sam_path, e) from None
             result.sam_path = sam_path
     # Writes raise OutputError (SamWriter), so an OSError here is Dask's: e.g.
     # "Timed out trying to connect" to a scheduler that was killed.

@@ -352,7 +352,7 @@ class SamWriter:
                 self.file.flush()
                 self._cache.wrote(self.file.tell())
         except OSError as e:
-            raise OutputError(f"cannot write {self.name!r}: {e.strerror or e}; no output was written") from None
+            raise OutputError.writing(self.name, e) from None
 
     def write_header(self, text: str) -> None:
         self._write(text.encode())
