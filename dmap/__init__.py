@@ -1,27 +1,47 @@
-"""dmap: FM-index read mapping on a Dask cluster of OpenCL devices."""
+"""dmap: FM-index read mapping on a Dask cluster of OpenCL devices.
+
+The public names below are imported on first use (PEP 562): mapping needs
+Dask and distributed, whose imports take 0.3-0.4 s, but ``dmap index``,
+``dmap index info`` and ``dmap --help`` do not (docs/benchmarks.md,
+session 12).  ``from dmap import map_reads`` and ``dmap.map_reads`` work as
+with plain imports.
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-from .cluster import LocalDeviceCluster  # noqa: E402
-from .errors import ClusterError, DeviceError, DmapError, IndexFormatError, InputFormatError  # noqa: E402
-from .index import Index, build_index, open_index  # noqa: E402
-from .neighborhood.params import NeighborhoodSpec  # noqa: E402
-from .pipeline import Hits, MappingResult, device_stats, map_reads  # noqa: E402
+# Public name -> the module that defines it.
+_EXPORTS = {
+    "build_index": ".index",
+    "open_index": ".index",
+    "Index": ".index",
+    "NeighborhoodSpec": ".neighborhood.params",
+    "map_reads": ".pipeline",
+    "device_stats": ".pipeline",
+    "MappingResult": ".pipeline",
+    "Hits": ".pipeline",
+    "LocalDeviceCluster": ".cluster",
+    "DmapError": ".errors",
+    "InputFormatError": ".errors",
+    "IndexFormatError": ".errors",
+    "DeviceError": ".errors",
+    "ClusterError": ".errors",
+}
 
-__all__ = [
-    "__version__",
-    "build_index",
-    "open_index",
-    "Index",
-    "NeighborhoodSpec",
-    "map_reads",
-    "device_stats",
-    "MappingResult",
-    "Hits",
-    "LocalDeviceCluster",
-    "DmapError",
-    "InputFormatError",
-    "IndexFormatError",
-    "DeviceError",
-    "ClusterError",
-]
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dmap' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -33,6 +33,19 @@ def _user_errors(f):
     return wrapper
 
 
+def _quiet_dask_logs() -> None:
+    """dmap reports failures itself in one line; Dask's client would log
+    them again as tracebacks (e.g. when the scheduler goes away)."""
+    # Importing distributed applies Dask's logging config, which sets levels
+    # on child loggers: import it first (``dmap`` imports it lazily), then
+    # quiet each one.
+    import distributed  # noqa: F401
+
+    for name in ["distributed", *logging.root.manager.loggerDict]:
+        if name.startswith("distributed"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 click.ClickException.show = lambda self, file=None: click.echo(f"dmap: error: {self.format_message()}", err=True)
 
 
@@ -144,12 +157,7 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
         engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes):
     """Map READS (FASTQ/FASTA, optionally .gz) against INDEX and write SAM."""
     if not verbose:
-        # dmap reports failures itself in one line; Dask's client would log
-        # them again as tracebacks (e.g. when the scheduler goes away).
-        # Dask's logging config sets levels on child loggers, so quiet each one.
-        for name in ["distributed", *logging.root.manager.loggerDict]:
-            if name.startswith("distributed"):
-                logging.getLogger(name).setLevel(logging.CRITICAL)
+        _quiet_dask_logs()
     in_flight = None
     if cluster_file is not None:
         if scheduler is not None:

@@ -1,0 +1,30 @@
+"""The ``dmap`` package's public names, imported on first use."""
+
+import subprocess
+import sys
+
+import pytest
+
+import dmap
+
+
+def test_public_names_resolve():
+    from dmap import map_reads  # a from-import goes through the module's __getattr__
+
+    assert map_reads is dmap.map_reads
+    assert set(dmap.__all__) <= set(dir(dmap))
+    for name in dmap.__all__:
+        assert getattr(dmap, name) is not None
+
+
+def test_unknown_name_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'no_such_thing'"):
+        dmap.no_such_thing  # noqa: B018
+
+
+def test_cli_and_index_commands_do_not_import_dask():
+    # `dmap index`, `dmap index info` and `dmap --help` start without
+    # distributed's 0.3-0.4 s of imports; mapping imports it on first use.
+    code = ("import sys, dmap.cli, dmap.index; assert 'distributed' not in sys.modules; "
+            "dmap.map_reads; assert 'distributed' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
