@@ -10,8 +10,16 @@ with plain imports.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr__ below
+    from .cluster import LocalDeviceCluster  # noqa: F401
+    from .errors import ClusterError, DeviceError, DmapError, IndexFormatError, InputFormatError  # noqa: F401
+    from .index import Index, build_index, open_index  # noqa: F401
+    from .neighborhood.params import NeighborhoodSpec  # noqa: F401
+    from .pipeline import Hits, MappingResult, device_stats, map_reads  # noqa: F401
 
 # Public name -> the module that defines it.
 _EXPORTS = {

@@ -1,5 +1,7 @@
 """The ``dmap`` package's public names, imported on first use."""
 
+import ast
+import inspect
 import subprocess
 import sys
 
@@ -28,3 +30,12 @@ def test_cli_and_index_commands_do_not_import_dask():
     code = ("import sys, dmap.cli, dmap.index; assert 'distributed' not in sys.modules; "
             "dmap.map_reads; assert 'distributed' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_type_checkers_see_the_same_names():
+    # The `if TYPE_CHECKING:` imports and the lazy table must list the same names from the same modules.
+    tree = ast.parse(inspect.getsource(dmap))
+    block = next(node for node in tree.body
+                 if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
+    seen = {alias.name: "." * imp.level + imp.module for imp in block.body for alias in imp.names}
+    assert seen == dmap._EXPORTS
