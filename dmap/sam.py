@@ -325,7 +325,7 @@ class SamWriter:
         self.contig_names = contig_names
         self.max_hits = max_hits
         self._device = device
-        self._name_columns = contig_name_columns(contig_names)
+        self._name_columns = None  # contig_name_columns, made at the first records formatted on the device
         self._cache = PageCacheLimit(file)
         self._records = np.empty(0, dtype=np.uint8)
 
@@ -361,6 +361,8 @@ class SamWriter:
         if isinstance(hits, ChunkAlignments):
             self._write(format_alignment_records(chunk, hits, self.contig_names).encode())
         elif self.device is not None:
+            if self._name_columns is None:
+                self._name_columns = contig_name_columns(self.contig_names)
             self._write(format_records_device(self.device, chunk, hits, self.contig_names, self.max_hits,
                                               self._name_columns, self._records_buffer))
         else:
