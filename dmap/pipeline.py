@@ -204,7 +204,8 @@ def map_reads(
         100,000 for exact mapping and 50,000 with ``max_errors``.
     guided
         Shrink chunks toward the end of an uncompressed input so that devices
-        of unequal speed finish together (:class:`dmap.schedule.GuidedChunks`).
+        of unequal speed finish together (:class:`dmap.schedule.GuidedChunks`;
+        with one device worker the chunks only grow from a small first one).
     block_major
         Among the chunks in flight, run all of one block before the next
         (fewer block reloads when a device cannot hold every block).

@@ -7,6 +7,11 @@ of the fast one idling while the slow one works through a last large chunk.
 The first chunks are small and grow: the first chunk is read, checked and
 searched before anything else can start, so a small one puts the devices to
 work sooner, while large chunks later cost less per read.
+
+With one worker there is nothing to balance, so the chunks do not shrink:
+shrinking to the minimum size added about nine small chunks to a 1M-read
+run, and 0.05-0.15 CPU-seconds of Dask tasks and kernel launches
+(docs/benchmarks.md, session 14).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ FIRST_CHUNK_SIZE = 25_000
 
 class GuidedChunks:
     """Next chunk size = reads left / (2 x workers), between ``min_size`` and ``max_size``,
-    and at most the reads done so far (at least ``first_size``).
+    and at most the reads done so far (at least ``first_size``); with one worker, no shrinking.
 
     The last bound makes the sizes grow from ``first_size``, doubling, up to
     ``max_size``.  The reads left are estimated from the file size and the
@@ -40,7 +45,7 @@ class GuidedChunks:
 
     def __call__(self, reads_done: int, bytes_done: int) -> int:
         size = min(self.max_size, max(self.first_size, reads_done))
-        if self.total_bytes is None or reads_done == 0:
+        if self.total_bytes is None or reads_done == 0 or self.n_workers == 1:
             return size
         reads_left = max(self.total_bytes - bytes_done, 0) * reads_done / max(bytes_done, 1)
         return int(min(size, max(self.min_size, reads_left / (2 * self.n_workers))))

@@ -1,4 +1,5 @@
-"""Guided chunk sizes: small chunks first, doubling up to the full size, shrinking toward the end, every read once."""
+"""Guided chunk sizes: small chunks first, doubling up to the full size, shrinking toward the end
+(with several workers), every read once."""
 
 import gzip
 import shutil
@@ -33,7 +34,7 @@ def test_compressed_input_keeps_equal_chunks(tmp_path):
 
 def test_chunks_grow_from_the_first_size(tmp_path):
     write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 20_000, [f"read{i}" for i in range(20_000)])
-    got = sizes(tmp_path / "r.fq", 2000, 1, first_size=250)
+    got = sizes(tmp_path / "r.fq", 2000, 2, first_size=250)
     assert sum(got) == 20_000
     assert got[:5] == [250, 250, 500, 1000, 2000]  # at most the reads done so far: doubling
     peak = got.index(2000)
@@ -42,6 +43,14 @@ def test_chunks_grow_from_the_first_size(tmp_path):
     with open(tmp_path / "r.fq", "rb") as f, gzip.open(tmp_path / "r.fq.gz", "wb") as g:
         shutil.copyfileobj(f, g)
     assert sizes(tmp_path / "r.fq.gz", 2000, 1, first_size=250)[:6] == [250, 250, 500, 1000, 2000, 2000]
+
+
+def test_one_worker_chunks_grow_and_do_not_shrink(tmp_path):
+    # With nothing to balance, small chunks at the end only cost Dask tasks and kernel launches.
+    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 20_000, [f"read{i}" for i in range(20_000)])
+    got = sizes(tmp_path / "r.fq", 2000, 1, first_size=250)
+    assert sum(got) == 20_000
+    assert got == [250, 250, 500, 1000] + [2000] * 9
 
 
 def test_the_first_chunk_is_small_by_default():
