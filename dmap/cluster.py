@@ -7,6 +7,7 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
+import dask
 from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
 
 from .device import DEVICE_RESOURCE, list_devices
@@ -94,7 +95,11 @@ class LocalDeviceCluster(SpecCluster):
                  devices: list[str] | None = None, threads: int = WORKER_THREADS, **kwargs):
         scheduler, workers = embedded_cluster_spec(processes, dashboard, split, devices, threads)
         kwargs.setdefault("silence_logs", logging.ERROR)
-        super().__init__(workers=workers, scheduler=scheduler, **kwargs)
+        # Dask's statistical profiler samples every thread's stack every 10 ms
+        # for the dashboard's Profile page; with no dashboard nobody sees it,
+        # and it cost a 1M-read run 0.1-0.2 CPU-s (docs/benchmarks.md, session 14).
+        with dask.config.set({"distributed.worker.profile.enabled": dashboard is not False}):
+            super().__init__(workers=workers, scheduler=scheduler, **kwargs)
 
 
 @contextlib.contextmanager

@@ -228,6 +228,19 @@ def test_blocks_stay_resident_and_loads_are_counted(tmp_path):
     assert sum(second.block_loads.values()) == 0
 
 
+@pytest.mark.parametrize("dashboard", [False, 0])
+def test_workers_profile_only_for_a_dashboard(dashboard):
+    """Dask's stack-sampling profiler runs only where a dashboard can show it."""
+    import dask
+
+    import dmap
+
+    with dmap.LocalDeviceCluster(processes=False, dashboard=dashboard) as cluster:
+        callbacks = {name for w in cluster.workers.values() for name in w.periodic_callbacks}
+    assert ("profile" in callbacks) == (dashboard is not False)
+    assert dask.config.get("distributed.worker.profile.enabled")  # the setting is the cluster's, not global
+
+
 def test_dashboard_metrics(tmp_path):
     """Kernel/transfer/locate time reaches the scheduler's Fine Performance Metrics; device counters its worker info."""
     from distributed import Client
