@@ -97,7 +97,8 @@ class LocalDeviceCluster(SpecCluster):
         kwargs.setdefault("silence_logs", logging.ERROR)
         # Dask's statistical profiler samples every thread's stack every 10 ms
         # for the dashboard's Profile page; with no dashboard nobody sees it,
-        # and it cost a 1M-read run 0.1-0.2 CPU-s (docs/benchmarks.md, session 14).
+        # and it held the event loop 0.04 s of a 1M-read run and 0.16 s of a
+        # 10M-read one (docs/benchmarks.md, session 14).
         with dask.config.set({"distributed.worker.profile.enabled": dashboard is not False}):
             super().__init__(workers=workers, scheduler=scheduler, **kwargs)
 

@@ -10,8 +10,8 @@ work sooner, while large chunks later cost less per read.
 
 With one worker there is nothing to balance, so the chunks do not shrink:
 shrinking to the minimum size added about nine small chunks to a 1M-read
-run, and 0.05-0.15 CPU-seconds of Dask tasks and kernel launches
-(docs/benchmarks.md, session 14).
+run, each with its Dask tasks and kernel launches: 0.07-0.16 CPU-seconds and
+0.15-0.19 s of the run (docs/benchmarks.md, session 14).
 """
 
 from __future__ import annotations
