@@ -1,11 +1,11 @@
 """dmap --max-errors K against bowtie, bwa mem, bowtie2 and minimap2 on simulated reads, side by side.
 
-    python3 benchmarks/approx_vs_tools.py [--reads 200000] [--work /tmp/dmap-bench] [--repeat 1]
+    python3 benchmarks/approx_vs_tools.py [--reads 200000] [--work /tmp/dmap-bench] [--repeat 1] [--threads 2]
 
 Two read sets from E. coli (Debian's bowtie-examples) made by
 ../shared/bench/make_reads.py, truth known: 100-bp reads with 3
 substitutions each (seed 3), and with 2 substitutions and 1 indel of 1-3 bp
-(seed 4).  Each mapper runs on both with 2 threads, in alternating order:
+(seed 4).  Each mapper runs on both with --threads (2), in alternating order:
 
     dmap run INDEX READS -o OUT --max-errors K          (K = 3 and 4)
     bowtie -v 3 -a -p 2 --sam INDEX READS OUT
@@ -63,17 +63,18 @@ def prepare(work: Path, n: int) -> tuple[Path, dict[str, tuple[Path, Path]]]:
     return ref, reads
 
 
-def commands(work: Path, fq: Path, out: Path) -> dict[str, list[str]]:
+def commands(work: Path, fq: Path, out: Path, threads: int) -> dict[str, list[str]]:
     ref = work / "ecoli.fa"
+    t = str(threads)
     cmds = {
         f"dmap -e {k}": ["dmap", "run", str(work / "ecoli.dmap"), str(fq), "-o", str(out), "--max-errors", str(k)]
         for k in (3, 4)
     }
     cmds.update({
-        "bowtie -v 3 -a": ["bowtie", "-v", "3", "-a", "-p", "2", "--sam", str(work / "ecoli_bt"), str(fq), str(out)],
-        "bwa mem": ["bwa", "mem", "-t", "2", "-o", str(out), str(ref), str(fq)],
-        "bowtie2": ["bowtie2", "-p", "2", "-x", str(work / "ecoli_bt2"), "-U", str(fq), "-S", str(out)],
-        "minimap2 -ax sr": ["minimap2", "-ax", "sr", "-t", "2", "-o", str(out), str(work / "ecoli.mmi"), str(fq)],
+        "bowtie -v 3 -a": ["bowtie", "-v", "3", "-a", "-p", t, "--sam", str(work / "ecoli_bt"), str(fq), str(out)],
+        "bwa mem": ["bwa", "mem", "-t", t, "-o", str(out), str(ref), str(fq)],
+        "bowtie2": ["bowtie2", "-p", t, "-x", str(work / "ecoli_bt2"), "-U", str(fq), "-S", str(out)],
+        "minimap2 -ax sr": ["minimap2", "-ax", "sr", "-t", t, "-o", str(out), str(work / "ecoli.mmi"), str(fq)],
     })
     return {name: cmd for name, cmd in cmds.items() if shutil.which(cmd[0])}
 
@@ -89,13 +90,14 @@ def main() -> None:
     ap.add_argument("--reads", type=int, default=200_000)
     ap.add_argument("--work", default="/tmp/dmap-bench")
     ap.add_argument("--repeat", type=int, default=1, help="rounds; medians are reported")
+    ap.add_argument("--threads", type=int, default=2, help="threads of the other mappers: every core of the machine")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     _, reads = prepare(work, args.reads)
     for set_name, (fq, truth) in reads.items():
         out = work / "approx.sam"
-        cmds = commands(work, fq, out)
+        cmds = commands(work, fq, out, args.threads)
         walls: dict[str, list[float]] = {name: [] for name in cmds}
         rss: dict[str, float] = {}
         scores: dict[str, dict] = {}
