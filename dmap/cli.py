@@ -46,6 +46,15 @@ def _quiet_dask_logs() -> None:
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+def _show_dmap_logs() -> None:
+    """dmap's debug messages on stderr (in this process: workers of an embedded cluster run here)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    log = logging.getLogger("dmap")
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+
+
 click.ClickException.show = lambda self, file=None: click.echo(f"dmap: error: {self.format_message()}", err=True)
 
 
@@ -149,14 +158,17 @@ def index_info(index_path):
                    "within K is found either way.")
 @click.option("--no-guided", "fixed_chunks", is_flag=True,
               help="Equal chunks to the end (default: chunks shrink toward the end so devices finish together).")
-@click.option("-v", "--verbose", is_flag=True, help="Show Dask's own log messages.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Show Dask's log messages and dmap's own (e.g. OpenCL compiler output).")
 @click.option("--processes", is_flag=True,
               help="Embedded cluster: one spawned worker process per device instead of threads in this process.")
 @_user_errors
 def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, max_errors, report_all, eqx,
         engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes):
     """Map READS (FASTQ/FASTA, optionally .gz) against INDEX and write SAM."""
-    if not verbose:
+    if verbose:
+        _show_dmap_logs()
+    else:
         _quiet_dask_logs()
     in_flight = None
     if cluster_file is not None:

@@ -10,10 +10,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
+import logging
 import os
 import re
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,7 @@ from .index.store import BLOCK_ARRAYS, BlockArrays, Index
 
 # Dask resource that device tasks ask for; workers with a device declare it.
 DEVICE_RESOURCE = "opencl"
+logger = logging.getLogger("dmap.device")
 
 
 def kernel_dir() -> Path:
@@ -137,6 +140,23 @@ def _resolve(cl, spec: str):
     return parts[k]
 
 
+def build_quietly(cl, program, options: list[str], device):
+    """``program`` built, its compiler output logged at debug level (``dmap run -v``) instead of warned.
+
+    NVIDIA's compiler says "Function ... is a kernel, so overriding noinline
+    attribute" of every kernel, which pyopencl turns into a CompilerWarning
+    with a traceback line on the user's terminal.  A failed build still
+    raises with the log in its message.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        prg = program.build(options=options)
+    log = prg.get_build_info(device, cl.program_build_info.LOG).strip()
+    if log:
+        logger.debug("compiler output for %s: %s", device.name.strip(), log)
+    return prg
+
+
 class KernelCache:
     """Compiled kernels kept on disk, so a new process builds them from binaries.
 
@@ -181,7 +201,7 @@ class KernelCache:
         if hashlib.sha256(binary).digest() != digest:
             return None
         try:
-            prg = self.cl.Program(context, [device], [binary]).build(options=options)
+            prg = build_quietly(self.cl, self.cl.Program(context, [device], [binary]), options, device)
         except self.cl.Error:  # e.g. a driver update the key missed: build from source instead
             return None
         self.loads += 1
@@ -322,7 +342,7 @@ class Device:
                 prg = self._kernel_cache.load(self.context, self.device, text, options)
                 if prg is None:
                     try:
-                        prg = self.cl.Program(self.context, text).build(options=options)
+                        prg = build_quietly(self.cl, self.cl.Program(self.context, text), options, self.device)
                     except self.cl.Error as e:
                         raise DeviceError(f"building {source} for {self.name} failed: {e}") from None
                     self._kernel_cache.store(self.device, text, options, prg)

@@ -118,3 +118,20 @@ def test_without_a_kernel_cache_kernels_build_from_source(tmp_path, monkeypatch,
         device = Device()
         assert (search_block(device, device.upload_block(block), *args) == want).all()
         assert device._kernel_cache.loads == 0
+
+
+def test_compiler_output_is_logged_not_warned(tmp_path, monkeypatch, caplog):
+    """A kernel that builds with compiler output (NVIDIA's says something of every kernel)
+    gives no Python warning on the user's terminal; the output goes to dmap's debug log."""
+    import logging
+    import warnings
+
+    import dmap.device
+
+    (tmp_path / "warns.cl").write_text('#warning "dmap test warning"\n__kernel void k(__global int *a) { a[0] = 1; }\n')
+    monkeypatch.setattr(dmap.device, "kernel_dir", lambda: tmp_path)
+    monkeypatch.setenv("DMAP_KERNEL_CACHE", "off")
+    with warnings.catch_warnings(), caplog.at_level(logging.DEBUG, logger="dmap.device"):
+        warnings.simplefilter("error")
+        Device().program("warns.cl", {})
+    assert "dmap test warning" in caplog.text
