@@ -140,6 +140,9 @@ def _resolve(cl, spec: str):
     return parts[k]
 
 
+_BUILD_LOCK = threading.Lock()
+
+
 def build_quietly(cl, program, options: list[str], device):
     """``program`` built, its compiler output logged at debug level (``dmap run -v``) instead of warned.
 
@@ -148,7 +151,10 @@ def build_quietly(cl, program, options: list[str], device):
     with a traceback line on the user's terminal.  A failed build still
     raises with the log in its message.
     """
-    with warnings.catch_warnings():
+    # catch_warnings swaps process-wide filters: two threads building at once
+    # (a worker's device and this process's, for SAM) could restore each
+    # other's and let the warning through, as seen on NVIDIA's driver.
+    with _BUILD_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore", cl.CompilerWarning)
         prg = program.build(options=options)
     log = prg.get_build_info(device, cl.program_build_info.LOG).strip()
