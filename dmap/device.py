@@ -307,6 +307,11 @@ class Device:
         self.candidates = collections.Counter()  # "seed hits", "regions" of approximate mapping
         self.seconds: collections.Counter = collections.Counter()  # label of Device.timed -> seconds
 
+    @property
+    def is_gpu(self) -> bool:
+        """Whether this is a GPU (kernels that pay only where many work-items run in lockstep use it)."""
+        return bool(self.device.type & self.cl.device_type.GPU)
+
     @contextlib.contextmanager
     def timed(self, label: str):
         """Time a step under ``label``: in this device's running totals

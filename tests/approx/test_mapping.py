@@ -128,3 +128,24 @@ def test_eqx_and_max_hits(tmp_path, client):
     assert len(recs) == 2 and all(not r.is_secondary for r in recs)
     assert set(res.hits.contig) == {"a"} and "50=" in res.hits.cigar
     assert all(set(re.findall(r"[A-Z=]", c)) <= {"=", "X", "I", "D"} for c in res.hits.cigar)
+
+
+def test_a_gpu_verifies_with_the_cooperative_kernel(tmp_path, client, monkeypatch):
+    """On a GPU the verify task runs myers_cooperative (faster there); the loci stay the oracle's.
+    The CPU device here is made to say it is a GPU."""
+    import dmap.tasks
+    from dmap.device import Device
+
+    used = []
+    real = dmap.tasks.myers_distances
+
+    def spy(*args, cooperative=False, **kwargs):
+        used.append(cooperative)
+        return real(*args, cooperative=cooperative, **kwargs)
+
+    monkeypatch.setattr(Device, "is_gpu", property(lambda self: True))
+    monkeypatch.setattr(dmap.tasks, "myers_distances", spy)
+    rng = np.random.default_rng(11)
+    contigs, reads = make_case(rng, "dna", 3)
+    check_against_oracle(tmp_path, client, contigs, reads, "dna", 3, block_length=500)
+    assert used and all(used)
