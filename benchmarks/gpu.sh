@@ -1,0 +1,33 @@
+#!/bin/bash
+# dmap's benchmarks on a machine with an NVIDIA GPU, through its OpenCL driver
+# (docs/benchmarks.md, "GPU"), with the other mappers on every CPU core.
+#
+#   bash benchmarks/gpu.sh
+#
+# Needs: dmap installed; bowtie, bowtie2, bwa, minimap2 on PATH; E. coli as
+# /tmp/dmap-bench/ecoli.fa (or Debian's bowtie-examples); ../shared/bench/.
+#
+# Only the NVIDIA driver is used: OCL_ICD_VENDORS names a folder holding one
+# ICD file for libnvidia-opencl.so.1 (a container often has the driver's
+# library but no ICD file naming it, or PoCL's beside it).
+set -u
+cd "$(dirname "$0")/.."
+lib=$(ldconfig -p | awk '/libnvidia-opencl.so.1/{print $NF; exit}')
+[ -z "$lib" ] && lib=$(find / -xdev \( -path /proc -o -path /sys \) -prune -o -name libnvidia-opencl.so.1 -print \
+  2>/dev/null | head -1)
+[ -z "$lib" ] && { echo "no libnvidia-opencl.so.1: is the NVIDIA driver installed?" >&2; exit 1; }
+icd=$(mktemp -d) && echo "$lib" > "$icd/nvidia.icd" && export OCL_ICD_VENDORS=$icd
+threads=$(nproc)
+W=/tmp/dmap-bench
+set -x
+dmap devices
+python3 benchmarks/exact_vs_bowtie.py --reads 1000000 --threads "$threads" --repeat 5
+python3 ../shared/bench/make_reads.py $W/ecoli.fa -n 1000000 -l 35 --seed 1 -o $W/exact_1000000_35.fq \
+  --truth $W/exact_1000000_35.tsv
+python3 benchmarks/kernel_speed.py $W/ecoli.dmap $W/exact_1000000_35.fq --batch 1 4 16 --repeat 5
+python3 benchmarks/exact_vs_bowtie.py --reads 10000000 --threads "$threads" --repeat 3 --skip-kernel
+for m in 100 250 500; do
+  python3 benchmarks/myers_gcups.py --pairs 1000000 --length $m --window $((m + 6)) --no-edlib
+done
+python3 benchmarks/neighborhood_lookup.py --queries 1000000
+python3 benchmarks/approx_vs_tools.py --threads "$threads" --reads 200000 --repeat 2
