@@ -205,14 +205,17 @@ def split_fastq(data: np.ndarray, low: np.ndarray | None = None) -> ReadFields |
     then lets dnaio parse the buffer, so dnaio stays the judge of what is
     valid.  Like dnaio, a name ends at the first space or tab, a line's
     trailing ``\\r`` is dropped, and the last line may lack its newline.
-    ``low``: the positions of the bytes <= 32 in ``data``, if known.
+    ``low``: :func:`_low_bytes` of ``data``, if known.
     """
-    if data.size == 0 or data.max() >= 128:
+    if data.size == 0:
         return None
-    # One pass finds every newline, space and tab (and other control bytes).
+    # One pass (_low_bytes) finds every newline, space and tab, other control
+    # bytes and any byte that is not ASCII: no pass of its own for each.
     if low is None:
         low = _low_bytes(data)
     low_bytes = data[low]
+    if (low_bytes >= 128).any():
+        return None
     nl = low[low_bytes == 10]
     if nl.size == 0 or nl[-1] != data.size - 1:
         nl = np.append(nl, data.size)
@@ -221,7 +224,9 @@ def split_fastq(data: np.ndarray, low: np.ndarray | None = None) -> ReadFields |
     starts = np.empty_like(nl)
     starts[0] = 0
     starts[1:] = nl[:-1] + 1
-    ends = nl - ((nl > starts) & (data[np.maximum(nl - 1, 0)] == 13))  # drop "\r" before "\n"
+    ends = nl
+    if (low_bytes == 13).any():  # drop "\r" before "\n" (five passes over the newlines; most files have none)
+        ends = nl - ((nl > starts) & (data[np.maximum(nl - 1, 0)] == 13))
     head, seq, plus, qual = (starts[k::4] for k in range(4))
     seq_len = ends[1::4] - seq
     if ((data[head] != ord("@")).any() or (data[plus] != ord("+")).any() or (ends[2::4] - plus != 1).any()
@@ -294,14 +299,17 @@ def _read_fields(path: str | os.PathLike, chunk_size: int,
 
 
 def _low_bytes(data: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
-    """Positions of the newlines, spaces, tabs (and other bytes <= 32) in ``data``.
+    """Positions of the newlines, spaces, tabs (and other bytes <= 32) and of
+    the bytes that are not ASCII (>= 128) in ``data``.
+
+    Compared as signed bytes, both kinds are <= 32, so one pass finds them.
 
     ``scratch``: a bool array at least as long as ``data`` to compare into.
     A new array of a chunk's size comes as fresh pages, which the kernel
     zeroes: that was 6% of a mapping run's CPU time (docs/benchmarks.md,
     session 11).
     """
-    mask = np.less_equal(data, 32, out=None if scratch is None else scratch[:data.size])
+    mask = np.less_equal(data.view(np.int8), 32, out=None if scratch is None else scratch[:data.size])
     return np.flatnonzero(mask)
 
 
