@@ -83,5 +83,6 @@ def best_of(repeat: int, dev: Device, run) -> tuple[float, float]:
                               - before)
     return best, best_kernel
 
+
 if __name__ == "__main__":
     main()

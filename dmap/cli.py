@@ -47,12 +47,16 @@ def _quiet_dask_logs() -> None:
 
 
 def _show_dmap_logs() -> None:
-    """dmap's debug messages on stderr (in this process: workers of an embedded cluster run here)."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    """dmap's debug messages on stderr, from this process: the embedded cluster's
+    workers run here (with ``--processes`` or a separate cluster, the workers'
+    own messages stay in their processes)."""
     log = logging.getLogger("dmap")
-    log.addHandler(handler)
     log.setLevel(logging.DEBUG)
+    if not any(getattr(h, "dmap_cli", False) for h in log.handlers):  # once, however often run() is called
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        handler.dmap_cli = True
+        log.addHandler(handler)
 
 
 click.ClickException.show = lambda self, file=None: click.echo(f"dmap: error: {self.format_message()}", err=True)

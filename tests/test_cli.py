@@ -273,3 +273,22 @@ def test_seed_edits_need_the_fm_engine_and_a_format_4_index(index, tmp_path):
     assert_clean_failure(r, tmp_path / "o.sam", "format version 3", "rebuild", "--seed-edits 0")
     r = dmap_cmd("run", old, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-e", "1")  # auto: exact pieces
     assert r.returncode == 0, r.stderr
+
+
+def test_verbose_shows_dmap_debug_messages_once(capsys):
+    """``dmap run -v`` puts dmap's debug log (e.g. OpenCL compiler output) on stderr, one line per message
+    even when run() is called again in the same process."""
+    import logging
+
+    from dmap.cli import _show_dmap_logs
+
+    log = logging.getLogger("dmap")
+    before = (log.level, list(log.handlers))
+    try:
+        _show_dmap_logs()
+        _show_dmap_logs()
+        logging.getLogger("dmap.device").debug("compiler output for X: hello")
+        assert capsys.readouterr().err.count("dmap.device: compiler output for X: hello") == 1
+    finally:
+        log.setLevel(before[0])
+        log.handlers[:] = before[1]
