@@ -197,7 +197,7 @@ def flat_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, lengths
 
 
-def split_fastq(data: np.ndarray, low: np.ndarray | None = None) -> ReadFields | None:
+def split_fastq(data: np.ndarray, low: tuple[np.ndarray, np.ndarray] | None = None) -> ReadFields | None:
     """The fields of plain four-line FASTQ records, found with numpy.
 
     Returns None for anything but the plain form (a non-ASCII byte, a
@@ -211,9 +211,7 @@ def split_fastq(data: np.ndarray, low: np.ndarray | None = None) -> ReadFields |
         return None
     # One pass (_low_bytes) finds every newline, space and tab, other control
     # bytes and any byte that is not ASCII: no pass of its own for each.
-    if low is None:
-        low = _low_bytes(data)
-    low_bytes = data[low]
+    low, low_bytes = _low_bytes(data) if low is None else low
     if (low_bytes >= 128).any():
         return None
     nl = low[low_bytes == 10]
@@ -298,9 +296,9 @@ def _read_fields(path: str | os.PathLike, chunk_size: int,
             raise InputFormatError(f"reads file {path!r} is empty (no FASTA/FASTQ records)")
 
 
-def _low_bytes(data: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
+def _low_bytes(data: np.ndarray, scratch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the newlines, spaces, tabs (and other bytes <= 32) and of
-    the bytes that are not ASCII (>= 128) in ``data``.
+    the bytes that are not ASCII (>= 128) in ``data``, and those bytes.
 
     Compared as signed bytes, both kinds are <= 32, so one pass finds them.
 
@@ -310,11 +308,13 @@ def _low_bytes(data: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarra
     session 11).
     """
     mask = np.less_equal(data.view(np.int8), 32, out=None if scratch is None else scratch[:data.size])
-    return np.flatnonzero(mask)
+    positions = np.flatnonzero(mask)
+    return positions, data[positions]
 
 
-def _fastq_pieces(f, path: str, head: np.ndarray,
-                  wanted: Callable[[], int] | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _fastq_pieces(
+    f, path: str, head: np.ndarray, wanted: Callable[[], int] | None = None
+) -> Iterator[tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]]:
     """Pieces of whole four-line records, each with its :func:`_low_bytes`.
 
     Each piece ends after a multiple of four lines (the last piece: at the
@@ -345,19 +345,20 @@ def _fastq_pieces(f, path: str, head: np.ndarray,
         data = buf[:n]
         if scratch.size < n:
             scratch = np.empty(buf.size, dtype=bool)
-        low = _low_bytes(data, scratch)
-        newlines = low[data[low] == 10]
+        low, low_bytes = _low_bytes(data, scratch)
+        newlines = low[low_bytes == 10]
         complete = newlines.size // 4 * 4
         whole = min(complete, 4 * records) if records else complete
         if n < buf.size and whole == complete:  # the end of the file, all of it wanted
             if n:
                 _check_record_lengths(newlines[3:whole:4], n, path)
-                yield data, low
+                yield data, (low, low_bytes)
             return
         end = int(newlines[whole - 1]) + 1 if whole else 0
         _check_record_lengths(newlines[3:whole:4], end, path)
         record_bytes = max(record_bytes, -(-end // (whole // 4)))
-        yield data[:end], low[:np.searchsorted(low, end)]
+        k = int(np.searchsorted(low, end))
+        yield data[:end], (low[:k], low_bytes[:k])
         carry = data[end:]
 
 

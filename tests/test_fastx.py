@@ -84,8 +84,9 @@ def test_low_bytes_in_a_reused_scratch_array(data, extra):
     data = np.frombuffer(data, np.uint8)
     scratch = np.ones(data.size + extra, dtype=bool)  # left over from a longer piece
     expected = [i for i, b in enumerate(data) if b <= 32 or b >= 128]  # control bytes and non-ASCII
-    assert fastx._low_bytes(data).tolist() == expected
-    assert fastx._low_bytes(data, scratch).tolist() == expected
+    for positions, values in (fastx._low_bytes(data), fastx._low_bytes(data, scratch)):
+        assert positions.tolist() == expected
+        assert values.tolist() == [data[i] for i in expected]
 
 
 def test_plain_records_take_the_numpy_path():
