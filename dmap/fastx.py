@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import io
 import itertools
+import mmap
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -322,7 +324,9 @@ def _fastq_pieces(
     :func:`split_fastq` splits fields at, so finding whole records costs no
     pass of its own: ``dnaio.read_chunks`` counted them with ``bytes.count``
     while holding the GIL, 0.07-0.28 s per million reads (docs/benchmarks.md).
-    Every piece has a buffer of its own, as chunks keep their bytes.
+    Every piece has a buffer of its own, as chunks keep their bytes: a mapped
+    range of the file (:class:`_MappedFile`) or, from a pipe or a compressed
+    file, a new array.
     ``head``: the file's first bytes, read already.
 
     With ``wanted``, a piece holds at most ``wanted()`` records, in a buffer
@@ -331,7 +335,9 @@ def _fastq_pieces(
     copied every read's bytes once more, into fresh pages (docs/benchmarks.md,
     session 10).  The records read beyond go on to the next piece.
     """
-    carry = head
+    mapped = _MappedFile.of(f, path)
+    carry = head if mapped is None else head[:0]  # a mapped file's pieces start at `offset`, the head included
+    offset = 0
     record_bytes = 0  # the most bytes per record in a piece so far
     scratch = np.empty(0, dtype=bool)  # for _low_bytes, reused from piece to piece
     while True:
@@ -339,17 +345,21 @@ def _fastq_pieces(
         # 1% more than the wanted records would take at the most bytes per record
         # so far, so that slightly longer ones still fit; any beyond are carried over.
         size = max(PIECE_BYTES, records * record_bytes * 101 // 100, carry.size + 1)
-        buf = np.empty(size, dtype=np.uint8)
-        buf[:carry.size] = carry
-        n = carry.size + _fill(f, memoryview(buf)[carry.size:], path)
-        data = buf[:n]
+        if mapped is not None:
+            data = mapped.piece(offset, size)
+            n = data.size
+        else:
+            buf = np.empty(size, dtype=np.uint8)
+            buf[:carry.size] = carry
+            n = carry.size + _fill(f, memoryview(buf)[carry.size:], path)
+            data = buf[:n]
         if scratch.size < n:
-            scratch = np.empty(buf.size, dtype=bool)
+            scratch = np.empty(size, dtype=bool)
         low, low_bytes = _low_bytes(data, scratch)
         newlines = low[low_bytes == 10]
         complete = newlines.size // 4 * 4
         whole = min(complete, 4 * records) if records else complete
-        if n < buf.size and whole == complete:  # the end of the file, all of it wanted
+        if n < size and whole == complete:  # the end of the file, all of it wanted
             if n:
                 _check_record_lengths(newlines[3:whole:4], n, path)
                 yield data, (low, low_bytes)
@@ -359,7 +369,53 @@ def _fastq_pieces(
         record_bytes = max(record_bytes, -(-end // (whole // 4)))
         k = int(np.searchsorted(low, end))
         yield data[:end], (low[:k], low_bytes[:k])
-        carry = data[end:]
+        if mapped is not None:
+            offset += end
+        else:
+            carry = data[end:]
+
+
+class _MappedFile:
+    """An uncompressed regular file whose pieces are mapped (mmap), not read.
+
+    A piece then lies in the page cache's own pages: ``readinto`` copied the
+    file into new buffers, whose fresh pages the kernel zeroed first, and on
+    the VM where dmap is measured (memory that a guest frees goes back to the
+    host) that was 0.2 s of system time per million 100-bp reads
+    (docs/benchmarks.md, session 16).  Each piece maps only its own range, so
+    the process holds the pages of the chunks in flight, not the whole file.
+
+    :meth:`piece` checks the file's size before it maps a piece, so a file cut
+    short between pieces is an error that says so.  One cut short while a
+    chunk of it is still in flight would end the run with SIGBUS, as it would
+    any program that maps its input.
+    """
+
+    def __init__(self, fd: int, size: int, path: str):
+        self.fd, self.size, self.path = fd, size, path
+
+    @classmethod
+    def of(cls, f, path: str) -> _MappedFile | None:
+        """``f`` (from :func:`xopen`), if it reads a regular file as it is: not a pipe, not gzip."""
+        raw = getattr(f, "raw", None)
+        if not isinstance(raw, io.FileIO):
+            return None
+        st = os.fstat(raw.fileno())
+        return cls(raw.fileno(), st.st_size, path) if stat.S_ISREG(st.st_mode) else None
+
+    def piece(self, offset: int, size: int) -> np.ndarray:
+        """Bytes ``offset`` to ``offset + size`` (fewer at the end), read-only."""
+        size = min(size, self.size - offset)
+        if size <= 0:
+            return np.empty(0, dtype=np.uint8)
+        start = offset - offset % mmap.ALLOCATIONGRANULARITY  # a mapping starts at a page
+        try:
+            if os.fstat(self.fd).st_size < offset + size:
+                raise InputFormatError(f"reads file {self.path!r} was cut short while dmap read it")
+            m = mmap.mmap(self.fd, offset + size - start, access=mmap.ACCESS_READ, offset=start)
+        except OSError as e:
+            raise InputFormatError(f"reads file {self.path!r} cannot be read: {e}") from None
+        return np.frombuffer(m, dtype=np.uint8)[offset - start:]
 
 
 def _check_record_lengths(ends: np.ndarray, end: int, path: str) -> None:

@@ -1,6 +1,7 @@
 """Reading reads: the numpy field splitter against dnaio, record by record, and the errors."""
 
 import gzip
+import mmap
 import os
 
 import dnaio
@@ -164,3 +165,37 @@ def test_unknown_symbol_names_the_read(tmp_path):
     (tmp_path / "r.fq").write_bytes(b"@r1\nACGT\n+\nIIII\n@r2\nACJT\n+\nIIII\n")
     with pytest.raises(InputFormatError, match="read 'r2' contains the symbol 'J'"):
         list(iter_read_chunks(tmp_path / "r.fq", DNA, 10))
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_plain_file_is_mapped_a_piece_at_a_time(tmp_path, monkeypatch, gz):
+    # A regular, uncompressed file's chunks lie in the page cache (read-only mappings, each of its own
+    # piece's pages, so that the chunks in flight bound the memory); gzip is read into new arrays.
+    # The first chunk is joined from pieces read before the bytes per record were known.
+    monkeypatch.setattr(fastx, "PIECE_BYTES", 10_000)
+    record = b"@r\nACGTACGT\n+\nIIIIIIII\n"
+    path = tmp_path / ("r.fq.gz" if gz else "r.fq")
+    path.write_bytes(gzip.compress(record * 3000) if gz else record * 3000)
+    chunks = list(iter_read_chunks(path, DNA, 1000))
+    assert [len(c) for c in chunks] == [1000, 1000, 1000]
+    for chunk in chunks[1:]:
+        data = chunk.fields.data
+        assert data.flags.writeable == gz
+        if not gz:
+            mapping = data.base.base.obj
+            assert isinstance(mapping, mmap.mmap)
+            assert len(mapping) < data.size + mmap.ALLOCATIONGRANULARITY
+    assert [r for c in chunks for r in zip(c.names, c.seqs, c.quals)] == [("r", "ACGTACGT", "IIIIIIII")] * 3000
+
+
+def test_a_file_cut_short_while_read_is_an_error(tmp_path):
+    record = b"@r\nACGTACGT\n+\nIIIIIIII\n"
+    path = tmp_path / "r.fq"
+    path.write_bytes(record * 200_000)
+    chunks = iter_read_chunks(path, DNA, 100_000)
+    first = next(chunks)
+    end = first.fields.data.size
+    del first  # its pages past the new end would be gone
+    os.truncate(path, end)
+    with pytest.raises(InputFormatError, match="was cut short while dmap read it"):
+        next(chunks)
