@@ -17,7 +17,7 @@ import os
 import shlex
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -158,19 +158,30 @@ def contig_name_columns(contig_names: list[str]) -> tuple[np.ndarray, np.ndarray
     return data, offsets.astype(np.uint32), lengths.astype(np.uint32)
 
 
+# The SAM kernel writes at most this many bytes at a time (a record longer
+# than that goes alone), and each batch is written out before the next: the
+# records of a 100,000-read chunk took a 29 MB buffer, grown twice as the
+# first chunks grew, and fresh pages cost 1.5-3 ms per MB on a VM whose idle
+# memory goes back to its host (docs/benchmarks.md, session 16).  8 MB also
+# stays in the L3 cache between the kernel's writes and the copy to the file.
+SAM_BATCH_BYTES = 8 << 20
+
+
 def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_names: list[str],
                           max_hits: int | None = None,
                           name_columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-                          buffer: Callable[[int], np.ndarray] | None = None) -> np.ndarray:
-    """SAM records of a chunk, written by ``kernels/sam_records.cl``.
+                          buffer: Callable[[int], np.ndarray] | None = None,
+                          batch_bytes: int = SAM_BATCH_BYTES) -> Iterator[np.ndarray]:
+    """SAM records of a chunk, written by ``kernels/sam_records.cl``, in batches.
 
-    Returns the same bytes as :func:`format_records` (as a uint8 array, to
-    be written without a copy) at a third of the host CPU time: building
-    each line in Python was the largest host cost of a run.
-    ``name_columns``: :func:`contig_name_columns` of ``contig_names``, made
-    once per run by :class:`SamWriter` (a draft assembly has hundreds of
-    thousands of contigs).  ``buffer(n)``: a uint8 array of ``n`` bytes to
-    write the records into, instead of a new one.
+    Yields the bytes of :func:`format_records` (as uint8 arrays, to be
+    written without a copy), whole records of at most ``batch_bytes`` at a
+    time, at a third of the host CPU time: building each line in Python was
+    the largest host cost of a run.  A batch is valid until the next is
+    asked for.  ``name_columns``: :func:`contig_name_columns` of
+    ``contig_names``, made once per run by :class:`SamWriter` (a draft
+    assembly has hundreds of thousands of contigs).  ``buffer(n)``: a uint8
+    array of ``n`` bytes to write a batch into, instead of a new one.
     """
     from .search.exact import launch_size
 
@@ -179,25 +190,32 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     f = chunk.fields
     has_qual = f.qual_off is not None
     rnames, rname_off, rname_len = name_columns or contig_name_columns(contig_names)
-    lengths = record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual)
-    starts = np.zeros(n, dtype=np.uint64)
-    np.cumsum(lengths[:-1], out=starts[1:])
-    total = int(lengths.sum())
+    ends = np.cumsum(record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual), dtype=np.uint64)
     cl = device.cl
-    out = buffer(max(total, 1)) if buffer is not None else np.empty(max(total, 1), dtype=np.uint8)
-    out_buf = device.output(out)  # on a CPU the kernel writes into `out` itself
     # Names, sequences and qualities all lie in the chunk's bytes, sent once.
-    # The buffers must outlive the kernel: OpenCL kernels need not retain their arguments.
-    bufs = [device.upload(a) for a in (f.data, f.name_off, f.name_len, f.seq_off, f.seq_len,
-                                       f.qual_off if has_qual else f.seq_off)]
-    bufs += [np.uint32(has_qual)]
-    bufs += [device.upload(a) for a in (rnames, rname_off, rname_len, _COMPLEMENT, cols.read.astype(np.uint32),
-                                        cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh, starts)]
+    # The buffers must outlive the kernels: OpenCL kernels need not retain their arguments.
+    chunk_args = [device.upload(a) for a in (f.data, f.name_off, f.name_len, f.seq_off, f.seq_len,
+                                             f.qual_off if has_qual else f.seq_off)]
+    chunk_args += [np.uint32(has_qual)]
+    chunk_args += [device.upload(a) for a in (rnames, rname_off, rname_len, _COMPLEMENT)]
+    columns = [cols.read.astype(np.uint32), cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh]
     kernel = cl.Kernel(device.program("sam_records.cl", {}), "sam_records")
-    kernel.set_args(*bufs, np.uint32(n), out_buf)
-    cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(n))
-    device.read_back(out_buf, out)
-    return out[:total]
+    lo = 0
+    while lo < n:
+        base = int(ends[lo - 1]) if lo else 0
+        hi = max(int(np.searchsorted(ends, base + batch_bytes, side="right")), lo + 1)
+        total = int(ends[hi - 1]) - base
+        starts = np.empty(hi - lo, dtype=np.uint64)
+        starts[0] = 0
+        np.subtract(ends[lo:hi - 1], base, out=starts[1:])
+        out = buffer(total) if buffer is not None else np.empty(total, dtype=np.uint8)
+        out_buf = device.output(out)  # on a CPU the kernel writes into `out` itself
+        batch_args = [device.upload(a[lo:hi]) for a in columns] + [device.upload(starts)]
+        kernel.set_args(*chunk_args, *batch_args, np.uint32(hi - lo), out_buf)
+        cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(hi - lo))
+        device.read_back(out_buf, out)
+        yield out
+        lo = hi
 
 
 def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_names: list[str]) -> str:
@@ -330,9 +348,9 @@ class SamWriter:
         self._records = np.empty(0, dtype=np.uint8)
 
     def _records_buffer(self, nbytes: int) -> np.ndarray:
-        """An array for a chunk's records, reused from chunk to chunk (each is
-        written out before the next is formatted): a new one of 29 MB per
-        100,000 reads came as fresh pages, which the kernel zeroes first."""
+        """An array for a batch of records (:data:`SAM_BATCH_BYTES`), reused
+        from batch to batch (each is written out before the next is formatted):
+        new ones came as fresh pages, which the kernel zeroes first."""
         if self._records.size < nbytes:
             self._records = np.empty(nbytes + nbytes // 8, dtype=np.uint8)  # room for slightly longer chunks
         return self._records[:nbytes]
@@ -363,7 +381,8 @@ class SamWriter:
         elif self.device is not None:
             if self._name_columns is None:
                 self._name_columns = contig_name_columns(self.contig_names)
-            self._write(format_records_device(self.device, chunk, hits, self.contig_names, self.max_hits,
-                                              self._name_columns, self._records_buffer))
+            for records in format_records_device(self.device, chunk, hits, self.contig_names, self.max_hits,
+                                                 self._name_columns, self._records_buffer):
+                self._write(records)
         else:
             self._write(format_records(chunk, hits, self.contig_names, self.max_hits).encode())

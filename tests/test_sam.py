@@ -51,7 +51,13 @@ def test_device_formatter_equals_python(device, case):
     chunk, hits, max_hits = case
     contigs = ["chr1", "a_much_longer_contig_name|with:symbols", "c"]
     want = format_records(chunk, hits, contigs, max_hits).encode()
-    assert format_records_device(device, chunk, hits, contigs, max_hits).tobytes() == want
+    assert b"".join(b.tobytes() for b in format_records_device(device, chunk, hits, contigs, max_hits)) == want
+    # In batches of whole records, of a few bytes (one record each) or a few records.
+    for batch_bytes in (1, 200, 1000):
+        batches = [b.tobytes() for b in format_records_device(device, chunk, hits, contigs, max_hits,
+                                                                batch_bytes=batch_bytes)]
+        assert b"".join(batches) == want
+        assert all(b.endswith(b"\n") and (len(b) <= batch_bytes or b.count(b"\n") == 1) for b in batches)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
