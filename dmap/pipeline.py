@@ -21,11 +21,11 @@ written in input order.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 
@@ -244,7 +244,7 @@ def map_reads(
     # Exact mapping checks the symbols of every chunk but the first in the search kernel.
     chunks = iter_read_chunks(reads, idx.alphabet, chunk_size, max_length=idx.meta.max_query_length - max_errors,
                               next_size=schedule, check_symbols=approx is not None)
-    first_chunk = next(chunks)  # input errors surface before a cluster starts
+    chunks = _prepended([next(chunks)], chunks)  # input errors surface before a cluster starts
     t0 = time.perf_counter()
     result = MappingResult()
     kept: list[tuple[ChunkHits, ReadChunk]] = []
@@ -265,7 +265,7 @@ def map_reads(
             if schedule is not None:
                 schedule.n_workers = n_workers
             before = device_stats(c)
-            _run(c, idx, first_chunk, chunks, writer, in_flight, result, kept if return_hits else None, block_major,
+            _run(c, idx, chunks, writer, in_flight, result, kept if return_hits else None, block_major,
                  approx)
             after = device_stats(c)
             result.block_loads = {w: st["block_loads"] - before.get(w, {}).get("block_loads", 0)
@@ -409,7 +409,15 @@ def _approximate_settings(idx: Index, max_errors: int, report_all: bool, eqx: bo
     return Approximate(max_errors, report_all, eqx, max_hits, engine, delta, e, params.window)
 
 
-def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, block_major=True,
+def _prepended(first: list, rest: Iterator):
+    """The one item of ``first``, then those of ``rest``.  The list gives its item
+    up, so nothing keeps the first chunk (and its checked symbols' codes) once
+    it is written."""
+    yield first.pop()
+    yield from rest
+
+
+def _run(client, idx, chunks, writer, in_flight, result, kept, block_major=True,
          approx: Approximate | None = None) -> None:
     """Submit chunks from this thread; a writer thread takes results in input order.
 
@@ -485,7 +493,7 @@ def _run(client, idx, first_chunk, chunks, writer, in_flight, result, kept, bloc
     thread = threading.Thread(target=write_in_order, name="dmap-sam-writer", daemon=True)
     thread.start()
     try:
-        for chunk in itertools.chain([first_chunk], chunks):
+        for chunk in chunks:
             if failure:
                 break
             submit(chunk)

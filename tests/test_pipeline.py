@@ -102,3 +102,24 @@ def test_fasta_reads_and_gzip(tmp_path, client):
     with pysam.AlignmentFile(str(tmp_path / "o.sam")) as sam:
         first = next(iter(sam))
         assert first.query_qualities is None  # FASTA reads have QUAL '*'
+
+
+def test_the_first_chunk_is_not_kept_once_handed_out():
+    # map_reads reads the first chunk before the cluster starts; nothing may hold it (and its
+    # codes) for the rest of the run once the writer is done with it.
+    import weakref
+
+    from dmap.pipeline import _prepended
+
+    class Chunk:
+        pass
+
+    first, rest = Chunk(), [Chunk(), Chunk()]
+    gone = weakref.ref(first)
+    chunks = _prepended([first], iter(rest))
+    del first
+    handed_out = next(chunks)
+    assert gone() is handed_out
+    del handed_out
+    assert gone() is None
+    assert list(chunks) == rest
