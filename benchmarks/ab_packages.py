@@ -1,0 +1,59 @@
+"""Two versions of dmap, run in turn in the conditions of exact_vs_bowtie.py.
+
+    python3 benchmarks/ab_packages.py READS OLD=DIR NEW=DIR [--pairs 10] [--index /tmp/dmap-bench/ecoli.dmap]
+
+Each DIR holds a ``dmap`` package and its ``kernels`` (e.g. ``git archive
+HEAD dmap kernels | tar -x -C DIR``); runs put it first on PYTHONPATH and
+run ``python3 -m dmap.cli run INDEX READS``.  Every run goes through
+``measure()`` as in the end-to-end benchmark: sync, inputs read into the page
+cache, an idle machine.  On the reference VM memory that stays free for a
+few seconds goes back to the host, so the first touch of a page after that
+costs 1.5-3 ms per MB (docs/benchmarks.md, "Machine and setup"); runs back
+to back do not see it, and a change that moves memory looked neutral there
+and was not here.  The versions alternate, their order swapped every pair.
+Prints each run and the medians of wall time, of the time dmap reports
+inside the process, and the peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import os
+import re
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from exact_vs_bowtie import measure
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("reads")
+    ap.add_argument("versions", nargs=2, metavar="NAME=DIR")
+    ap.add_argument("--pairs", type=int, default=10)
+    ap.add_argument("--index", default="/tmp/dmap-bench/ecoli.dmap")
+    args = ap.parse_args()
+    versions = dict(v.split("=", 1) for v in args.versions)
+    for folder in versions.values():
+        compileall.compile_dir(folder, quiet=1)  # as an installed package: no compiling in the timed runs
+    out = Path(tempfile.mkdtemp()) / "ab.sam"
+    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in versions}
+    for i in range(args.pairs):
+        for name, folder in (list(versions.items()) if i % 2 == 0 else list(versions.items())[::-1]):
+            out.unlink(missing_ok=True)
+            m = measure([sys.executable, "-m", "dmap.cli", "run", args.index, args.reads, "-o", str(out)],
+                        [Path(args.index), Path(args.reads)], env=dict(os.environ, PYTHONPATH=folder), cwd="/")
+            inside = float(re.search(r"hits in ([\d.]+) s", m["stderr"]).group(1))
+            runs[name].append((m["wall"], inside, m["rss_mb"]))
+            print(f"{name}\t{m['wall']:.3f} s\tinside {inside:.2f} s\t{m['rss_mb']:.0f} MB", flush=True)
+    out.unlink(missing_ok=True)
+    for name, r in runs.items():
+        print(f"{name}: median wall {statistics.median(x[0] for x in r):.3f} s, inside "
+              f"{statistics.median(x[1] for x in r):.3f} s, peak RSS {max(x[2] for x in r):.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
