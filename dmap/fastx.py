@@ -403,12 +403,22 @@ class _MappedFile:
 
     @classmethod
     def of(cls, f, path: str) -> _MappedFile | None:
-        """``f`` (from :func:`xopen`), if it reads a regular file as it is: not a pipe, not gzip."""
+        """``f`` (from :func:`xopen`), if it reads a regular file as it is (not a
+        pipe, not gzip) whose size is known and which can be mapped; else None,
+        and the file is read instead."""
         raw = getattr(f, "raw", None)
         if not isinstance(raw, io.FileIO):
             return None
         st = os.fstat(raw.fileno())
-        return cls(raw.fileno(), st.st_size, path) if stat.S_ISREG(st.st_mode) else None
+        # A file whose first byte was read but whose size is 0 is not a plain
+        # file (e.g. under /proc), and some file systems cannot map files.
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            return None
+        try:
+            mmap.mmap(raw.fileno(), min(st.st_size, mmap.ALLOCATIONGRANULARITY), access=mmap.ACCESS_READ).close()
+        except OSError:
+            return None
+        return cls(raw.fileno(), st.st_size, path)
 
     def piece(self, offset: int, size: int) -> np.ndarray:
         """Bytes ``offset`` to ``offset + size`` (fewer at the end), read-only."""

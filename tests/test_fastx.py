@@ -203,3 +203,19 @@ def test_a_file_cut_short_while_read_is_an_error(tmp_path):
     os.truncate(path, end)
     with pytest.raises(InputFormatError, match="was cut short while dmap read it"):
         next(chunks)
+
+
+def test_a_file_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
+    # Some file systems refuse mmap: the reads are then read into arrays, with the same records.
+    record = b"@r\nACGTACGT\n+\nIIIIIIII\n"
+    path = tmp_path / "r.fq"
+    path.write_bytes(record * 5000)
+    want = chunk_records(path, 1000)
+
+    def refuse(*args, **kwargs):
+        raise OSError(19, "No such device")
+
+    monkeypatch.setattr(fastx.mmap, "mmap", refuse)
+    chunks = list(iter_read_chunks(path, DNA, 1000))
+    assert all(c.fields.data.flags.writeable for c in chunks)
+    assert [r for c in chunks for r in zip(c.names, c.seqs, c.quals)] == want
