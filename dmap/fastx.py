@@ -388,7 +388,7 @@ class _MappedFile:
     A piece then lies in the page cache's own pages: ``readinto`` copied the
     file into new buffers, whose fresh pages the kernel zeroed first, and on
     the VM where dmap is measured (memory that a guest frees goes back to the
-    host) that was 0.2 s of system time per million 100-bp reads
+    host) that was 0.15-0.2 s of system time per million 100-bp reads
     (docs/benchmarks.md, session 16).  Each piece maps only its own range, so
     the process holds the pages of the chunks in flight, not the whole file.
 

@@ -352,7 +352,7 @@ class SamWriter:
         from batch to batch (each is written out before the next is formatted):
         new ones came as fresh pages, which the kernel zeroes first."""
         if self._records.size < nbytes:
-            self._records = np.empty(nbytes + nbytes // 8, dtype=np.uint8)  # room for slightly longer chunks
+            self._records = np.empty(nbytes + nbytes // 8, dtype=np.uint8)  # room for slightly longer batches
         return self._records[:nbytes]
 
     @property
