@@ -298,29 +298,19 @@ def _read_fields(path: str | os.PathLike, chunk_size: int,
             raise InputFormatError(f"reads file {path!r} is empty (no FASTA/FASTQ records)")
 
 
-# _low_bytes compares this many bytes at a time: the comparison's bool mask
-# then stays in a core's L2 cache (1 MB), and no mask of a piece's size is
-# made.  A whole 21 MB piece took 7.3 ms with a reused mask, 5.5 ms in 1 MB
-# blocks; and a new mask per piece came as fresh pages (docs/benchmarks.md,
-# sessions 11 and 16).
-LOW_BYTES_BLOCK = 1 << 20
-
-
-def _low_bytes(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _low_bytes(data: np.ndarray, scratch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the newlines, spaces, tabs (and other bytes <= 32) and of
     the bytes that are not ASCII (>= 128) in ``data``, and those bytes.
 
     Compared as signed bytes, both kinds are <= 32, so one pass finds them.
+
+    ``scratch``: a bool array at least as long as ``data`` to compare into.
+    A new array of a chunk's size comes as fresh pages, which the kernel
+    zeroes: that was 6% of a mapping run's CPU time (docs/benchmarks.md,
+    session 11).
     """
-    signed = data.view(np.int8)
-    mask = np.empty(min(data.size, LOW_BYTES_BLOCK), dtype=bool)
-    parts = []
-    for lo in range(0, max(data.size, 1), LOW_BYTES_BLOCK):  # one block, empty, for no data
-        block = signed[lo:lo + LOW_BYTES_BLOCK]
-        found = np.flatnonzero(np.less_equal(block, 32, out=mask[:block.size]))
-        found += lo
-        parts.append(found)
-    positions = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    mask = np.less_equal(data.view(np.int8), 32, out=None if scratch is None else scratch[:data.size])
+    positions = np.flatnonzero(mask)
     return positions, data[positions]
 
 
@@ -349,6 +339,7 @@ def _fastq_pieces(
     carry = head if mapped is None else head[:0]  # a mapped file's pieces start at `offset`, the head included
     offset = 0
     record_bytes = 0  # the most bytes per record in a piece so far
+    scratch = np.empty(0, dtype=bool)  # for _low_bytes, reused from piece to piece
     while True:
         records = wanted() if wanted is not None else 0
         # 1% more than the wanted records would take at the most bytes per record
@@ -362,7 +353,9 @@ def _fastq_pieces(
             buf[:carry.size] = carry
             n = carry.size + _fill(f, memoryview(buf)[carry.size:], path)
             data = buf[:n]
-        low, low_bytes = _low_bytes(data)
+        if scratch.size < n:
+            scratch = np.empty(size, dtype=bool)
+        low, low_bytes = _low_bytes(data, scratch)
         newlines = low[low_bytes == 10]
         complete = newlines.size // 4 * 4
         whole = min(complete, 4 * records) if records else complete
