@@ -77,3 +77,41 @@ def test_blake2b_checksums_of_older_indexes_are_still_verified(tmp_path, monkeyp
     edit_meta(tmp_path / "old", checksums={"blocks/1/text": "md5:00"})
     with pytest.raises(dmap.IndexFormatError, match="damaged: checksum of blocks/1/text"):
         dmap.open_index(tmp_path / "old").block_text(1)
+
+
+def test_uncompressed_arrays_are_mapped_from_their_chunk_files(index_path):
+    from dmap.index.store import BLOCK_ARRAYS
+
+    idx = dmap.open_index(index_path)
+    group = zarr.open_group(str(index_path), mode="r")
+    block = idx.load_block(0)
+    for name in BLOCK_ARRAYS:
+        mapped, read = getattr(block, name), group[f"blocks/0/{name}"][...]
+        assert mapped.dtype == read.dtype and (mapped == read).all()
+        # The file's page cache, not a copy; Zarr writes no file for a chunk
+        # of fill values (zeros), and reads those.
+        on_disk = (index_path / "blocks" / "0" / name / "c" / "0").exists()
+        assert mapped.flags.writeable != on_disk
+    assert not block.occ.flags.writeable and not block.sa_samples.flags.writeable
+    # The compressed reference is read by Zarr, a slice at a time.
+    assert idx.block_text(0).flags.writeable
+
+
+def test_a_chunk_file_cut_short_is_a_damaged_index(index_path):
+    chunk = index_path / "blocks" / "0" / "sa_samples" / "c" / "0"
+    chunk.write_bytes(chunk.read_bytes()[:-4])
+    with pytest.raises(dmap.IndexFormatError, match="damaged"):
+        dmap.open_index(index_path).load_block(0)
+
+
+@pytest.mark.parametrize("damage", ["flip", "remove"])
+def test_a_damaged_or_missing_chunk_file_fails_its_checksum(index_path, damage):
+    chunk = index_path / "blocks" / "0" / "occ" / "c" / "0"
+    if damage == "flip":
+        data = bytearray(chunk.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        chunk.write_bytes(bytes(data))
+    else:
+        chunk.unlink()  # Zarr reads the fill value
+    with pytest.raises(dmap.IndexFormatError, match="damaged: checksum of blocks/0/occ"):
+        dmap.open_index(index_path).load_block(0)
