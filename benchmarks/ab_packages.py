@@ -4,7 +4,8 @@
 
 Each DIR holds a ``dmap`` package and its ``kernels`` (e.g. ``git archive
 HEAD dmap kernels | tar -x -C DIR``); runs put it first on PYTHONPATH and
-run ``python3 -m dmap.cli run INDEX READS``.  Every run goes through
+run ``python3 -m dmap run INDEX READS`` (``-m dmap.cli`` for versions without
+``dmap/__main__.py``).  Every run goes through
 ``measure()`` as in the end-to-end benchmark: sync, inputs read into the page
 cache, an idle machine.  On the reference VM memory that stays free for a
 few seconds goes back to the host, so the first touch of a page after that
@@ -44,7 +45,8 @@ def main() -> None:
     for i in range(args.pairs):
         for name, folder in (list(versions.items()) if i % 2 == 0 else list(versions.items())[::-1]):
             out.unlink(missing_ok=True)
-            m = measure([sys.executable, "-m", "dmap.cli", "run", args.index, args.reads, "-o", str(out)],
+            module = "dmap" if (Path(folder) / "dmap" / "__main__.py").exists() else "dmap.cli"
+            m = measure([sys.executable, "-m", module, "run", args.index, args.reads, "-o", str(out)],
                         [Path(args.index), Path(args.reads)], env=dict(os.environ, PYTHONPATH=folder), cwd="/")
             inside = float(re.search(r"hits in ([\d.]+) s", m["stderr"]).group(1))
             runs[name].append((m["wall"], inside, m["rss_mb"]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -71,10 +72,26 @@ class _IndexGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
+_gc_paused = False  # set by console_main(gc_paused=True); see dmap/__main__.py
+
+
+def startup_done() -> None:
+    """Collect garbage again, if :func:`console_main` was told that collection is
+    paused, and leave the objects made so far (modules, the cluster) out of it."""
+    global _gc_paused
+    if _gc_paused:
+        _gc_paused = False
+        gc.freeze()
+        gc.enable()
+
+
 @click.group()
 @click.version_option(dmap.__version__, prog_name="dmap")
-def main():
+@click.pass_context
+def main(ctx):
     """dmap: FM-index read mapping on a Dask cluster of OpenCL devices."""
+    if ctx.invoked_subcommand != "run":  # run() imports Dask first
+        startup_done()
 
 
 @main.group(cls=_IndexGroup)
@@ -174,6 +191,9 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
         _show_dmap_logs()
     else:
         _quiet_dask_logs()
+    from .pipeline import map_reads  # distributed, zarr, pyopencl: the bulk of the start
+
+    startup_done()
     in_flight = None
     if cluster_file is not None:
         if scheduler is not None:
@@ -181,7 +201,7 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
         cfg = read_cluster_file(cluster_file)
         scheduler, in_flight = cfg.scheduler_address, cfg.in_flight
         chunk_size = chunk_size or cfg.chunk_size
-    res = dmap.map_reads(index_path, reads, sam_path=output, max_hits=max_hits, max_errors=max_errors,
+    res = map_reads(index_path, reads, sam_path=output, max_hits=max_hits, max_errors=max_errors,
                          report_all=report_all, eqx=eqx, engine=engine, delta=delta,
                          neighborhood_errors=neighborhood_errors,
                          seed_edits=None if seed_edits == "auto" else int(seed_edits),
@@ -242,14 +262,19 @@ def devices():
         )
 
 
-def console_main() -> None:
+def console_main(gc_paused: bool = False) -> None:
     """The ``dmap`` command: :func:`main`, then an immediate exit.
+
+    ``gc_paused``: the caller disabled garbage collection for the start
+    (``dmap/__main__.py``); :func:`startup_done` turns it back on.
 
     When :func:`main` returns, the output is written and renamed and the
     cluster is shut down.  Python's own teardown after that (finalizers of
     PoCL, zarr and Dask, freeing every module) took 0.08-0.3 s of a run here
     (docs/benchmarks.md) and does nothing a finished command needs.
     """
+    global _gc_paused
+    _gc_paused = gc_paused
     try:
         main()
         code = 0

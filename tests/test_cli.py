@@ -14,7 +14,7 @@ REF = [("chrA", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGCTAGGATCGATCGGATC"), ("chrB",
 
 
 def dmap_cmd(*args, cwd=None, stdin=None):
-    return subprocess.run([sys.executable, "-m", "dmap.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "dmap", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, timeout=120, input=stdin)
 
 
@@ -292,3 +292,36 @@ def test_verbose_shows_dmap_debug_messages_once(capsys):
     finally:
         log.setLevel(before[0])
         log.handlers[:] = before[1]
+
+
+@pytest.mark.parametrize("command", ["index info", "run"])
+def test_garbage_collection_resumes_once_a_command_has_started(index, tmp_path, command):
+    """``dmap`` (dmap/__main__.py) pauses collection for the start; every command turns it back on."""
+    import gc
+
+    from click.testing import CliRunner
+
+    from dmap import cli
+
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"])
+    args = ["index", "info", str(index)] if command == "index info" else [
+        "run", str(index), str(tmp_path / "r.fq"), "-o", str(tmp_path / "o.sam")]
+    gc.disable()
+    cli._gc_paused = True
+    try:
+        result = CliRunner().invoke(cli.main, args)
+        assert result.exit_code == 0, result.output
+        assert gc.isenabled() and not cli._gc_paused
+    finally:
+        cli._gc_paused = False
+        gc.unfreeze()
+        gc.enable()
+
+
+def test_the_installed_command_and_python_m_dmap(tmp_path):
+    script = os.path.join(os.path.dirname(sys.executable), "dmap")
+    for cmd in ([script], [sys.executable, "-m", "dmap"]):
+        if cmd[0] == script and not os.path.exists(script):
+            continue  # not installed with its scripts
+        r = subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "dmap" in r.stdout, r.stderr
