@@ -6,16 +6,22 @@ imports are done (:func:`dmap.cli.startup_done`).  Starting up makes some
 their allocations triggered found about 700 objects to free and took
 0.04-0.07 s of a 1.6 s mapping run, all on the one busy core
 (docs/benchmarks.md, session 17).
+
+dmap makes no BLAS calls, so numpy's OpenBLAS gets one thread unless the
+user says otherwise: its pool of one thread per core spun 0.1 CPU-seconds
+waiting for work at every start (``perf``, session 17).
 """
 
 from __future__ import annotations
 
 import gc
+import os
 
 
 def console_main() -> None:
     """Run the command line (:func:`dmap.cli.console_main`) with collection paused while it starts."""
     gc.disable()
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy is imported
     from dmap.cli import console_main as main
 
     main(gc_paused=True)
