@@ -202,12 +202,12 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
         scheduler, in_flight = cfg.scheduler_address, cfg.in_flight
         chunk_size = chunk_size or cfg.chunk_size
     res = map_reads(index_path, reads, sam_path=output, max_hits=max_hits, max_errors=max_errors,
-                         report_all=report_all, eqx=eqx, engine=engine, delta=delta,
-                         neighborhood_errors=neighborhood_errors,
-                         seed_edits=None if seed_edits == "auto" else int(seed_edits),
-                         chunk_size=chunk_size, in_flight=in_flight or 4,
-                         scheduler=scheduler, return_hits=False, processes=processes, guided=not fixed_chunks,
-                         argv=sys.argv)
+                     report_all=report_all, eqx=eqx, engine=engine, delta=delta,
+                     neighborhood_errors=neighborhood_errors,
+                     seed_edits=None if seed_edits == "auto" else int(seed_edits),
+                     chunk_size=chunk_size, in_flight=in_flight or 4,
+                     scheduler=scheduler, return_hits=False, processes=processes, guided=not fixed_chunks,
+                     argv=sys.argv)
     candidates = (f"; {res.candidates['regions'] / max(res.n_reads, 1):.2f} candidate regions per read"
                   if res.candidates else "")
     click.echo(

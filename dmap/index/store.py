@@ -251,7 +251,7 @@ class Index:
         """Read one array (or ``part`` of it) and verify its checksum (stored under ``checksum_name``)."""
         try:
             array = self._group[name]
-            data = (_mapped_chunk(array) if part == slice(None) else None)
+            data = _mapped_chunk(array) if part == slice(None) else None
             if data is None:
                 data = array[part]
         except Exception as e:
