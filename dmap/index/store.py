@@ -79,16 +79,19 @@ def _mapped_chunk(array: zarr.Array) -> np.ndarray | None:
     28 MB of fresh pages per run, and 0.03 s of reading sa_samples alone
     (docs/benchmarks.md).  A chunk file of the wrong size is left to Zarr.
     """
-    meta = array.metadata
     if not isinstance(array.store, LocalStore) or array.size == 0 or array.chunks != array.shape:
         return None
-    codecs = getattr(meta, "codecs", ())
-    if len(codecs) != 1 or not isinstance(codecs[0], BytesCodec):
-        return None
     dtype = np.dtype(array.dtype)
-    if dtype.itemsize > 1 and codecs[0].endian is not None and codecs[0].endian.value != sys.byteorder:
+    try:
+        codecs = getattr(array.metadata, "codecs", ())  # none in a Zarr format 2 array
+        if len(codecs) != 1 or not isinstance(codecs[0], BytesCodec):
+            return None
+        if dtype.itemsize > 1 and codecs[0].endian is not None and codecs[0].endian.value != sys.byteorder:
+            return None
+        key = array.metadata.encode_chunk_key((0,) * array.ndim)
+        path = os.path.join(array.store.root, array.path, key)
+    except AttributeError:  # another Zarr version's API: Zarr reads the array
         return None
-    path = os.path.join(array.store.root, array.path, meta.encode_chunk_key((0,) * array.ndim))
     try:
         with open(path, "rb") as f:
             if os.fstat(f.fileno()).st_size != array.nbytes:
