@@ -13,7 +13,8 @@ costs 1.5-3 ms per MB (docs/benchmarks.md, "Machine and setup"); runs back
 to back do not see it, and a change that moves memory looked neutral there
 and was not here.  The versions alternate, their order swapped every pair.
 Prints each run and the medians of wall time, of the time dmap reports
-inside the process, and the peak RSS.
+inside the process, and the peak RSS, and in how many pairs the second
+version was the faster.
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ def main() -> None:
     for name, r in runs.items():
         print(f"{name}: median wall {statistics.median(x[0] for x in r):.3f} s, inside "
               f"{statistics.median(x[1] for x in r):.3f} s, peak RSS {max(x[2] for x in r):.0f} MB")
+    # The VM drifts between pairs more than within one: count the pairs each version won.
+    old, new = runs
+    wins = sum(b[0] < a[0] for a, b in zip(runs[old], runs[new]))
+    print(f"{new} faster than {old} in {wins} of {args.pairs} pairs")
 
 
 if __name__ == "__main__":
