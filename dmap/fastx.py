@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import mmap
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from xopen import xopen
 
 from .alphabet import INVALID, Alphabet
 from .errors import InputFormatError, UnknownSymbolError
+from .mapfile import map_bytes
 
 # Reads per chunk in exact mapping.  Each chunk costs tens of milliseconds
 # beyond its reads (Dask tasks, kernel launches, buffers), and a launch's
@@ -408,8 +408,8 @@ class _MappedFile:
         if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
             return None
         try:
-            mmap.mmap(raw.fileno(), min(st.st_size, mmap.ALLOCATIONGRANULARITY), access=mmap.ACCESS_READ).close()
-        except OSError:
+            map_bytes(raw.fileno(), 0, 1)
+        except (OSError, ValueError):
             return None
         return cls(raw.fileno(), st.st_size, path)
 
@@ -418,14 +418,12 @@ class _MappedFile:
         size = min(size, self.size - offset)
         if size <= 0:
             return np.empty(0, dtype=np.uint8)
-        start = offset - offset % mmap.ALLOCATIONGRANULARITY  # a mapping starts at a page
         try:
             if os.fstat(self.fd).st_size < offset + size:
                 raise InputFormatError(f"reads file {self.path!r} was cut short while dmap read it")
-            m = mmap.mmap(self.fd, offset + size - start, access=mmap.ACCESS_READ, offset=start)
+            return map_bytes(self.fd, offset, size)
         except OSError as e:
             raise InputFormatError(f"reads file {self.path!r} cannot be read: {e}") from None
-        return np.frombuffer(m, dtype=np.uint8)[offset - start:]
 
 
 def _check_record_lengths(ends: np.ndarray, end: int, path: str) -> None:

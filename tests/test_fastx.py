@@ -211,7 +211,9 @@ def test_a_file_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise OSError(19, "No such device")
 
-    monkeypatch.setattr(fastx.mmap, "mmap", refuse)
+    import mmap
+
+    monkeypatch.setattr(mmap, "mmap", refuse)
     chunks = list(iter_read_chunks(path, DNA, 1000))
     assert all(c.fields.data.flags.writeable for c in chunks)
     assert [r for c in chunks for r in zip(c.names, c.seqs, c.quals)] == want

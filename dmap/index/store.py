@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import mmap
 import os
 import sys
 import zlib
@@ -36,6 +35,7 @@ from zarr.storage import LocalStore
 
 from ..alphabet import Alphabet
 from ..errors import IndexFormatError
+from ..mapfile import map_bytes
 from .occ import OccShape
 
 FORMAT_NAME = "dmap-fm-index"
@@ -96,10 +96,10 @@ def _mapped_chunk(array: zarr.Array) -> np.ndarray | None:
         with open(path, "rb") as f:
             if os.fstat(f.fileno()).st_size != array.nbytes:
                 return None
-            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            data = map_bytes(f.fileno(), 0, array.nbytes)
     except (OSError, ValueError):
         return None
-    return np.frombuffer(data, dtype=dtype).reshape(array.shape)
+    return data.view(dtype).reshape(array.shape)
 
 
 @dataclass
