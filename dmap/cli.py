@@ -15,7 +15,7 @@ import dmap
 from .cluster_file import read_cluster_file
 from .errors import DmapError
 from .fastx import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE
-from .index.build import DEFAULT_MAX_QUERY_LENGTH
+from .index.store import DEFAULT_MAX_QUERY_LENGTH
 
 
 def _user_errors(f):

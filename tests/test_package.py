@@ -39,3 +39,16 @@ def test_type_checkers_see_the_same_names():
                  if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
     seen = {alias.name: "." * imp.level + imp.module for imp in block.body for alias in imp.names}
     assert seen == dmap._EXPORTS
+
+
+def test_mapping_does_not_import_zarr_or_the_index_builder(tmp_path):
+    # Mapping reads the index with dmap.index.zarr_direct: importing zarr
+    # would add about 0.1 s to every run (docs/benchmarks.md, session 18).
+    (tmp_path / "ref.fa").write_text(">a\nACGTACGGTACCGATGCATGCAGTCAGTACGATCGATCAGCTAGC\n>b\nGGATCCATTAGCNNACGT\n")
+    dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=10, block_length=30)
+    code = ("import sys, dmap.cli, dmap.pipeline, dmap.tasks, dmap.worker, dmap.device, dmap.index\n"
+            f"idx = dmap.open_index({str(tmp_path / 'idx')!r})\n"
+            "[(idx.load_block(b), idx.block_text(b), idx.block_nbytes(b)) for b in range(idx.n_blocks)]\n"
+            "assert idx.n_blocks == 3 and idx.reference().size == 64\n"
+            "assert not {'zarr', 'pydivsufsort', 'tqdm'} & set(sys.modules), sys.modules.keys()")
+    subprocess.run([sys.executable, "-c", code], check=True)

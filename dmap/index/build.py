@@ -26,10 +26,8 @@ from ..fastx import STDIN, encode_reference, iter_contigs
 from ..neighborhood.build import index_neighborhoods
 from ..neighborhood.params import NeighborhoodParams, NeighborhoodSpec
 from .occ import LAYOUTS, build_occ, default_rate, occ_bytes_per_symbol
-from .store import Block, Contig, Index, IndexMeta, checksum
+from .store import DEFAULT_MAX_QUERY_LENGTH, MAX_QUERY_LENGTH, Block, Contig, Index, IndexMeta, checksum
 
-DEFAULT_MAX_QUERY_LENGTH = 512
-MAX_QUERY_LENGTH = 65535
 # Every read is searched in every block, so mapping time grows with the
 # number of blocks: a 3.1 Gbp reference mapped 2.2x faster in 6 blocks of
 # 2^29 than in 12 of 2^28 (docs/benchmarks.md), for 8.2 GB of build memory

@@ -24,18 +24,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import zlib
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 
 import numpy as np
-import zarr
-from zarr.codecs import BytesCodec
-from zarr.storage import LocalStore
 
 from ..alphabet import Alphabet
 from ..errors import IndexFormatError
-from ..mapfile import map_bytes
+from . import zarr_direct
 from .occ import OccShape
 
 FORMAT_NAME = "dmap-fm-index"
@@ -44,6 +41,9 @@ FORMAT_VERSION = 4  # 2: per-block text checksums; 3: optional neighborhood inde
 # (2) and no reverse-text occ (2, 3), so no seeds with edits.
 READABLE_VERSIONS = (2, 3, 4)
 BLOCK_ARRAYS = ("occ", "C", "sa_samples", "boundary_rows", "boundary_pos")
+# L, the longest query an index takes: blocks overlap by L-1 symbols.
+DEFAULT_MAX_QUERY_LENGTH = 512
+MAX_QUERY_LENGTH = 65535
 
 
 # CRC-32, as gzip and BAM use to detect damaged data, runs at 3.9 GB/s here
@@ -66,40 +66,6 @@ def checksum_matches(a: np.ndarray, expected: str) -> bool:
     """Whether ``a`` has the checksum ``expected``, in the algorithm that ``expected`` names."""
     algorithm = expected.partition(":")[0]
     return algorithm in _DIGESTS and checksum(a, algorithm) == expected
-
-
-def _mapped_chunk(array: zarr.Array) -> np.ndarray | None:
-    """A whole array memory-mapped from its chunk file, read-only, where it is
-    stored as one uncompressed chunk on a local disk (FM-index arrays up to
-    16 M elements, see ``index/build.py``); None where not, for Zarr to read.
-
-    Zarr reads a chunk into new memory and copies it into the array it
-    returns.  On a CPU device the kernels then read that memory in place, so
-    mapping the file's page cache instead saves both copies: for E. coli,
-    28 MB of fresh pages per run, and 0.03 s of reading sa_samples alone
-    (docs/benchmarks.md).  A chunk file of the wrong size is left to Zarr.
-    """
-    if not isinstance(array.store, LocalStore) or array.size == 0 or array.chunks != array.shape:
-        return None
-    dtype = np.dtype(array.dtype)
-    try:
-        codecs = getattr(array.metadata, "codecs", ())  # none in a Zarr format 2 array
-        if len(codecs) != 1 or not isinstance(codecs[0], BytesCodec):
-            return None
-        if dtype.itemsize > 1 and codecs[0].endian is not None and codecs[0].endian.value != sys.byteorder:
-            return None
-        key = array.metadata.encode_chunk_key((0,) * array.ndim)
-        path = os.path.join(array.store.root, array.path, key)
-    except AttributeError:  # another Zarr version's API: Zarr reads the array
-        return None
-    try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size != array.nbytes:
-                return None
-            data = map_bytes(f.fileno(), 0, array.nbytes)
-    except (OSError, ValueError):
-        return None
-    return data.view(dtype).reshape(array.shape)
 
 
 @dataclass
@@ -193,9 +159,9 @@ class Index:
         self.path = os.path.abspath(os.fspath(path))
         if not os.path.isdir(self.path):
             raise IndexFormatError(f"index {self.path!r} does not exist; build it with 'dmap index REFERENCE -o INDEX'")
+        attributes = zarr_direct.group_attributes(self.path)
         try:
-            self._group = zarr.open_group(self.path, mode="r")
-            raw = self._group.attrs.get("dmap")
+            raw = (attributes if attributes is not None else self._group.attrs).get("dmap")
         except Exception as e:  # zarr raises many kinds for a non-zarr folder
             raise IndexFormatError(f"{self.path!r} is not a dmap index ({type(e).__name__}: {e})") from None
         if not isinstance(raw, dict) or raw.get("format") != FORMAT_NAME:
@@ -212,6 +178,14 @@ class Index:
         self.alphabet = Alphabet.from_metadata(self.meta.alphabet)
         # Identifies this index's content for device-side caches.
         self.uid = hashlib.blake2b(json.dumps(raw, sort_keys=True).encode(), digest_size=8).hexdigest()
+
+    @cached_property
+    def _group(self):
+        """The index as a ``zarr.Group``, for what :mod:`.zarr_direct` does not read
+        (mapping reads without it: importing zarr takes 0.1 s)."""
+        import zarr
+
+        return zarr.open_group(self.path, mode="r")
 
     @property
     def n_blocks(self) -> int:
@@ -253,10 +227,9 @@ class Index:
     def read_array(self, name: str, part: slice = slice(None), checksum_name: str | None = None) -> np.ndarray:
         """Read one array (or ``part`` of it) and verify its checksum (stored under ``checksum_name``)."""
         try:
-            array = self._group[name]
-            data = _mapped_chunk(array) if part == slice(None) else None
+            data = zarr_direct.read(os.path.join(self.path, name), part)
             if data is None:
-                data = array[part]
+                data = self._group[name][part]
         except Exception as e:
             raise IndexFormatError(
                 f"index {self.path!r} is damaged: cannot read {name} ({type(e).__name__}: {e})"
@@ -286,7 +259,11 @@ class Index:
 
     def block_nbytes(self, number: int) -> int:
         """Bytes a block occupies on a device."""
-        return sum(int(self._group[f"blocks/{number}/{name}"].nbytes) for name in BLOCK_ARRAYS)
+        def nbytes(name: str) -> int:
+            info = zarr_direct.array_info(os.path.join(self.path, name))
+            return info.nbytes if info is not None else int(self._group[name].nbytes)
+
+        return sum(nbytes(f"blocks/{number}/{name}") for name in BLOCK_ARRAYS)
 
     def reference(self) -> np.ndarray:
         """The joined reference as codes (checksum verified)."""

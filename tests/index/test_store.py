@@ -93,7 +93,7 @@ def test_uncompressed_arrays_are_mapped_from_their_chunk_files(index_path):
         on_disk = (index_path / "blocks" / "0" / name / "c" / "0").exists()
         assert mapped.flags.writeable != on_disk
     assert not block.occ.flags.writeable and not block.sa_samples.flags.writeable
-    # The compressed reference is read by Zarr, a slice at a time.
+    # The compressed reference is decompressed, a slice at a time, into new memory.
     assert idx.block_text(0).flags.writeable
 
 
