@@ -1,6 +1,7 @@
 """Two versions of dmap, run in turn in the conditions of exact_vs_bowtie.py.
 
-    python3 benchmarks/ab_packages.py READS OLD=DIR NEW=DIR [--pairs 10] [--index /tmp/dmap-bench/ecoli.dmap]
+    python3 benchmarks/ab_packages.py READS OLD=DIR[:INDEX] NEW=DIR[:INDEX] [--pairs 10]
+        [--index /tmp/dmap-bench/ecoli.dmap]
 
 Each DIR holds a ``dmap`` package and its ``kernels`` (e.g. ``git archive
 HEAD dmap kernels | tar -x -C DIR``); runs put it first on PYTHONPATH and
@@ -34,21 +35,26 @@ from exact_vs_bowtie import measure
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("reads")
-    ap.add_argument("versions", nargs=2, metavar="NAME=DIR")
+    ap.add_argument("versions", nargs=2, metavar="NAME=DIR[:INDEX]",
+                    help="INDEX: this version's own index (one built by it), instead of --index")
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument("--index", default="/tmp/dmap-bench/ecoli.dmap")
     args = ap.parse_args()
-    versions = dict(v.split("=", 1) for v in args.versions)
-    for folder in versions.values():
+    versions = {}
+    for v in args.versions:
+        name, _, spec = v.partition("=")
+        folder, _, index = spec.partition(":")
+        versions[name] = (folder, index or args.index)
+    for folder, _ in versions.values():
         compileall.compile_dir(folder, quiet=1)  # as an installed package: no compiling in the timed runs
     out = Path(tempfile.mkdtemp()) / "ab.sam"
     runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in versions}
     for i in range(args.pairs):
-        for name, folder in (list(versions.items()) if i % 2 == 0 else list(versions.items())[::-1]):
+        for name, (folder, index) in (list(versions.items()) if i % 2 == 0 else list(versions.items())[::-1]):
             out.unlink(missing_ok=True)
             module = "dmap" if (Path(folder) / "dmap" / "__main__.py").exists() else "dmap.cli"
-            m = measure([sys.executable, "-m", module, "run", args.index, args.reads, "-o", str(out)],
-                        [Path(args.index), Path(args.reads)], env=dict(os.environ, PYTHONPATH=folder), cwd="/")
+            m = measure([sys.executable, "-m", module, "run", index, args.reads, "-o", str(out)],
+                        [Path(index), Path(args.reads)], env=dict(os.environ, PYTHONPATH=folder), cwd="/")
             inside = float(re.search(r"hits in ([\d.]+) s", m["stderr"]).group(1))
             runs[name].append((m["wall"], inside, m["rss_mb"]))
             print(f"{name}\t{m['wall']:.3f} s\tinside {inside:.2f} s\t{m['rss_mb']:.0f} MB", flush=True)

@@ -3,7 +3,8 @@
 ``import zarr`` takes about 0.1 s, a sixteenth of mapping a million reads
 against E. coli end to end (docs/benchmarks.md, session 18), and mapping
 needs none of Zarr's generality: it reads whole FM-index arrays, each stored
-as one uncompressed chunk, and slices of the zstd-compressed ``reference``.
+as one uncompressed chunk, and slices of the ``reference`` (uncompressed since
+session 18, zstd-compressed before).
 This module reads exactly what :mod:`dmap.index.build` writes through zarr:
 Zarr format 3, one dimension, a regular chunk grid, the default chunk keys,
 the ``bytes`` codec in this machine's byte order, optionally followed by
@@ -96,9 +97,10 @@ def array_info(path: str) -> ArrayInfo | None:
 def read(path: str, part: slice = slice(None)) -> np.ndarray | None:
     """Elements ``part`` (a slice with step 1) of the 1-D array at ``path``, or None.
 
-    A whole array stored as one uncompressed chunk is memory-mapped from its
-    chunk file, read-only: Zarr would read it into new memory and copy it
-    again, and on a CPU device the kernels read the array in place (for
+    Elements that lie in one uncompressed chunk (a whole FM-index array, a
+    block's text in a reference of up to 16 M symbols) are memory-mapped
+    from its file, read-only: Zarr would read them into new memory and copy
+    them again, and on a CPU device the kernels read them in place (for
     E. coli, 28 MB of fresh pages per run, docs/benchmarks.md, session 17).
     Other reads return new, writable arrays.
     """
@@ -110,10 +112,11 @@ def read(path: str, part: slice = slice(None)) -> np.ndarray | None:
         return None
     stop = max(start, stop)
     try:
-        if start == 0 and stop == info.length == info.chunk_length and not info.compressed:
-            mapped = _mapped(info.chunk_path(0), info.nbytes)
+        first, last = start // info.chunk_length, (stop - 1) // info.chunk_length
+        if stop > start and first == last and not info.compressed:
+            mapped = _mapped(info, first, start, stop)
             if mapped is not None:
-                return mapped.view(info.dtype)
+                return mapped
         out = np.empty(stop - start, dtype=info.dtype)
         for i in range(start // info.chunk_length, -(-stop // info.chunk_length)):
             lo = i * info.chunk_length
@@ -131,16 +134,20 @@ def read(path: str, part: slice = slice(None)) -> np.ndarray | None:
     return out
 
 
-def _mapped(path: str, size: int) -> np.ndarray | None:
-    """The file at ``path`` mapped, where it holds ``size`` bytes (and exists)."""
+def _mapped(info: ArrayInfo, i: int, start: int, stop: int) -> np.ndarray | None:
+    """Elements ``start:stop`` of the array, mapped from the file of
+    uncompressed chunk ``i``, which holds them; None where there is no such
+    file, or it has the wrong size."""
+    size = info.chunk_length * info.dtype.itemsize
     try:
-        f = open(path, "rb")
+        f = open(info.chunk_path(i), "rb")
     except FileNotFoundError:
         return None
     with f:
         if os.fstat(f.fileno()).st_size != size:
             return None
-        return map_bytes(f.fileno(), 0, size)
+        offset = (start - i * info.chunk_length) * info.dtype.itemsize
+        return map_bytes(f.fileno(), offset, (stop - start) * info.dtype.itemsize).view(info.dtype)
 
 
 def _chunk(info: ArrayInfo, i: int) -> np.ndarray | None:

@@ -93,8 +93,9 @@ def test_uncompressed_arrays_are_mapped_from_their_chunk_files(index_path):
         on_disk = (index_path / "blocks" / "0" / name / "c" / "0").exists()
         assert mapped.flags.writeable != on_disk
     assert not block.occ.flags.writeable and not block.sa_samples.flags.writeable
-    # The compressed reference is decompressed, a slice at a time, into new memory.
-    assert idx.block_text(0).flags.writeable
+    # So is a block's text, where it lies in one chunk of the reference.
+    text = idx.block_text(0)
+    assert not text.flags.writeable and (text == group["reference"][:text.size]).all()
 
 
 def test_a_chunk_file_cut_short_is_a_damaged_index(index_path):
@@ -115,3 +116,18 @@ def test_a_damaged_or_missing_chunk_file_fails_its_checksum(index_path, damage):
         chunk.unlink()  # Zarr reads the fill value
     with pytest.raises(dmap.IndexFormatError, match="damaged: checksum of blocks/0/occ"):
         dmap.open_index(index_path).load_block(0)
+
+
+def test_a_zstd_compressed_reference_of_older_indexes_is_still_read(index_path):
+    from zarr.codecs import ZstdCodec
+
+    idx = dmap.open_index(index_path)
+    texts = [idx.block_text(b).copy() for b in range(idx.n_blocks)]
+    group = zarr.open_group(str(index_path), mode="r+")
+    reference = group["reference"][...]
+    assert group["reference"].compressors == ()  # written uncompressed since session 18
+    del group["reference"]
+    group.create_array("reference", data=reference, chunks=(1 << 24,))  # as before: zstd, 16 M-symbol chunks
+    assert group["reference"].compressors and isinstance(group["reference"].compressors[0], ZstdCodec)
+    idx = dmap.open_index(index_path)
+    assert all((idx.block_text(b) == texts[b]).all() for b in range(idx.n_blocks))

@@ -47,12 +47,17 @@ def test_reads_what_zarr_reads(tmp_path_factory, dtype, length, chunk, compresse
     assert zarr_direct.array_info(path).nbytes == zarr.open_array(path, mode="r").nbytes
 
 
-def test_a_whole_uncompressed_array_of_one_chunk_is_mapped_read_only(tmp_path):
+def test_what_lies_in_one_uncompressed_chunk_is_mapped_read_only(tmp_path):
     data = np.arange(1000, dtype=np.uint32)
     path = write(tmp_path / "x", data, chunks=(1000,))
-    whole = zarr_direct.read(path)
-    assert np.array_equal(whole, data) and not whole.flags.writeable
-    assert zarr_direct.read(path, slice(10, 20)).flags.writeable  # parts are copies
+    for part in [slice(None), slice(10, 20), slice(999, None)]:
+        got = zarr_direct.read(path, part)
+        assert np.array_equal(got, data[part]) and not got.flags.writeable
+    path = write(tmp_path / "y", data, chunks=(300,))
+    assert not zarr_direct.read(path, slice(300, 600)).flags.writeable
+    assert zarr_direct.read(path, slice(299, 301)).flags.writeable  # across chunks: a copy
+    path = write(tmp_path / "z", data, chunks=(1000,), compressors=ZstdCodec())
+    assert zarr_direct.read(path).flags.writeable  # decompressed: a copy
 
 
 def test_nonzero_fill_values_of_chunks_without_a_file(tmp_path):
