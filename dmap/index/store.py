@@ -3,7 +3,7 @@
 Layout (format version 4)::
 
     INDEX/                      zarr group, attribute "dmap" holds IndexMeta
-      reference                 uint8 codes of all contigs joined by separators
+      reference                 uint8 codes of all contigs joined by separators (uncompressed)
       blocks/<b>/occ            uint32 occurrence table (see index/occ.py)
       blocks/<b>/C              uint32[sigma+1]: first BWT row of each symbol
       blocks/<b>/sa_samples     uint32: SA value of every S-th BWT row
