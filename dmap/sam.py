@@ -253,8 +253,12 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
     return "".join(lines)
 
 
-# Bytes at the end of a SAM file being written that are left in the page cache.
-CACHED_TAIL = 64 << 20
+# Bytes at the end of a SAM file being written that are left in the page
+# cache: two SAM batches.  Against 64 MB, the pages dropped come back sooner,
+# while the host still backs them (1M reads: faster in 15 of 18 pairs, by
+# 2-3%; 10M: 8 of 11), and writeback keeps up (17.8 MB cached after a
+# 10M-read run; docs/benchmarks.md, session 18).
+CACHED_TAIL = 16 << 20
 
 
 class PageCacheLimit:
