@@ -156,7 +156,8 @@ def index_info(index_path):
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="SAM file to write.")
 @click.option("--max-hits", "-k", type=int, default=None, help="Report at most K hits per read [default: all].")
 @click.option("--chunk-size", type=int, default=None,
-              help=f"Reads per task [default: {DEFAULT_CHUNK_SIZE}; {DEFAULT_APPROX_CHUNK_SIZE} with --max-errors].")
+              help=f"Most reads per task; chunks grow to it [default: {DEFAULT_CHUNK_SIZE}; "
+                   f"{DEFAULT_APPROX_CHUNK_SIZE} with --max-errors].")
 @click.option("--scheduler", default=None, help="Dask scheduler address (tcp://HOST:PORT) of a running cluster.")
 @click.option("--cluster", "cluster_file", default=None, type=click.Path(dir_okay=False),
               help="cluster.yaml describing the cluster.")

@@ -11,7 +11,7 @@
         memory_limit: 8GB
         split: 1                      # workers per device, each on an equal part (device fission)
     dmap:
-      chunk_size: 100000              # reads per task [default: 100000; 50000 with --max-errors]
+      chunk_size: 200000              # reads per task [default: 200000; 50000 with --max-errors]
       in_flight: 4
 """
 

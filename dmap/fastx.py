@@ -27,18 +27,16 @@ from .alphabet import INVALID, Alphabet
 from .errors import InputFormatError, UnknownSymbolError
 from .mapfile import map_bytes
 
-# Reads per chunk in exact mapping.  Each chunk costs tens of milliseconds
-# beyond its reads (Dask tasks, kernel launches, buffers), and a launch's
-# last work-groups leave cores idle: on one warm cluster, 10M reads mapped
-# in 11.6 s with 100,000-read chunks against 14.4 s with 50,000 (the default
-# until session 10).  200,000 measured the same as 100,000 through
-# `dmap run` (9.42 s against 9.29 s, medians of 5 alternating runs) for
-# 770 MB of peak RSS instead of 560: its arrays are over glibc's 32 MB
-# mmap limit, so each chunk's come as fresh pages (system time 4.3 s
-# against 3.0).  Approximate mapping holds about 4x as much per read in
-# flight (seeds, candidates, alignments) and keeps 50,000.  Chunk size
-# against speed and memory: docs/benchmarks.md.
-DEFAULT_CHUNK_SIZE = 100_000
+# The largest chunk of reads in exact mapping (chunks grow to it, see
+# dmap/schedule.py).  Each chunk costs tens of milliseconds beyond its reads
+# (Dask tasks, kernel launches, buffers), and a launch's last work-groups
+# leave cores idle: on one warm cluster, 10M reads mapped in 11.6 s with
+# 100,000-read chunks against 14.4 s with 50,000 (the default until session
+# 10).  200,000 from session 18, reached after 2M reads: 10M reads 8.39 ->
+# 8.01 s, for 687 MB of peak RSS instead of 442 MB.  Approximate mapping
+# holds about 4x as much per read in flight (seeds, candidates, alignments)
+# and keeps 50,000.  Chunk size against speed and memory: docs/benchmarks.md.
+DEFAULT_CHUNK_SIZE = 200_000
 DEFAULT_APPROX_CHUNK_SIZE = 50_000
 
 

@@ -201,7 +201,7 @@ def map_reads(
         (:func:`dmap.approx.seeds.choose_seed_edits`).
     chunk_size
         Reads per task (the largest chunk when ``guided``); by default
-        100,000 for exact mapping and 50,000 with ``max_errors``.
+        200,000 for exact mapping and 50,000 with ``max_errors``.
     guided
         Shrink chunks toward the end of an uncompressed input so that devices
         of unequal speed finish together (:class:`dmap.schedule.GuidedChunks`;

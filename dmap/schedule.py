@@ -6,7 +6,13 @@ of the fast one idling while the slow one works through a last large chunk.
 
 The first chunks are small and grow: the first chunk is read, checked and
 searched before anything else can start, so a small one puts the devices to
-work sooner, while large chunks later cost less per read.
+work sooner, while large chunks later cost less per read.  They double up to
+half the largest size, then grow as a tenth of the reads done: the last
+chunk's formatting and writing overlap nothing, so a run's last chunk stays a
+small share of it.  Exact mapping's chunks reach 100,000 reads after 200,000
+and 200,000 after 2M: at 10M reads, 8.39 -> 8.01 s against chunks of at most
+100,000, the same as 200,000 from the start, while a 1M-read run keeps its
+chunks (docs/benchmarks.md, session 18).
 
 With one worker there is nothing to balance, so the chunks do not shrink:
 shrinking to the minimum size added about nine small chunks to a 1M-read
@@ -26,9 +32,11 @@ FIRST_CHUNK_SIZE = 25_000
 
 class GuidedChunks:
     """Next chunk size = reads left / (2 x workers), between ``min_size`` and ``max_size``,
-    and at most the reads done so far (at least ``first_size``); with one worker, no shrinking.
+    and at most the reads done so far and the larger of ``max_size / 2`` and a
+    tenth of the reads done (at least ``first_size``); with one worker, no shrinking.
 
-    The last bound makes the sizes grow from ``first_size``, doubling, up to
+    The bounds by the reads done make the sizes grow from ``first_size``,
+    doubling, up to ``max_size / 2``, and then by a tenth a chunk up to
     ``max_size``.  The reads left are estimated from the file size and the
     bytes per read seen so far, so shrinking needs an uncompressed input;
     compressed input grows to ``max_size`` and stays there.
@@ -44,7 +52,8 @@ class GuidedChunks:
         self.n_workers = 1  # set once the cluster is known
 
     def __call__(self, reads_done: int, bytes_done: int) -> int:
-        size = min(self.max_size, max(self.first_size, reads_done))
+        grown = min(reads_done, max(self.max_size // 2, reads_done // 10))
+        size = min(self.max_size, max(self.first_size, grown))
         if self.total_bytes is None or reads_done == 0 or self.n_workers == 1:
             return size
         reads_left = max(self.total_bytes - bytes_done, 0) * reads_done / max(bytes_done, 1)

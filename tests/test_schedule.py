@@ -1,5 +1,5 @@
-"""Guided chunk sizes: small chunks first, doubling up to the full size, shrinking toward the end
-(with several workers), every read once."""
+"""Guided chunk sizes: small chunks first, doubling up to half the full size, then growing by a
+tenth of the reads done, shrinking toward the end (with several workers), every read once."""
 
 import gzip
 import shutil
@@ -32,25 +32,35 @@ def test_compressed_input_keeps_equal_chunks(tmp_path):
     assert sizes(tmp_path / "r.fq.gz", 1000, 2) == [1000] * 5
 
 
+# Doubling from 250 to half the largest size (1000); 1000 until 10,000 reads
+# are done, then a tenth of the reads done, up to 2000.
+GROWTH = [250, 250, 500, 1000] + [1000] * 9 + [1100, 1210, 1331, 1464, 1610, 1771, 1948, 2000]
+
+
 def test_chunks_grow_from_the_first_size(tmp_path):
-    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 20_000, [f"read{i}" for i in range(20_000)])
+    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 40_000, [f"read{i}" for i in range(40_000)])
     got = sizes(tmp_path / "r.fq", 2000, 2, first_size=250)
-    assert sum(got) == 20_000
-    assert got[:5] == [250, 250, 500, 1000, 2000]  # at most the reads done so far: doubling
+    assert sum(got) == 40_000
+    assert got[:len(GROWTH)] == GROWTH
     peak = got.index(2000)
     assert got[peak:peak + 3] == [2000] * 3 and got[-1] <= 100
     assert all(a >= b for a, b in zip(got[peak:-1], got[peak + 1:-1]))  # then never grows again
     with open(tmp_path / "r.fq", "rb") as f, gzip.open(tmp_path / "r.fq.gz", "wb") as g:
         shutil.copyfileobj(f, g)
-    assert sizes(tmp_path / "r.fq.gz", 2000, 1, first_size=250)[:6] == [250, 250, 500, 1000, 2000, 2000]
+    got = sizes(tmp_path / "r.fq.gz", 2000, 2, first_size=250)
+    assert got[:len(GROWTH)] == GROWTH and got[len(GROWTH):-1] == [2000] * (len(got) - len(GROWTH) - 1)
 
 
 def test_one_worker_chunks_grow_and_do_not_shrink(tmp_path):
     # With nothing to balance, small chunks at the end only cost Dask tasks and kernel launches.
-    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 20_000, [f"read{i}" for i in range(20_000)])
+    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 40_000, [f"read{i}" for i in range(40_000)])
     got = sizes(tmp_path / "r.fq", 2000, 1, first_size=250)
-    assert sum(got) == 20_000
-    assert got == [250, 250, 500, 1000] + [2000] * 9
+    assert got == GROWTH + [2000] * 8 + [40_000 - sum(GROWTH) - 8 * 2000]
+
+
+def test_a_first_chunk_of_the_full_size_stays_so(tmp_path):
+    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 20_000, [f"read{i}" for i in range(20_000)])
+    assert sizes(tmp_path / "r.fq", 2000, 1) == [2000] * 10
 
 
 def test_the_first_chunk_is_small_by_default():
