@@ -17,7 +17,15 @@ from dmap.alphabet import get_alphabet
 from dmap.errors import DeviceError, OutputError
 from dmap.fastx import ReadChunk, ReadFields
 from dmap.hits import ChunkHits
-from dmap.sam import PageCacheLimit, SamWriter, format_records, format_records_device, mapq, prepare_device
+from dmap.sam import (
+    PageCacheLimit,
+    SamWriter,
+    format_records,
+    format_records_device,
+    mapq,
+    prepare_device,
+    record_columns,
+)
 
 
 def make_chunk(seqs, quals, names):
@@ -75,6 +83,24 @@ def test_writer_reuses_its_records_buffer_between_chunks(tmp_path, device, cases
             assert writer._records is buffer
     want = b"".join(2 * format_records(chunk, hits, contigs, 2).encode() for chunk, hits, _ in cases)
     assert path.read_bytes() == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=chunks_and_hits())
+def test_record_columns_against_a_loop_over_reads(case):
+    _, hits, max_hits = case
+    want = []
+    for r in range(hits.n_reads):
+        found = np.flatnonzero(hits.read == r)
+        if found.size == 0:
+            want.append((r, 4, 0, 0, 0, 0))
+        shown = found[:max_hits]
+        for k, i in enumerate(shown):
+            flag = (16 if hits.strand[i] == 1 else 0) | (256 if k else 0)
+            want.append((r, flag, hits.contig[i], hits.position[i] + 1, mapq(found.size), shown.size))
+    cols = record_columns(hits, max_hits)
+    got = zip(cols.read, cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh)
+    assert [tuple(map(int, row)) for row in got] == [tuple(map(int, row)) for row in want]
 
 
 def test_record_fields():
