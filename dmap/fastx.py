@@ -197,7 +197,8 @@ def flat_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, lengths
 
 
-def split_fastq(data: np.ndarray, low: tuple[np.ndarray, np.ndarray] | None = None) -> ReadFields | None:
+def split_fastq(data: np.ndarray, low: tuple[np.ndarray, np.ndarray] | None = None,
+                newlines: np.ndarray | None = None) -> ReadFields | None:
     """The fields of plain four-line FASTQ records, found with numpy.
 
     Returns None for anything but the plain form (a non-ASCII byte, a
@@ -205,7 +206,8 @@ def split_fastq(data: np.ndarray, low: tuple[np.ndarray, np.ndarray] | None = No
     then lets dnaio parse the buffer, so dnaio stays the judge of what is
     valid.  Like dnaio, a name ends at the first space or tab, a line's
     trailing ``\\r`` is dropped, and the last line may lack its newline.
-    ``low``: :func:`_low_bytes` of ``data``, if known.
+    ``low``: :func:`_low_bytes` of ``data``, and ``newlines`` the positions
+    in it of the newlines, if known.
     """
     if data.size == 0:
         return None
@@ -214,7 +216,7 @@ def split_fastq(data: np.ndarray, low: tuple[np.ndarray, np.ndarray] | None = No
     low, low_bytes = _low_bytes(data) if low is None else low
     if (low_bytes >= 128).any():
         return None
-    nl = low[low_bytes == 10]
+    nl = low[low_bytes == 10] if newlines is None else newlines
     if nl.size == 0 or nl[-1] != data.size - 1:
         nl = np.append(nl, data.size)
     if nl.size % 4:
@@ -286,8 +288,8 @@ def _read_fields(path: str | os.PathLike, chunk_size: int,
                 yield ReadFields.from_strings([r.id for r in batch], [r.sequence for r in batch], None)
             return
         lines = 0
-        for data, low in _fastq_pieces(f, path, head, wanted):
-            fields = split_fastq(data, low)
+        for data, low, newlines in _fastq_pieces(f, path, head, wanted):
+            fields = split_fastq(data, low, newlines)
             if fields is None:
                 fields = _parse_with_dnaio(data, path, lines)
             lines += 4 * len(fields)
@@ -314,8 +316,8 @@ def _low_bytes(data: np.ndarray, scratch: np.ndarray | None = None) -> tuple[np.
 
 def _fastq_pieces(
     f, path: str, head: np.ndarray, wanted: Callable[[], int] | None = None
-) -> Iterator[tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]]:
-    """Pieces of whole four-line records, each with its :func:`_low_bytes`.
+) -> Iterator[tuple[np.ndarray, tuple[np.ndarray, np.ndarray], np.ndarray]]:
+    """Pieces of whole four-line records, each with its :func:`_low_bytes` and its newlines.
 
     Each piece ends after a multiple of four lines (the last piece: at the
     end of the file).  The newlines that place that end are the ones
@@ -360,13 +362,13 @@ def _fastq_pieces(
         if n < size and whole == complete:  # the end of the file, all of it wanted
             if n:
                 _check_record_lengths(newlines[3:whole:4], n, path)
-                yield data, (low, low_bytes)
+                yield data, (low, low_bytes), newlines
             return
         end = int(newlines[whole - 1]) + 1 if whole else 0
         _check_record_lengths(newlines[3:whole:4], end, path)
         record_bytes = max(record_bytes, -(-end // (whole // 4)))
         k = int(np.searchsorted(low, end))
-        yield data[:end], (low[:k], low_bytes[:k])
+        yield data[:end], (low[:k], low_bytes[:k]), newlines[:whole]
         if mapped is not None:
             offset += end
         else:
