@@ -144,18 +144,6 @@ def _stream_reference(reference, alphabet: Alphabet, group: zarr.Group) -> tuple
     pending: list[np.ndarray] = []
     pending_size = offset = 0
     sep = np.array([alphabet.separator], dtype=np.uint8)
-
-    def write(force: bool = False) -> None:
-        nonlocal arr, pending, pending_size
-        if arr is None:
-            if pending_size < _ZARR_CHUNK and not force:
-                return
-            chunk = min(max(pending_size, 1), _ZARR_CHUNK)
-            arr = group.create_array("reference", shape=(0,), dtype="uint8", chunks=(chunk,), compressors=None)
-        if pending:
-            arr.append(np.concatenate(pending))
-        pending, pending_size = [], 0
-
     for name, codes in _joined_codes(reference, alphabet):
         if contigs:
             pending.append(sep)
@@ -166,9 +154,23 @@ def _stream_reference(reference, alphabet: Alphabet, group: zarr.Group) -> tuple
         offset += codes.size
         pending_size += codes.size
         if pending_size >= _ZARR_CHUNK * 4:
-            write()
-    write(force=True)
+            arr = _append_reference(group, arr, pending)
+            pending, pending_size = [], 0
+    _append_reference(group, arr, pending)
     return contigs, offset
+
+
+def _append_reference(group: zarr.Group, arr: zarr.Array | None, pending: list[np.ndarray]) -> zarr.Array:
+    """Append ``pending`` to ``group['reference']``, made at the first call:
+    the whole reference when it is shorter than one chunk, and a chunk's
+    length then."""
+    data = np.concatenate(pending) if pending else np.zeros(0, dtype=np.uint8)
+    if arr is None:
+        chunk = min(max(data.size, 1), _ZARR_CHUNK)
+        arr = group.create_array("reference", shape=(0,), dtype="uint8", chunks=(chunk,), compressors=None)
+    if data.size:
+        arr.append(data)
+    return arr
 
 
 def _bwt(text: np.ndarray, sigma: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
