@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
 import os
+import signal
 import sys
 from functools import wraps
 
@@ -13,25 +15,45 @@ import click
 import dmap
 
 from .cluster_file import read_cluster_file
-from .errors import DmapError
+from .errors import DmapError, Interrupted, OutputError
 from .fastx import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE
 from .index.store import DEFAULT_MAX_QUERY_LENGTH
 
 
 def _user_errors(f):
-    """Turn DmapError into one 'dmap: error: ...' line and exit status 1."""
+    """Turn DmapError into one 'dmap: error: ...' line and exit status 1; an
+    interrupt (Ctrl-C, SIGTERM, SIGHUP) into one line and 128 + the signal's number."""
 
     @wraps(f)
     def wrapper(*args, **kwargs):
         try:
             return f(*args, **kwargs)
+        except OutputError as e:
+            if e.errno == errno.EPIPE:  # the reader of a pipe went away (`dmap run ... | head`): as SIGPIPE would
+                sys.exit(128 + signal.SIGPIPE)
+            raise click.ClickException(str(e)) from None
         except DmapError as e:
             raise click.ClickException(str(e)) from None
-        except KeyboardInterrupt:
-            click.echo("dmap: interrupted; no output was written", err=True)
-            sys.exit(130)
+        except KeyboardInterrupt as e:
+            signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+            click.echo(f"dmap: stopped by {signal.Signals(signum).name}; no partial output file was left", err=True)
+            sys.exit(128 + signum)
 
     return wrapper
+
+
+def _stop_on_termination() -> None:
+    """SIGTERM and SIGHUP (sent by SLURM at a time limit, by ``timeout`` and by
+    workflow managers) end a command as Ctrl-C does: as an exception, so that
+    temporary files are removed.  Signals that come during that clean-up are
+    ignored, so it runs to its end."""
+    def stop(signum, frame):
+        for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(s, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, stop)
 
 
 def _quiet_dask_logs() -> None:
@@ -153,7 +175,9 @@ def index_info(index_path):
 @main.command()
 @click.argument("index_path", metavar="INDEX", type=click.Path())
 @click.argument("reads", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="SAM file to write.")
+@click.option("-o", "--output", default="-", show_default=True, type=click.Path(dir_okay=False),
+              help="SAM file to write, or '-' for standard output (a FIFO or device is written in place; an "
+                   "existing file only if dmap wrote it).")
 @click.option("--max-hits", "-k", type=int, default=None, help="Report at most K hits per read [default: all].")
 @click.option("--chunk-size", type=int, default=None,
               help=f"Most reads per task; chunks grow to it [default: {DEFAULT_CHUNK_SIZE}; "
@@ -213,7 +237,7 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
                   if res.candidates else "")
     click.echo(
         f"dmap: {res.n_reads} reads, {res.n_mapped} mapped, {res.n_hits} hits in {res.seconds:.2f} s "
-        f"({res.reads_per_second:,.0f} reads/s) -> {output}; index blocks loaded: "
+        f"({res.reads_per_second:,.0f} reads/s) -> {res.sam_path}; index blocks loaded: "
         f"{sum(res.block_loads.values())} on {len(res.block_loads)} worker(s){candidates}", err=True,
     )
 
@@ -276,6 +300,7 @@ def console_main(gc_paused: bool = False) -> None:
     """
     global _gc_paused
     _gc_paused = gc_paused
+    _stop_on_termination()
     try:
         main()
         code = 0

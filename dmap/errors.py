@@ -48,12 +48,25 @@ class DeviceError(DmapError):
 class OutputError(DmapError):
     """The output file cannot be written (disk full, permissions)."""
 
+    errno: int | None = None  # the OSError's, when one caused it
+
     @classmethod
     def writing(cls, path: str, error: OSError) -> OutputError:
         """The error for ``error`` raised while writing ``path``."""
-        return cls(f"cannot write {path!r}: {error.strerror or error}; no output was written")
+        e = cls(f"cannot write {path!r}: {error.strerror or error}; no output was written")
+        e.errno = error.errno
+        return e
 
 
 class ClusterError(DmapError):
     """The Dask scheduler cannot be reached or the cluster lost its workers."""
 
+
+
+class Interrupted(KeyboardInterrupt):
+    """A termination signal (SIGTERM, SIGHUP) turned into an exception, so that a
+    run cleans up as it does on Ctrl-C (SIGINT): temporary files are removed."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum

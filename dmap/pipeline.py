@@ -39,12 +39,13 @@ from .approx.alignments import ChunkAlignments
 from .approx.seeds import Seeds, choose_seed_edits, pigeonhole_seeds, selective_length
 from .cluster import connect, embedded_client, require_device_workers
 from .device import DEVICE_RESOURCE
-from .errors import ClusterError, DmapError, OutputError, UnknownSymbolError
+from .errors import ClusterError, DmapError, UnknownSymbolError
 from .fastx import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
 from .hits import ChunkHits
 from .index.store import Index, open_index
 from .neighborhood.params import MAX_NEIGHBORHOOD_ERRORS
 from .neighborhood.search import neighborhood_patterns
+from .output import Output
 from .schedule import GuidedChunks
 from .search.edits import MAX_SEED_EDITS
 from .tasks import (
@@ -168,7 +169,9 @@ def map_reads(
     reads
         FASTQ or FASTA file, optionally gzip-compressed; a pipe, or ``"-"`` for standard input.
     sam_path
-        Write SAM here (atomically: a temporary file renamed at the end).
+        Write SAM here: a file (written under a temporary name and renamed at
+        the end; an existing file is replaced only if dmap wrote it), a FIFO
+        or device, or ``"-"`` for standard output (see :mod:`dmap.output`).
     client, scheduler
         A Dask client, or a scheduler address to connect to; with neither, an
         embedded cluster with one worker per local OpenCL device is started.
@@ -248,15 +251,10 @@ def map_reads(
     t0 = time.perf_counter()
     result = MappingResult()
     kept: list[tuple[ChunkHits, ReadChunk]] = []
-    tmp = out = writer = None
+    out = writer = None
     if sam_path is not None:
-        sam_path = os.path.abspath(os.fspath(sam_path))
-        tmp = f"{sam_path}.partial-{os.getpid()}"
-        try:
-            out = open(tmp, "wb")
-        except OSError as e:
-            raise OutputError.writing(sam_path, e) from None
-        writer = sam.SamWriter(out, contig_names, max_hits, device=sam.prepare_device(), name=sam_path)
+        out = Output(sam_path, inputs=[reads], index=idx.path)
+        writer = sam.SamWriter(out.file, contig_names, max_hits, device=sam.prepare_device(), name=out.name)
     try:
         if writer is not None:
             writer.write_header(sam.header(idx.meta, argv))
@@ -265,8 +263,13 @@ def map_reads(
             if schedule is not None:
                 schedule.n_workers = n_workers
             before = device_stats(c)
-            _run(c, idx, chunks, writer, in_flight, result, kept if return_hits else None, block_major,
-                 approx)
+            try:
+                _run(c, idx, chunks, writer, in_flight, result, kept if return_hits else None, block_major,
+                     approx)
+            except BaseException:
+                if out is not None:
+                    out.discard()  # at once: closing the cluster takes a while, and a SIGKILL may follow
+                raise
             after = device_stats(c)
             result.block_loads = {w: st["block_loads"] - before.get(w, {}).get("block_loads", 0)
                                   for w, st in after.items()}
@@ -274,12 +277,8 @@ def map_reads(
                 total = lambda stats, key: sum(st["candidates"].get(key, 0) for st in stats.values())  # noqa: E731
                 result.candidates = {k: total(after, k) - total(before, k) for k in ("seed hits", "regions")}
         if out is not None:
-            try:
-                out.close()
-                os.replace(tmp, sam_path)
-            except OSError as e:
-                raise OutputError.writing(sam_path, e) from None
-            result.sam_path = sam_path
+            out.commit()
+            result.sam_path = out.target or out.name
     # Writes raise OutputError (SamWriter), so an OSError here is Dask's: e.g.
     # "Timed out trying to connect" to a scheduler that was killed.
     except (CommClosedError, FutureCancelledError, CancelledError, OSError) as e:
@@ -288,10 +287,8 @@ def map_reads(
             f"lost the Dask cluster during the run ({type(e).__name__}: {reason}); no output was written"
         ) from None
     finally:
-        if out is not None and not out.closed:
-            out.close()
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+        if out is not None:
+            out.discard()  # after commit(): nothing left to do
     if return_hits:
         result.hits = _collect_hits(kept, contig_names, approx is not None)
     result.seconds = time.perf_counter() - t0
@@ -431,6 +428,7 @@ def _run(client, idx, chunks, writer, in_flight, result, kept, block_major=True,
     done = object()
     pending: queue.Queue = queue.Queue(maxsize=in_flight)
     failure: list[BaseException] = []
+    stopped = threading.Event()
 
     def submit(chunk: ReadChunk) -> None:
         encoded = chunk.encoded() if approx is not None else chunk.read_bytes()
@@ -471,6 +469,8 @@ def _run(client, idx, chunks, writer, in_flight, result, kept, block_major=True,
     def write_in_order() -> None:
         try:
             while (item := pending.get()) is not done:
+                if stopped.is_set():  # the submitter failed or was interrupted: drop the rest
+                    continue
                 fut, chunk, started = item
                 try:
                     hits: ChunkHits | ChunkAlignments = fut.result()
@@ -497,6 +497,9 @@ def _run(client, idx, chunks, writer, in_flight, result, kept, block_major=True,
             if failure:
                 break
             submit(chunk)
+    except BaseException:
+        stopped.set()
+        raise
     finally:
         pending.put(done)
         thread.join()

@@ -325,3 +325,164 @@ def test_the_installed_command_and_python_m_dmap(tmp_path):
             continue  # not installed with its scripts
         r = subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0 and "dmap" in r.stdout, r.stderr
+
+
+# --- Safe in a pipeline: outputs that are not regular files, what is never replaced, signals ---
+
+
+def sam_body(text: str) -> list[list[str]]:
+    return [line.split("\t") for line in text.splitlines() if line and not line.startswith("@")]
+
+
+def test_sam_goes_to_standard_output_without_o(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC"])
+    for extra in ([], ["-o", "-"]):
+        r = dmap_cmd("run", index, tmp_path / "r.fq", *extra, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("@HD\t") and len(sam_body(r.stdout)) == 3
+        assert "@HD" not in r.stderr and "-> standard output" in r.stderr  # messages only on stderr
+        assert sorted(os.listdir(tmp_path)) == ["r.fq"]
+
+
+def test_standard_output_into_samtools(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC"])
+    cmd = f"{sys.executable} -m dmap run {index} {tmp_path / 'r.fq'} | samtools view -c -"
+    r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "3", r.stderr
+
+
+def test_a_reader_that_closes_the_pipe_ends_the_run_quietly(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"] * 20000)
+    cmd = f"{sys.executable} -m dmap run {index} {tmp_path / 'r.fq'} | head -c 10 >/dev/null"
+    r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 141 and "Traceback" not in r.stderr and "error" not in r.stderr, r.stderr
+
+
+def test_process_substitution_and_dev_stdout(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC"])
+    cmd = (f"{sys.executable} -m dmap run {index} {tmp_path / 'r.fq'} -o >(samtools view -c - > {tmp_path}/count);"
+           f" wait $!; {sys.executable} -m dmap run {index} {tmp_path / 'r.fq'} -o /dev/stdout > {tmp_path}/o.sam")
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "count").read_text().strip() == "3"
+    assert len(sam_body((tmp_path / "o.sam").read_text())) == 3
+    assert os.path.islink("/dev/stdout") or not os.path.exists("/dev/stdout")  # still the system's link
+
+
+def test_fifo_output_is_written_in_place(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC"])
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", fifo)
+    text, _ = reader.communicate(timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert len(sam_body(text)) == 3 and fifo.is_fifo()
+    assert sorted(os.listdir(tmp_path)) == ["out.fifo", "r.fq"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+def test_character_device_output_is_written_in_place(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC"])
+    null = tmp_path / "mynull"
+    os.mknod(null, 0o666 | __import__("stat").S_IFCHR, os.makedev(1, 3))
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", null)
+    assert r.returncode == 0, r.stderr
+    assert null.is_char_device() and sorted(os.listdir(tmp_path)) == ["mynull", "r.fq"]
+
+
+def test_symlinked_output_keeps_the_link(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"])
+    (tmp_path / "results").mkdir()
+    (tmp_path / "o.sam").symlink_to(tmp_path / "results" / "o.sam")  # a dangling link: the target is made
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "o.sam").is_symlink() and len(sam_body((tmp_path / "results" / "o.sam").read_text())) == 1
+
+
+@pytest.mark.parametrize("target", ["reads", "index", "foreign"])
+def test_outputs_that_would_destroy_data_are_refused(index, tmp_path, target):
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"])
+    before = (tmp_path / "r.fq").read_bytes()
+    out = {"reads": tmp_path / "r.fq", "index": index / "zarr.json", "foreign": tmp_path / "notes.txt"}[target]
+    if target == "foreign":
+        out.write_text("a week of notes\n")
+    saved = out.read_bytes()
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", out)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("dmap: error: output") and len(r.stderr.splitlines()) == 1
+    assert out.read_bytes() == saved and (tmp_path / "r.fq").read_bytes() == before
+    assert not [p for p in os.listdir(out.parent) if ".partial-" in p]
+
+
+def test_a_second_run_replaces_dmaps_own_output(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"])
+    for _ in range(2):
+        r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam")
+        assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("where", ["directory", "cwd"])
+def test_index_overwrite_replaces_only_an_index(tmp_path, where):
+    write_fasta(tmp_path / "ref.fa", REF)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("x")
+    target, cwd = (victim, None) if where == "directory" else (".", victim)
+    r = dmap_cmd("index", tmp_path / "ref.fa", "-o", target, "--overwrite", cwd=cwd)
+    assert r.returncode == 1 and "is not a dmap index" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    assert sorted(os.listdir(victim)) == ["precious.txt"]
+
+
+def test_index_overwrite_replaces_an_index(tmp_path):
+    write_fasta(tmp_path / "ref.fa", REF)
+    for extra in ([], ["--overwrite"]):
+        r = dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", *extra)
+        assert r.returncode == 0, r.stderr
+    r = dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx")
+    assert r.returncode == 1 and "--overwrite" in r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["idx", "ref.fa"]
+
+
+def test_a_full_disk_while_indexing_is_one_line(tmp_path):
+    """RLIMIT_FSIZE makes the index's writes fail (EFBIG) as a full disk would (ENOSPC)."""
+    import resource
+    import signal
+
+    rng = np.random.default_rng(5)
+    write_fasta(tmp_path / "ref.fa", [("g", "".join(rng.choice(list("ACGT"), size=200_000)))])
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (50_000, 50_000))
+
+    r = subprocess.run([sys.executable, "-m", "dmap", "index", str(tmp_path / "ref.fa"), "-o", str(tmp_path / "idx")],
+                       capture_output=True, text=True, timeout=120, preexec_fn=small_files)
+    assert_clean_failure(r, tmp_path / "idx", "cannot write the index")
+    assert sorted(os.listdir(tmp_path)) == ["ref.fa"]
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_termination_signals_leave_nothing_partial(index, tmp_path, sig):
+    """The reads come from a pipe that stays open, so the run is in its middle when the signal comes
+    (more than one 4 MB piece is sent, so that the first chunks are mapped and written)."""
+    import signal
+    import time
+
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"] * 200_000)
+    out = tmp_path / "o.sam"
+    # start_new_session: SIGINT is not ignored, as it is for a shell's background job
+    p = subprocess.Popen([sys.executable, "-m", "dmap", "run", str(index), "-", "-o", str(out)],
+                         stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p.stdin.write((tmp_path / "r.fq").read_text())
+    p.stdin.flush()
+    deadline = time.monotonic() + 60
+    while not any(".partial-" in name for name in os.listdir(tmp_path)):  # the run has started writing
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.05)
+    p.send_signal(getattr(signal, sig))
+    err = p.communicate(timeout=60)[1]
+    p.stdin.close()
+    assert p.returncode == 128 + getattr(signal, sig), err
+    assert err.strip() == f"dmap: stopped by {sig}; no partial output file was left"
+    assert sorted(os.listdir(tmp_path)) == ["r.fq"]

@@ -157,6 +157,9 @@ class Index:
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.path.abspath(os.fspath(path))
+        if os.path.isfile(self.path):
+            raise IndexFormatError(f"index {self.path!r} is a file, not a dmap index (a directory); build an index "
+                                   f"of a FASTA file with 'dmap index REFERENCE -o INDEX'")
         if not os.path.isdir(self.path):
             raise IndexFormatError(f"index {self.path!r} does not exist; build it with 'dmap index REFERENCE -o INDEX'")
         attributes = zarr_direct.group_attributes(self.path)
@@ -306,6 +309,16 @@ class Index:
         algorithms = sorted({c.partition(":")[0] for c in m.checksums.values()})
         lines.append(f"checksums      {len(m.checksums)} arrays ({', '.join(algorithms)})")
         return "\n".join(lines)
+
+
+def is_index(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a directory holding a dmap index (its ``zarr.json`` says so)."""
+    try:
+        attributes = zarr_direct.group_attributes(os.fspath(path))
+    except (OSError, ValueError):
+        return False
+    return isinstance(attributes, dict) and isinstance(attributes.get("dmap"), dict) \
+        and attributes["dmap"].get("format") == FORMAT_NAME
 
 
 def open_index(path: str | os.PathLike) -> Index:

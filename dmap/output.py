@@ -1,0 +1,171 @@
+"""Where a run's records go, without ever destroying a user's file.
+
+Three kinds of destination:
+
+* standard output (``-o -`` or no ``-o``), and the paths that name an open
+  descriptor (``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``, as bash's
+  ``>(samtools sort ...)`` gives): the descriptor is duplicated and written
+  in place, so a file opened for appending is appended to;
+* anything else that is not a regular file (a FIFO, a character device):
+  opened and written in place, as ``cat > FIFO`` would;
+* a regular file, or a path that does not exist yet: written under a
+  temporary name beside it (``OUT.partial-PID``) and renamed over it at the
+  end, so a failed or interrupted run leaves the old file as it was and no
+  partial one.  A symbolic link is followed: the file it points to is
+  replaced, the link stays.
+
+An existing regular file is replaced only when dmap wrote it (its SAM header
+has dmap's ``@PG`` line) or it is empty, and never when it is one of the
+run's inputs or lies inside the index.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterable
+
+from .errors import OutputError
+
+STDOUT = "-"
+# Descriptor paths: written through a duplicate of that descriptor.
+_FD_PATH = re.compile(r"/(?:dev/fd|proc/self/fd)/(\d+)")
+_FD_NAMES = {"/dev/stdout": 1, "/dev/stderr": 2}
+# How far into an existing file to look for the end of a SAM header (a
+# draft assembly with a million contigs has a header of about 40 MB).
+_HEADER_SCAN_BYTES = 256 << 20
+
+
+def _descriptor(path: str) -> int | None:
+    """The open descriptor ``path`` names, or None."""
+    if path in _FD_NAMES:
+        return _FD_NAMES[path]
+    m = _FD_PATH.fullmatch(path)
+    return int(m.group(1)) if m else None
+
+
+def written_by_dmap(path: str) -> bool:
+    """Whether the regular file ``path`` is empty or a SAM file whose header has dmap's ``@PG`` line."""
+    try:
+        with open(path, "rb") as f:
+            seen = 0
+            for line in f:
+                if seen == 0 and not line.startswith(b"@HD\t"):
+                    return False
+                if line.startswith(b"@PG\tID:dmap"):
+                    return True
+                seen += len(line)
+                if not line.startswith(b"@") or seen > _HEADER_SCAN_BYTES:
+                    return False
+            return seen == 0
+    except OSError:
+        return False
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _inside(path: str, directory: str) -> bool:
+    directory = os.path.realpath(directory)
+    return os.path.commonpath([path, directory]) == directory
+
+
+class Output:
+    """A binary destination for SAM (see the module docstring); use as a context manager.
+
+    ``with Output(path, inputs=[reads], index=idx) as out: out.file.write(...)``
+    renames the temporary file over ``path`` when the block ends normally,
+    and removes it when the block raises (an interrupt included).
+
+    Parameters
+    ----------
+    path
+        A file name, ``"-"`` or None for standard output.
+    inputs
+        Files the run reads: an output that is one of them is refused.
+    index
+        The index directory: an output inside it is refused.
+
+    Raises
+    ------
+    dmap.errors.OutputError
+        The destination is refused or cannot be opened.
+    """
+
+    def __init__(self, path: str | os.PathLike | None, inputs: Iterable[str | os.PathLike] = (),
+                 index: str | os.PathLike | None = None):
+        path = STDOUT if path is None else os.fspath(path)
+        self.name = "standard output" if path == STDOUT else path
+        self.tmp: str | None = None  # the temporary file renamed to self.target at the end
+        self.target: str | None = None
+        fd = 1 if path == STDOUT else _descriptor(path)
+        try:
+            if fd is not None:
+                self.file = open(os.dup(fd), "wb")
+            elif os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+                if os.path.isdir(path):
+                    raise OutputError(f"output {path!r} is a directory")
+                self.file = open(path, "wb")  # a FIFO or a device: in place
+            else:
+                self.target = os.path.realpath(path)  # through symbolic links
+                self._check_replaceable(path, inputs, index)
+                self.tmp = f"{self.target}.partial-{os.getpid()}"
+                self.file = open(self.tmp, "xb")
+        except OSError as e:
+            raise OutputError.writing(path, e) from None
+
+    def _check_replaceable(self, path: str, inputs: Iterable[str | os.PathLike], index) -> None:
+        for src in inputs:
+            src = os.fspath(src)
+            if src != STDOUT and (_same_file(path, src) or os.path.realpath(src) == self.target):
+                raise OutputError(f"output {path!r} is also an input of the run; choose another output name")
+        if index is not None and _inside(self.target, os.fspath(index)):
+            raise OutputError(f"output {path!r} lies inside the index {os.fspath(index)!r}; "
+                              "choose another output name")
+        if os.path.exists(self.target) and not written_by_dmap(self.target):
+            raise OutputError(f"output {path!r} exists and is not a SAM file written by dmap; dmap replaces only "
+                              "its own output: remove it or choose another name")
+
+    @property
+    def is_file(self) -> bool:
+        """Whether the output is written under a temporary name and renamed."""
+        return self.tmp is not None
+
+    def __enter__(self) -> Output:
+        return self
+
+    def __exit__(self, kind, error, tb) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.discard()
+
+    def commit(self) -> None:
+        """Close the output and, for a file, rename it into place."""
+        try:
+            self.file.close()
+            if self.tmp is not None:
+                os.replace(self.tmp, self.target)
+                self.tmp = None
+        except OSError as e:
+            self.discard()
+            raise OutputError.writing(self.name, e) from None
+
+    def discard(self) -> None:
+        """Close the output; a file's temporary name is removed (nothing is left)."""
+        try:
+            self.file.close()
+        except OSError:
+            pass  # a full disk refusing the last bytes: the file goes anyway
+        if self.tmp is not None:
+            try:
+                os.unlink(self.tmp)
+            except FileNotFoundError:
+                pass
+            self.tmp = None
+

@@ -1,0 +1,98 @@
+"""dmap.output: which destinations are written in place, which are renamed into place, and what is refused."""
+
+import os
+
+import pytest
+
+from dmap.errors import OutputError
+from dmap.output import Output, written_by_dmap
+
+DMAP_SAM = b"@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:a\tLN:4\n@PG\tID:dmap\tPN:dmap\tVN:0\tCL:dmap run\nr\t4\t*\n"
+
+
+def test_a_new_file_appears_only_when_committed(tmp_path):
+    path = tmp_path / "o.sam"
+    with Output(path) as out:
+        out.file.write(b"@HD\n")
+        assert not path.exists() and out.is_file
+        assert [p.name for p in tmp_path.iterdir()] == [f"o.sam.partial-{os.getpid()}"]
+    assert path.read_bytes() == b"@HD\n" and os.listdir(tmp_path) == ["o.sam"]
+
+
+def test_a_failed_block_leaves_the_old_file(tmp_path):
+    path = tmp_path / "o.sam"
+    path.write_bytes(DMAP_SAM)
+    with pytest.raises(KeyboardInterrupt), Output(path) as out:
+        out.file.write(b"new")
+        raise KeyboardInterrupt
+    assert path.read_bytes() == DMAP_SAM and os.listdir(tmp_path) == ["o.sam"]
+
+
+@pytest.mark.parametrize("content, ours", [
+    (b"", True), (DMAP_SAM, True), (b"precious\n", False), (b"@HD\tVN:1.6\n@PG\tID:bwa\n", False),
+    (b"@HD\tVN:1.6\nr\t4\t*\n@PG\tID:dmap\n", False),  # @PG after the header is not a header line
+])
+def test_only_dmap_output_is_replaced(tmp_path, content, ours):
+    path = tmp_path / "o.sam"
+    path.write_bytes(content)
+    assert written_by_dmap(str(path)) == ours
+    if ours:
+        with Output(path) as out:
+            out.file.write(b"x")
+        assert path.read_bytes() == b"x"
+    else:
+        with pytest.raises(OutputError, match="not a SAM file written by dmap"):
+            Output(path)
+        assert path.read_bytes() == content
+
+
+def test_a_symlink_is_followed(tmp_path):
+    (tmp_path / "real.sam").write_bytes(DMAP_SAM)
+    (tmp_path / "link.sam").symlink_to("real.sam")
+    with Output(tmp_path / "link.sam") as out:
+        out.file.write(b"new")
+    assert (tmp_path / "link.sam").is_symlink() and (tmp_path / "real.sam").read_bytes() == b"new"
+
+
+def test_inputs_and_the_index_are_refused(tmp_path):
+    reads = tmp_path / "r.fq"
+    reads.write_bytes(b"")  # empty: it would pass as replaceable if it were not an input
+    (tmp_path / "alias.fq").symlink_to("r.fq")
+    for path in (reads, tmp_path / "alias.fq"):
+        with pytest.raises(OutputError, match="also an input"):
+            Output(path, inputs=[reads])
+    (tmp_path / "idx").mkdir()
+    with pytest.raises(OutputError, match="inside the index"):
+        Output(tmp_path / "idx" / "new.sam", index=tmp_path / "idx")
+    assert os.listdir(tmp_path / "idx") == []
+
+
+def test_a_fifo_is_written_in_place(tmp_path):
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with Output(fifo) as out:
+            assert not out.is_file
+            out.file.write(b"abc")
+        assert os.read(reader, 10) == b"abc"
+    finally:
+        os.close(reader)
+    assert sorted(os.listdir(tmp_path)) == ["f"]
+
+
+def test_a_descriptor_path_is_written_through_the_descriptor(tmp_path):
+    path = tmp_path / "appended.sam"
+    path.write_bytes(b"kept\n")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        with Output(f"/dev/fd/{fd}") as out:
+            out.file.write(b"added\n")
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"kept\nadded\n"  # appended: neither truncated nor replaced
+
+
+def test_a_directory_is_refused(tmp_path):
+    with pytest.raises(OutputError, match="directory"):
+        Output(tmp_path)
