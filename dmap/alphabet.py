@@ -124,8 +124,20 @@ class Alphabet:
 
     @property
     def read_table(self) -> np.ndarray:
-        """byte -> code for reads: never-matching symbols become NO_MATCH."""
-        return self._table(INVALID, NO_MATCH)
+        """byte -> code for reads: never-matching symbols become NO_MATCH.
+
+        In DNA reads any letter outside ACGT is an ``N`` (as bwa reads them):
+        sequencers and simulators write other letters, and such a read still
+        maps where its other bases allow.
+        """
+        table = self._table(INVALID, NO_MATCH)
+        if self.name == "dna" and "dna-reads" not in self._tables:
+            table = table.copy()
+            letters = np.frombuffer(bytes(range(ord("A"), ord("Z") + 1)) + bytes(range(ord("a"), ord("z") + 1)),
+                                    np.uint8)
+            table[letters[table[letters] == INVALID]] = NO_MATCH
+            self._tables["dna-reads"] = table
+        return self._tables.get("dna-reads", table)
 
     @property
     def reference_table(self) -> np.ndarray:

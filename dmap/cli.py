@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+import warnings
 from functools import wraps
 
 import click
@@ -15,7 +16,7 @@ import click
 import dmap
 
 from .cluster_file import read_cluster_file
-from .errors import DmapError, Interrupted, OutputError
+from .errors import DmapError, DmapWarning, Interrupted, OutputError
 from .fastx import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE
 from .index.store import DEFAULT_MAX_QUERY_LENGTH
 
@@ -40,6 +41,19 @@ def _user_errors(f):
             sys.exit(128 + signum)
 
     return wrapper
+
+
+def _show_warnings_as_lines() -> None:
+    """A :class:`DmapWarning` is one ``dmap: warning: ...`` line on standard error."""
+    default = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, DmapWarning):
+            click.echo(f"dmap: warning: {message}", err=True)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
 
 
 def _stop_on_termination() -> None:
@@ -147,21 +161,23 @@ def index():
               help="--neighborhood: seed shape, '#' must match and '-' is a wildcard, e.g. '######-##'.")
 @click.option("--max-errors-in-neighborhood", type=int, default=1, show_default=True,
               help="--neighborhood: substitutions allowed in the neighborhood at search time (0-2).")
-@click.option("--overwrite", is_flag=True, help="Replace an existing index.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing dmap index at OUTPUT (nothing else).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on standard error; errors only.")
 @_user_errors
 def index_build(reference, output, alphabet, max_query_length, block_length, occ_layout, occ_sample_rate,
                 sa_sample_rate, neighborhood, seed_length, neighborhood_length, spaced_seed,
-                max_errors_in_neighborhood, overwrite):
+                max_errors_in_neighborhood, overwrite, quiet):
     """Build the blocked FM-index of REFERENCE (FASTA, optionally .gz)."""
     nb = dmap.NeighborhoodSpec(seed_length, neighborhood_length, spaced_seed, max_errors_in_neighborhood)
     idx = dmap.build_index(
         reference, output, alphabet=alphabet, max_query_length=max_query_length, block_length=block_length,
         occ_layout=occ_layout, occ_sample_rate=occ_sample_rate, sa_sample_rate=sa_sample_rate,
-        neighborhood=nb if neighborhood else None, overwrite=overwrite, progress=sys.stderr.isatty(),
+        neighborhood=nb if neighborhood else None, overwrite=overwrite, progress=not quiet,
     )
     m = idx.meta
-    click.echo(f"dmap: indexed {m.text_length} symbols in {len(m.contigs)} contigs, {len(m.blocks)} blocks -> {output}",
-               err=True)
+    if not quiet:
+        click.echo(f"dmap: indexed {m.text_length} symbols in {len(m.contigs)} contigs, {len(m.blocks)} blocks "
+                   f"-> {output}", err=True)
 
 
 @index.command("info")
@@ -208,15 +224,32 @@ def index_info(index_path):
               help="Show Dask's log messages and dmap's own (e.g. OpenCL compiler output).")
 @click.option("--processes", is_flag=True,
               help="Embedded cluster: one spawned worker process per device instead of threads in this process.")
+@click.option("-t", "--threads", type=int, default=None,
+              help="Embedded cluster: use N cores.  PoCL's CPU device runs its kernels on N cores; the host runs "
+                   "this process's reader and SAM writer and min(N, 2) task threads per device [default: all "
+                   "cores, e.g. under SLURM those of the job's cpuset].")
+@click.option("-R", "--read-group", default=None, metavar="LINE",
+              help="Read group header line, as bwa's: '@RG\\tID:lane1\\tSM:sample1' (\\t for a tab).  Its ID "
+                   "tags every record (RG:Z).")
+@click.option("--strict", is_flag=True,
+              help="Stop at the first read that cannot be searched (empty, longer than the index maps, a symbol "
+                   "outside the alphabet) instead of writing it unmapped.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on standard error; errors only.")
 @_user_errors
 def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, max_errors, report_all, eqx,
-        engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes):
-    """Map READS (FASTQ/FASTA, optionally .gz) against INDEX and write SAM."""
+        engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes, threads, read_group,
+        strict, quiet):
+    """Map READS (FASTQ/FASTA, optionally .gz) against INDEX and write SAM (to standard output without -o)."""
     if verbose:
         _show_dmap_logs()
     else:
         _quiet_dask_logs()
+    if threads is not None and threads >= 1:
+        from .cluster import limit_cpu_threads
+
+        limit_cpu_threads(threads)  # before OpenCL starts
     from .pipeline import map_reads  # distributed, zarr, pyopencl: the bulk of the start
+    from .progress import Progress, input_size
 
     startup_done()
     in_flight = None
@@ -226,13 +259,20 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
         cfg = read_cluster_file(cluster_file)
         scheduler, in_flight = cfg.scheduler_address, cfg.in_flight
         chunk_size = chunk_size or cfg.chunk_size
-    res = map_reads(index_path, reads, sam_path=output, max_hits=max_hits, max_errors=max_errors,
-                     report_all=report_all, eqx=eqx, engine=engine, delta=delta,
-                     neighborhood_errors=neighborhood_errors,
-                     seed_edits=None if seed_edits == "auto" else int(seed_edits),
-                     chunk_size=chunk_size, in_flight=in_flight or 4,
-                     scheduler=scheduler, return_hits=False, processes=processes, guided=not fixed_chunks,
-                     argv=sys.argv)
+    progress = None if quiet else Progress("reads", "mapped", input_size(reads))
+    try:
+        res = map_reads(index_path, reads, sam_path=output, max_hits=max_hits, max_errors=max_errors,
+                        report_all=report_all, eqx=eqx, engine=engine, delta=delta,
+                        neighborhood_errors=neighborhood_errors,
+                        seed_edits=None if seed_edits == "auto" else int(seed_edits),
+                        chunk_size=chunk_size, in_flight=in_flight or 4,
+                        scheduler=scheduler, return_hits=False, processes=processes, guided=not fixed_chunks,
+                        strict=strict, read_group=read_group, threads=threads, progress=progress, argv=sys.argv)
+    finally:
+        if progress is not None:
+            progress.close()
+    if quiet:
+        return
     candidates = (f"; {res.candidates['regions'] / max(res.n_reads, 1):.2f} candidate regions per read"
                   if res.candidates else "")
     click.echo(
@@ -240,6 +280,10 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
         f"({res.reads_per_second:,.0f} reads/s) -> {res.sam_path}; index blocks loaded: "
         f"{sum(res.block_loads.values())} on {len(res.block_loads)} worker(s){candidates}", err=True,
     )
+    if res.unmappable:
+        kinds = ", ".join(f"{n} {why}" for why, n in res.unmappable.items())
+        click.echo(f"dmap: {sum(res.unmappable.values())} reads written unmapped without a search ({kinds}); "
+                   "--strict stops at the first instead", err=True)
 
 
 @main.group()
@@ -301,6 +345,7 @@ def console_main(gc_paused: bool = False) -> None:
     global _gc_paused
     _gc_paused = gc_paused
     _stop_on_termination()
+    _show_warnings_as_lines()
     try:
         main()
         code = 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 from collections.abc import Iterator
 
 import dask
@@ -104,8 +106,14 @@ class LocalDeviceCluster(SpecCluster):
 
 
 @contextlib.contextmanager
-def embedded_client(processes: bool = False, dashboard: bool = False) -> Iterator[Client]:
-    """A client of a :class:`LocalDeviceCluster`, closed on exit."""
+def embedded_client(processes: bool = False, dashboard: bool = False, threads: int | None = None) -> Iterator[Client]:
+    """A client of a :class:`LocalDeviceCluster`, closed on exit.
+
+    ``threads``: the cores to use.  PoCL's CPU device then runs its kernels
+    on that many (:func:`limit_cpu_threads`, which must be called before
+    OpenCL starts: the ``dmap`` command does), and each device worker has at
+    most that many threads (default :data:`WORKER_THREADS`).
+    """
     # A failed task is re-raised to the caller with its own message; the
     # worker's "Compute Failed" log would repeat it as a traceback.
     quiet = {name: logging.getLogger(name) for name in ("distributed.worker", "distributed.core")}
@@ -113,19 +121,54 @@ def embedded_client(processes: bool = False, dashboard: bool = False) -> Iterato
     for log in quiet.values():
         log.setLevel(logging.CRITICAL)
     try:
-        with LocalDeviceCluster(processes, dashboard) as cluster, Client(cluster) as client:
+        worker_threads = WORKER_THREADS if threads is None else min(threads, WORKER_THREADS)
+        with LocalDeviceCluster(processes, dashboard, threads=worker_threads) as cluster, Client(cluster) as client:
             yield client
     finally:
         for name, log in quiet.items():
             log.setLevel(levels[name])
 
 
+def limit_cpu_threads(threads: int) -> None:
+    """Let PoCL's CPU device run kernels on at most ``threads`` cores, in this process
+    and the worker processes it starts.  PoCL reads these variables when OpenCL
+    starts: ``POCL_MAX_PTHREAD_COUNT`` for its pthread driver (PoCL 3.1, Debian
+    12), ``POCL_CPU_MAX_CU_NUM`` for its cpu driver (newer PoCL).  Values the
+    user set are kept."""
+    for name in ("POCL_MAX_PTHREAD_COUNT", "POCL_CPU_MAX_CU_NUM"):
+        os.environ.setdefault(name, str(threads))
+
+
+def _check_address(scheduler: str, timeout: float) -> None:
+    """Refuse a malformed address, and a TCP address where nothing listens, at once.
+
+    Dask's client retries a refused connection until its timeout ends, and
+    raises a bare ValueError for an address without a port.
+    """
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(scheduler, strict=True)
+        if scheme not in ("tcp", "tls"):
+            return
+        host, port = parse_host_port(location)
+    except (ValueError, TypeError) as e:
+        raise ClusterError(f"--scheduler {scheduler!r} is not a scheduler address such as tcp://HOST:8786 "
+                           f"({e})") from None
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} ({e.strerror or e}); start one with "
+                           "'dask scheduler' or run without --scheduler to use the local devices") from None
+
+
 @contextlib.contextmanager
 def connect(scheduler: str, timeout: float = 10) -> Iterator[Client]:
     """A client of the scheduler at ``scheduler`` (e.g. ``tcp://host:8786``)."""
+    _check_address(scheduler, timeout)
     try:
         client = Client(scheduler, timeout=timeout)
-    except (OSError, TimeoutError) as e:
+    except (OSError, TimeoutError, ValueError) as e:
         raise ClusterError(
             f"cannot reach the Dask scheduler at {scheduler} ({type(e).__name__}: {e}); start one with "
             "'dask scheduler' or run without --scheduler to use the local devices"

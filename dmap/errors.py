@@ -70,3 +70,8 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signum: int):
         super().__init__(signum)
         self.signum = signum
+
+
+class DmapWarning(UserWarning):
+    """Something that maps, but probably not as the user meant (DNA reads against a
+    protein index).  The ``dmap`` command prints it as one ``dmap: warning:`` line."""

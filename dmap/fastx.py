@@ -16,7 +16,7 @@ import itertools
 import os
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import dnaio
@@ -258,6 +258,7 @@ def _parse_with_dnaio(data: np.ndarray, path: str, lines_before: int) -> ReadFie
 
 
 PIECE_BYTES = 4 << 20  # FASTQ is read in pieces of whole records of at most this size
+_BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark
 
 
 def _read_fields(path: str | os.PathLike, chunk_size: int,
@@ -281,21 +282,28 @@ def _read_fields(path: str | os.PathLike, chunk_size: int,
     with f:
         head = np.zeros(1, dtype=np.uint8)
         if not _fill(f, memoryview(head), path):
-            raise InputFormatError(f"reads file {path!r} is empty (no FASTA/FASTQ records)")
+            return  # no reads: a SAM file of its header alone
+        skipped = 0
+        if head[0] == _BOM[0]:  # a UTF-8 byte-order mark, as some editors write: skipped
+            rest = np.zeros(len(_BOM), dtype=np.uint8)
+            n = _fill(f, memoryview(rest[1:]), path)
+            if rest[1:1 + n].tobytes() != _BOM[1:]:
+                raise InputFormatError(f"reads file {path!r} is not FASTA or FASTQ: it starts with byte 0xEF")
+            skipped = len(_BOM)
+            if not _fill(f, memoryview(head), path):
+                return
         if head[0] != ord("@"):
             records = _records(io.BufferedReader(_Prefixed(head.tobytes(), f)), "reads", path)
             while batch := list(itertools.islice(records, chunk_size)):
                 yield ReadFields.from_strings([r.id for r in batch], [r.sequence for r in batch], None)
             return
         lines = 0
-        for data, low, newlines in _fastq_pieces(f, path, head, wanted):
+        for data, low, newlines in _fastq_pieces(f, path, head, wanted, skipped):
             fields = split_fastq(data, low, newlines)
             if fields is None:
                 fields = _parse_with_dnaio(data, path, lines)
             lines += 4 * len(fields)
             yield fields
-        if lines == 0:
-            raise InputFormatError(f"reads file {path!r} is empty (no FASTA/FASTQ records)")
 
 
 def _low_bytes(data: np.ndarray, scratch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -315,7 +323,7 @@ def _low_bytes(data: np.ndarray, scratch: np.ndarray | None = None) -> tuple[np.
 
 
 def _fastq_pieces(
-    f, path: str, head: np.ndarray, wanted: Callable[[], int] | None = None
+    f, path: str, head: np.ndarray, wanted: Callable[[], int] | None = None, start: int = 0
 ) -> Iterator[tuple[np.ndarray, tuple[np.ndarray, np.ndarray], np.ndarray]]:
     """Pieces of whole four-line records, each with its :func:`_low_bytes` and its newlines.
 
@@ -327,7 +335,9 @@ def _fastq_pieces(
     Every piece has a buffer of its own, as chunks keep their bytes: a mapped
     range of the file (:class:`_MappedFile`) or, from a pipe or a compressed
     file, a new array.
-    ``head``: the file's first bytes, read already.
+    ``head``: the file's first bytes, read already, after ``start`` bytes
+    skipped (a byte-order mark).  Blank lines at the end of the file are
+    dropped, as a text editor may leave them.
 
     With ``wanted``, a piece holds at most ``wanted()`` records, in a buffer
     sized for them from the most bytes per record of any piece so far (at
@@ -337,7 +347,7 @@ def _fastq_pieces(
     """
     mapped = _MappedFile.of(f, path)
     carry = head if mapped is None else head[:0]  # a mapped file's pieces start at `offset`, the head included
-    offset = 0
+    offset = start
     record_bytes = 0  # the most bytes per record in a piece so far
     scratch = np.empty(0, dtype=bool)  # for _low_bytes, reused from piece to piece
     while True:
@@ -357,6 +367,11 @@ def _fastq_pieces(
             scratch = np.empty(size, dtype=bool)
         low, low_bytes = _low_bytes(data, scratch)
         newlines = low[low_bytes == 10]
+        if n < size:  # the end of the file: blank lines after the last record are dropped
+            n = _records_end(data, newlines)
+            data, newlines = data[:n], newlines[newlines < n]
+            k = int(np.searchsorted(low, n))
+            low, low_bytes = low[:k], low_bytes[:k]
         complete = newlines.size // 4 * 4
         whole = min(complete, 4 * records) if records else complete
         if n < size and whole == complete:  # the end of the file, all of it wanted
@@ -426,6 +441,26 @@ class _MappedFile:
             raise InputFormatError(f"reads file {self.path!r} cannot be read: {e}") from None
 
 
+_BLANK = np.frombuffer(b"\n\r \t", np.uint8)
+
+
+def _records_end(data: np.ndarray, newlines: np.ndarray) -> int:
+    """Where the last four-line record of the file's last piece ``data`` ends: blank
+    lines after it are dropped (an editor may leave them), while the empty
+    sequence and quality lines of an empty read still count.
+
+    The line of the last non-blank byte is rounded up to a whole record;
+    a blank tail longer than 4 kB is left for the parser to refuse.
+    """
+    tail = data[-4096:]
+    text = np.flatnonzero(~np.isin(tail, _BLANK))
+    if not text.size:
+        return 0 if tail.size == data.size else data.size
+    last = data.size - tail.size + int(text[-1])
+    lines = -(-(int(np.searchsorted(newlines, last)) + 1) // 4) * 4
+    return int(newlines[lines - 1]) + 1 if lines <= newlines.size else data.size
+
+
 def _check_record_lengths(ends: np.ndarray, end: int, path: str) -> None:
     """Refuse a piece ``[0, end)`` holding no record, or one over PIECE_BYTES.
 
@@ -474,19 +509,31 @@ class _Pending:
         return ReadFields.concat(parts)
 
 
-def first_unknown_symbol(codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> tuple[int, int] | None:
-    """(read, position in ``codes``) of the first INVALID code inside a read, or None."""
+def reads_with_unknown_symbols(codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
+    """Per read, whether it holds an INVALID code; None when no read does."""
     bad = codes == INVALID
     if not bad.any():
         return None
     # logical_or.reduceat over [start, end) pairs: element 2i is "read i holds a bad code".
     bounds = np.stack([offsets, offsets + lengths], axis=1).ravel().astype(np.int64)
     per_read = np.logical_or.reduceat(np.append(bad, False), np.minimum(bounds, bad.size))[::2] & (lengths > 0)
-    if not per_read.any():
+    return per_read if per_read.any() else None
+
+
+def first_unknown_symbol(codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> tuple[int, int] | None:
+    """(read, position in ``codes``) of the first INVALID code inside a read, or None."""
+    per_read = reads_with_unknown_symbols(codes, offsets, lengths)
+    if per_read is None:
         return None
     read = int(np.argmax(per_read))
     start = int(offsets[read])
-    return read, start + int(np.argmax(bad[start: start + int(lengths[read])]))
+    return read, start + int(np.argmax(codes[start: start + int(lengths[read])] == INVALID))
+
+
+# SAM's limit on a read name (QNAME): a longer one makes a file that samtools refuses.
+MAX_NAME_LENGTH = 254
+# Why a read is written unmapped without being searched (MappingResult.unmappable counts them).
+UNMAPPABLE = ("empty", "too long", "unknown symbol")
 
 
 @dataclass
@@ -504,9 +551,39 @@ class ReadChunk:
     fields: ReadFields
     table: np.ndarray  # byte -> code (Alphabet.read_table)
     alphabet: str  # its name, for error messages
+    # Reads that are written unmapped without a search (empty, longer than
+    # the index maps, a symbol outside the alphabet), or None; and how many
+    # of each kind of UNMAPPABLE.
+    skipped: np.ndarray | None = None
+    unmappable: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self):
         self.fields = self.fields.as_uint32()
+
+    def skip(self, reads: np.ndarray, why: str) -> None:
+        """Leave the reads of the bool mask ``reads`` out of the search, as ``why`` (one of UNMAPPABLE)."""
+        reads = reads & ~self.skipped if self.skipped is not None else reads
+        n = int(reads.sum())
+        if n:
+            self.unmappable[why] = self.unmappable.get(why, 0) + n
+            self.skipped = reads if self.skipped is None else self.skipped | reads
+
+    @property
+    def file_bytes(self) -> int:
+        """About how many bytes of the reads file the chunk's records took: header,
+        sequence (and '+' line and qualities) with their newlines."""
+        f = self.fields
+        fastq = f.qual_off is not None
+        return (int(f.name_len.sum(dtype=np.int64)) + int(f.seq_len.sum(dtype=np.int64)) * (1 + fastq)
+                + (6 if fastq else 2) * len(f))
+
+    @property
+    def searched(self) -> np.ndarray | None:
+        """Chunk-local numbers of the reads that go to the device, or None for all of them."""
+        return None if self.skipped is None else np.flatnonzero(~self.skipped)
+
+    def _searched(self, a: np.ndarray) -> np.ndarray:
+        return a if self.skipped is None else a[~self.skipped]
 
     def __len__(self) -> int:
         return len(self.fields)
@@ -541,8 +618,10 @@ class ReadChunk:
         return None if f.qual_off is None else self._strings(f.qual_off, f.seq_len)
 
     def read_bytes(self) -> ReadBytes:
-        """What the exact search kernel takes: the bytes as read, translated on the device."""
-        return ReadBytes(self.number, self.data, self.offsets, self.lengths, self.table)
+        """What the exact search kernel takes: the bytes as read, translated on the device
+        (the skipped reads left out)."""
+        return ReadBytes(self.number, self.data, self._searched(self.offsets), self._searched(self.lengths),
+                         self.table)
 
     @cached_property
     def codes(self) -> np.ndarray:
@@ -550,14 +629,20 @@ class ReadChunk:
         return np.frombuffer(self.data.tobytes().translate(self.table.tobytes()), dtype=np.uint8)
 
     def encoded(self) -> EncodedReads:
-        """The reads as codes, for the seeds of approximate mapping."""
-        return EncodedReads(self.number, self.codes, self.offsets, self.lengths)
+        """The reads as codes, for the seeds of approximate mapping (the skipped reads left out)."""
+        return EncodedReads(self.number, self.codes, self._searched(self.offsets), self._searched(self.lengths))
 
     def check_symbols(self) -> None:
         """Raise :class:`InputFormatError` naming the first read with a symbol outside the alphabet."""
         found = first_unknown_symbol(self.codes, self.offsets, self.lengths)
         if found is not None:
             raise UnknownSymbolError(found[0], chr(self.data[found[1]])).naming(self.names, self.alphabet)
+
+    def unknown_symbol_error(self, read: int) -> InputFormatError:
+        """The error naming ``read`` and its first symbol outside the alphabet."""
+        seq = self.data[int(self.offsets[read]): int(self.offsets[read]) + int(self.lengths[read])]
+        symbol = chr(seq[np.argmax(self.table[seq] == INVALID)])
+        return UnknownSymbolError(read, symbol).naming(self.names, self.alphabet)
 
 
 @dataclass
@@ -608,6 +693,7 @@ def iter_read_chunks(
     max_length: int | None = None,
     next_size: Callable[[int, int], int] | None = None,
     check_symbols: bool = True,
+    strict: bool = True,
 ) -> Iterator[ReadChunk]:
     """Parse reads in chunks of ``chunk_size``, validated.
 
@@ -618,10 +704,16 @@ def iter_read_chunks(
     here; the exact search kernel checks the others (see
     :class:`UnknownSymbolError`), which saves a pass over every read.
 
+    With ``strict`` False, a read that is empty, longer than ``max_length``
+    or holds a symbol outside the alphabet is marked skipped in its chunk
+    (:meth:`ReadChunk.skip`), to be written unmapped; with ``strict`` it is
+    an error.  An empty input yields no chunk.
+
     Raises
     ------
     InputFormatError
-        For a missing, empty or malformed file, a read with an unknown
+        For a missing or malformed file, a read without a name or with one
+        longer than SAM allows, and (``strict``) a read with an unknown
         symbol, an empty read, or a read longer than ``max_length``.
     """
     if chunk_size < 1:
@@ -642,22 +734,35 @@ def iter_read_chunks(
         if (fields.name_len == 0).any():
             raise InputFormatError(f"reads {os.fspath(path)!r}: read number "
                                    f"{first + int(np.argmin(fields.name_len)) + 1} has no name")
-        if (lengths == 0).any():
-            raise InputFormatError(f"read {chunk.names[int(np.argmin(lengths))]!r} is empty")
-        if max_length is not None and lengths.max() > max_length:
-            i = int(np.argmax(lengths))
-            raise InputFormatError(
-                f"read {chunk.names[i]!r} is {lengths[i]} symbols long, longer than the index's maximum query length "
-                f"{max_length}; rebuild the index with a larger --max-query-length"
-            )
-        if check_symbols or number == 0:
-            chunk.check_symbols()
+        if fields.name_len.max() > MAX_NAME_LENGTH:
+            i = int(np.argmax(fields.name_len))
+            raise InputFormatError(f"read {chunk.names[i][:40]!r}... has a name of {fields.name_len[i]} characters; "
+                                   f"SAM allows at most {MAX_NAME_LENGTH}: shorten the names (e.g. with seqkit "
+                                   "replace) and run again")
+        empty = lengths == 0
+        too_long = lengths > max_length if max_length is not None else None
+        if strict:
+            if empty.any():
+                raise InputFormatError(f"read {chunk.names[int(np.argmax(empty))]!r} is empty")
+            if too_long is not None and too_long.any():
+                i = int(np.argmax(lengths))
+                raise InputFormatError(
+                    f"read {chunk.names[i]!r} is {lengths[i]} symbols long, longer than the index's maximum query "
+                    f"length {max_length}; rebuild the index with a larger --max-query-length"
+                )
+            if check_symbols or number == 0:
+                chunk.check_symbols()
+        else:
+            chunk.skip(empty, "empty")
+            if too_long is not None:
+                chunk.skip(too_long, "too long")
+            if check_symbols or number == 0:
+                unknown = reads_with_unknown_symbols(chunk.codes, chunk.offsets, lengths)
+                if unknown is not None:
+                    chunk.skip(unknown, "unknown symbol")
         yield chunk
         number += 1
         first += n
-        # Header, sequence (and '+' line and qualities) with their newlines.
-        fastq = fields.qual_off is not None
-        bytes_done += int(fields.name_len.sum(dtype=np.int64)) + int(lengths.sum(dtype=np.int64)) * (1 + fastq) \
-            + (6 if fastq else 2) * n
+        bytes_done += chunk.file_bytes
         if next_size is not None:
             size = max(1, next_size(first, bytes_done))

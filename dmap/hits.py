@@ -6,7 +6,7 @@ Pure numpy, no device: this is what the Dask dedup task runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +23,7 @@ class BlockHits:
     own_length: int  # positions [0, own_length) belong to this block
     query: np.ndarray
     position: np.ndarray
+    bad: np.ndarray | None = None  # reads holding a symbol outside the alphabet (found by the search kernel)
 
 
 @dataclass
@@ -34,10 +35,18 @@ class ChunkHits:
     contig: np.ndarray  # contig number
     position: np.ndarray  # 0-based leftmost position in the contig
     n_reads: int
+    bad: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # see BlockHits.bad
 
     def counts(self) -> np.ndarray:
         """Hits per read."""
         return np.bincount(self.read, minlength=self.n_reads)
+
+    def renumbered(self, reads: np.ndarray | None, n_reads: int) -> ChunkHits:
+        """The hits of a chunk whose searched reads were ``reads`` (chunk-local
+        numbers, ascending; None: all ``n_reads``), numbered in the whole chunk."""
+        if reads is None:
+            return self
+        return ChunkHits(reads[self.read], self.strand, self.contig, self.position, n_reads, reads[self.bad])
 
     def __len__(self) -> int:
         return int(self.read.size)
@@ -54,6 +63,7 @@ def merge_block_hits(parts: list[BlockHits], n_reads: int, n_strands: int, conti
     the read length).
     """
     query, glob = [], []
+    bad = [p.bad for p in parts if p.bad is not None]
     for p in parts:
         own = p.position < p.own_length
         query.append(p.query[own])
@@ -73,4 +83,5 @@ def merge_block_hits(parts: list[BlockHits], n_reads: int, n_strands: int, conti
     contig = np.searchsorted(contig_offsets, g, side="right") - 1
     position = g - contig_offsets[contig]
     return ChunkHits(read.astype(np.int64), strand.astype(np.int8), contig.astype(np.int64),
-                     position.astype(np.int64), n_reads)
+                     position.astype(np.int64), n_reads,
+                     np.unique(np.concatenate(bad)) if bad else np.zeros(0, dtype=np.int64))

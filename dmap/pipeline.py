@@ -25,6 +25,7 @@ import os
 import queue
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
@@ -39,13 +40,15 @@ from .approx.alignments import ChunkAlignments
 from .approx.seeds import Seeds, choose_seed_edits, pigeonhole_seeds, selective_length
 from .cluster import connect, embedded_client, require_device_workers
 from .device import DEVICE_RESOURCE
-from .errors import ClusterError, DmapError, UnknownSymbolError
+from .errors import ClusterError, DmapError, DmapWarning
 from .fastx import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
 from .hits import ChunkHits
 from .index.store import Index, open_index
+from .mapq import name_hashes
 from .neighborhood.params import MAX_NEIGHBORHOOD_ERRORS
 from .neighborhood.search import neighborhood_patterns
 from .output import Output
+from .progress import Progress
 from .schedule import GuidedChunks
 from .search.edits import MAX_SEED_EDITS
 from .tasks import (
@@ -102,6 +105,8 @@ class MappingResult:
     block_loads: dict[str, int] = field(default_factory=dict)  # index blocks each worker loaded in this run
     # approximate mapping: "seed hits" and candidate "regions" verified in this run, over all workers
     candidates: dict[str, int] = field(default_factory=dict)
+    # reads written unmapped without a search, by reason (dmap.fastx.UNMAPPABLE): empty, too long, unknown symbol
+    unmappable: dict[str, int] = field(default_factory=dict)
 
     @property
     def reads_per_second(self) -> float:
@@ -126,14 +131,14 @@ def _collect_hits(results: list[tuple[ChunkHits | ChunkAlignments, ReadChunk]], 
 
 
 @contextlib.contextmanager
-def _client(client: Client | None, scheduler: str | None, processes: bool) -> Client:
+def _client(client: Client | None, scheduler: str | None, processes: bool, threads: int | None = None) -> Client:
     if client is not None:
         yield client
     elif scheduler is not None:
         with connect(scheduler) as c:
             yield c
     else:
-        with embedded_client(processes=processes) as c:
+        with embedded_client(processes=processes, threads=threads) as c:
             yield c
 
 
@@ -158,6 +163,10 @@ def map_reads(
     processes: bool = False,
     guided: bool = True,
     block_major: bool = True,
+    strict: bool = False,
+    read_group: str | None = None,
+    threads: int | None = None,
+    progress: Progress | None = None,
     argv: list[str] | None = None,
 ) -> MappingResult:
     """Map reads: every exact occurrence, or every locus within K edits (both strands for DNA).
@@ -214,6 +223,20 @@ def map_reads(
         (fewer block reloads when a device cannot hold every block).
     in_flight
         Chunks submitted at once (bounds memory).
+    strict
+        Stop with an error at the first read that cannot be searched (empty,
+        longer than the index maps, a symbol outside the alphabet).  By
+        default such a read is written unmapped and counted in
+        :attr:`MappingResult.unmappable`.  In DNA reads any letter other
+        than ACGT is an ``N`` and maps where the read's other bases allow.
+    read_group
+        A read group's header line in bwa's ``-R`` syntax
+        (``'@RG\\tID:x\\tSM:y'``): written in the header, and its ID as
+        ``RG:Z:`` on every record.
+    threads
+        For the embedded cluster: the cores it uses (:func:`dmap.cluster.embedded_client`).
+    progress
+        Reports the reads mapped as chunks are written (:class:`dmap.progress.Progress`).
     return_hits
         Keep the hits in the result (set False for large runs written to SAM).
     processes
@@ -231,6 +254,10 @@ def map_reads(
         raise DmapError(f"--max-hits must be at least 1, not {max_hits}")
     if in_flight < 1:
         raise DmapError("in_flight must be at least 1")
+    if threads is not None and (threads < 1 or client is not None or scheduler is not None):
+        raise DmapError("--threads applies only to the embedded cluster (no --scheduler or --cluster), "
+                        f"and must be at least 1, not {threads}")
+    group = sam.ReadGroup.parse(read_group) if read_group is not None else None
     if not 0 <= max_errors <= MAX_ERRORS_LIMIT:
         raise DmapError(f"--max-errors must be between 0 and {MAX_ERRORS_LIMIT}, not {max_errors}")
     idx = open_index(index)
@@ -246,36 +273,40 @@ def map_reads(
     # An alignment with K edits spans up to m + K reference symbols, and must fit in a block overlap.
     # Exact mapping checks the symbols of every chunk but the first in the search kernel.
     chunks = iter_read_chunks(reads, idx.alphabet, chunk_size, max_length=idx.meta.max_query_length - max_errors,
-                              next_size=schedule, check_symbols=approx is not None)
-    chunks = _prepended([next(chunks)], chunks)  # input errors surface before a cluster starts
+                              next_size=schedule, check_symbols=approx is not None, strict=strict)
+    first = next(chunks, None)  # input errors surface before a cluster starts
+    if first is not None:
+        _warn_alphabet_mismatch(first, idx)
+    chunks = _prepended([first], chunks) if first is not None else iter(())
     t0 = time.perf_counter()
     result = MappingResult()
     kept: list[tuple[ChunkHits, ReadChunk]] = []
     out = writer = None
     if sam_path is not None:
         out = Output(sam_path, inputs=[reads], index=idx.path)
-        writer = sam.SamWriter(out.file, contig_names, max_hits, device=sam.prepare_device(), name=out.name)
+        writer = sam.SamWriter(out.file, contig_names, max_hits, device=sam.prepare_device(), name=out.name,
+                               read_group=group)
     try:
         if writer is not None:
-            writer.write_header(sam.header(idx.meta, argv))
-        with _client(client, scheduler, processes) as c:
-            n_workers = require_device_workers(c)
-            if schedule is not None:
-                schedule.n_workers = n_workers
-            before = device_stats(c)
-            try:
-                _run(c, idx, chunks, writer, in_flight, result, kept if return_hits else None, block_major,
-                     approx)
-            except BaseException:
-                if out is not None:
-                    out.discard()  # at once: closing the cluster takes a while, and a SIGKILL may follow
-                raise
-            after = device_stats(c)
-            result.block_loads = {w: st["block_loads"] - before.get(w, {}).get("block_loads", 0)
-                                  for w, st in after.items()}
-            if approx is not None:
-                total = lambda stats, key: sum(st["candidates"].get(key, 0) for st in stats.values())  # noqa: E731
-                result.candidates = {k: total(after, k) - total(before, k) for k in ("seed hits", "regions")}
+            writer.write_header(sam.header(idx.meta, argv, group))
+        if first is not None:  # no reads, no cluster: the SAM file is its header
+            with _client(client, scheduler, processes, threads) as c:
+                n_workers = require_device_workers(c)
+                if schedule is not None:
+                    schedule.n_workers = n_workers
+                before = device_stats(c)
+                try:
+                    _run(c, idx, chunks, writer, in_flight, result, kept if return_hits else None, block_major,
+                         approx, strict, progress)
+                except BaseException:
+                    if out is not None:
+                        out.discard()  # at once: closing the cluster takes a while, and a SIGKILL may follow
+                    raise
+                after = device_stats(c)
+                result.block_loads = {w: st["block_loads"] - before.get(w, {}).get("block_loads", 0)
+                                      for w, st in after.items()}
+                if approx is not None:
+                    result.candidates = {k: _total(after, k) - _total(before, k) for k in ("seed hits", "regions")}
         if out is not None:
             out.commit()
             result.sam_path = out.target or out.name
@@ -293,6 +324,32 @@ def map_reads(
         result.hits = _collect_hits(kept, contig_names, approx is not None)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _warn_alphabet_mismatch(chunk: ReadChunk, idx: Index, sample: int = 1 << 20) -> None:
+    """Warn when the first reads look like DNA against a protein or text index, or like
+    protein against a DNA index: both map (nearly) nothing, without an error."""
+    lengths = chunk.lengths[np.cumsum(chunk.lengths, dtype=np.int64) <= sample]
+    if not lengths.size:
+        return
+    starts = chunk.offsets[:lengths.size].astype(np.int64)
+    at = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths[:-1], dtype=np.int64)]), lengths)
+    seq = chunk.data[at + np.arange(at.size)]
+    nucleotides = np.isin(seq, np.frombuffer(b"ACGTNacgtn", np.uint8)).mean()
+    name = idx.alphabet.name
+    if name != "dna" and nucleotides == 1.0:
+        warnings.warn(f"the reads hold only A, C, G, T and N, as DNA does, but the index is of the {name} "
+                      "alphabet: DNA reads map to a DNA index (built with 'dmap index REF -o INDEX')",
+                      DmapWarning, stacklevel=3)
+    elif name == "dna" and nucleotides < 0.5:
+        warnings.warn(f"{100 * (1 - nucleotides):.0f}% of the first reads' symbols are not A, C, G, T or N, "
+                      "as in protein or text, but the index is of DNA: they count as N and map nowhere "
+                      "(build the index with --alphabet protein or text)", DmapWarning, stacklevel=3)
+
+
+def _total(stats: dict[str, dict], key: str) -> int:
+    """A candidate counter summed over the workers of :func:`device_stats`."""
+    return sum(st["candidates"].get(key, 0) for st in stats.values())
 
 
 def block_priority(block: int, chunk: int, window: int) -> int:
@@ -390,6 +447,9 @@ def _approximate_settings(idx: Index, max_errors: int, report_all: bool, eqx: bo
                 raise DmapError(f"index {idx.path!r} (format version {idx.meta.format_version}) has no reversed-text "
                                 "index for --seed-edits; rebuild it with this dmap, or use --seed-edits 0")
         if not max_errors:
+            if report_all or eqx:
+                raise DmapError("--all and --eqx apply only with --max-errors K (-e K): exact mapping reports "
+                                "every hit, and its CIGAR is all matches")
             return None
         chance = selective_length(idx.meta.text_length, idx.alphabet.sigma, n_strands(idx))
         return Approximate(max_errors, report_all, eqx, max_hits, seed_edits=seed_edits,
@@ -415,7 +475,7 @@ def _prepended(first: list, rest: Iterator):
 
 
 def _run(client, idx, chunks, writer, in_flight, result, kept, block_major=True,
-         approx: Approximate | None = None) -> None:
+         approx: Approximate | None = None, strict: bool = False, progress: Progress | None = None) -> None:
     """Submit chunks from this thread; a writer thread takes results in input order.
 
     Reading/encoding the next chunks overlaps with formatting and writing
@@ -440,7 +500,8 @@ def _run(client, idx, chunks, writer, in_flight, result, kept, block_major=True,
             seeds, seed_edits = approx.seeds_for(encoded.lengths)
             seeds_f, queries_f = client.scatter([seeds, seeds.encoded(encoded)], hash=False)
         located = []
-        for b in range(idx.n_blocks):
+        searched = chunk.searched
+        for b in range(idx.n_blocks if len(encoded) else 0):  # a chunk of skipped reads alone needs no device
             # Block-major among the chunks in flight (BowMapCL 4.4.1): a device
             # works through one block for all of them before the next, so a
             # device that cannot hold every block reloads each once per
@@ -460,22 +521,31 @@ def _run(client, idx, chunks, writer, in_flight, result, kept, block_major=True,
                 loc = client.submit(verify_task, path, b, reads_f, seeds_f, loc, approx.max_errors, approx.eqx, **task)
             located.append(loc)
         if approx is None:
-            merged = client.submit(merge_task, path, len(chunk), located, pure=False, priority=-chunk.number)
+            merged = client.submit(merge_task, path, len(chunk), located, searched, pure=False,
+                                   priority=-chunk.number)
         else:
+            f = chunk.fields
+            hashes = name_hashes(f.data, f.name_off, f.name_len)
             merged = client.submit(merge_alignments_task, path, len(chunk), located, approx.max_errors,
-                                   approx.report_all, approx.max_hits, pure=False, priority=-chunk.number)
+                                   approx.report_all, approx.max_hits, searched,
+                                   hashes if searched is None else hashes[searched], pure=False,
+                                   priority=-chunk.number)
         pending.put((merged, chunk, time.perf_counter()))
 
     def write_in_order() -> None:
+        bytes_done = 0
         try:
             while (item := pending.get()) is not done:
                 if stopped.is_set():  # the submitter failed or was interrupted: drop the rest
                     continue
                 fut, chunk, started = item
-                try:
-                    hits: ChunkHits | ChunkAlignments = fut.result()
-                except UnknownSymbolError as e:
-                    raise e.naming(chunk.names, idx.alphabet.name) from None
+                hits: ChunkHits | ChunkAlignments = fut.result()
+                if hits.bad.size:  # found by the search kernel (the first chunk's were found on the host)
+                    if strict:
+                        raise chunk.unknown_symbol_error(int(hits.bad[0]))
+                    chunk.unmappable["unknown symbol"] = chunk.unmappable.get("unknown symbol", 0) + hits.bad.size
+                for why, n in chunk.unmappable.items():
+                    result.unmappable[why] = result.unmappable.get(why, 0) + n
                 if writer is not None:
                     writer.write_records(chunk, hits)
                 counts = hits.counts()
@@ -483,6 +553,9 @@ def _run(client, idx, chunks, writer, in_flight, result, kept, block_major=True,
                 result.n_mapped += int((counts > 0).sum())
                 result.n_hits += len(hits)
                 result.chunk_seconds.append(time.perf_counter() - started)
+                if progress is not None:
+                    bytes_done += chunk.file_bytes
+                    progress.update(result.n_reads, bytes_done)
                 if kept is not None:
                     kept.append((hits, chunk))
         except BaseException as e:  # handed to the submitting thread

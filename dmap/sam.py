@@ -1,13 +1,17 @@
 """SAM output: header and records for exact hits and for approximate alignments.
 
-Conventions (documented in the README):
-* each read's hits are ordered by (contig, position, strand); the first is
-  the primary record, the others are secondary (flag 0x100) with SEQ and
-  QUAL ``*`` as minimap2 writes them;
-* MAPQ from the number of hits n: 60 if n = 1, 3 if 2, 1 if 3-4, else 0;
-* tags ``NM:i:0`` and ``NH:i:`` (records reported for the read);
+Conventions (documented in docs/sam.md):
+* each read's hits are ordered by (contig, position, strand); one of them,
+  chosen by a hash of the read's name (:mod:`dmap.mapq`), is the primary
+  record and comes first, the others are secondary (flag 0x100) with SEQ
+  and QUAL ``*`` as minimap2 writes them;
+* MAPQ and the tags X0 (best alignments) and X1 (others) as in :mod:`dmap.mapq`;
+* tags ``NM:i:0`` and ``NH:i:`` (records reported for the read), and
+  ``RG:Z:`` with a read group;
 * reverse-strand records have flag 16, reverse-complemented SEQ and
-  reversed QUAL; unmapped reads have flag 4.
+  reversed QUAL; unmapped reads have flag 4, and an empty read SEQ and QUAL
+  ``*``.  A byte SAM does not allow in SEQ (a digit, say, in a read written
+  unmapped) is written ``N``.
 """
 
 from __future__ import annotations
@@ -27,29 +31,82 @@ from . import __version__
 from .alphabet import _DNA_COMPLEMENT, reverse_complement
 from .approx.alignments import ChunkAlignments
 from .device import local_device
-from .errors import OutputError
+from .errors import DmapError, OutputError
 from .fastx import ReadChunk, flat_strings
 from .hits import ChunkHits
 from .index.store import IndexMeta
+from .mapq import mapping_quality, name_hashes, primary_first, tie_pick
 
 
-def header(meta: IndexMeta, argv: list[str] | None = None) -> str:
-    """``@HD``, one ``@SQ`` per contig, and ``@PG``."""
+def header(meta: IndexMeta, argv: list[str] | None = None, read_group: ReadGroup | None = None) -> str:
+    """``@HD``, one ``@SQ`` per contig, the ``@RG`` line of ``read_group``, and ``@PG``."""
     lines = ["@HD\tVN:1.6\tSO:unsorted"]
     lines += [f"@SQ\tSN:{c.name}\tLN:{c.length}" for c in meta.contigs]
-    cl = shlex.join(argv if argv is not None else sys.argv)
+    if read_group is not None:
+        lines.append(read_group.line)
+    # A tab or newline in an argument (a file name) would end the field or the line.
+    cl = shlex.join(argv if argv is not None else sys.argv).replace("\t", "\\t").replace("\n", "\\n")
     lines.append(f"@PG\tID:dmap\tPN:dmap\tVN:{__version__}\tCL:{cl}")
     return "\n".join(lines) + "\n"
 
 
-def mapq_of_counts(n_hits: np.ndarray) -> np.ndarray:
-    """MAPQ from the number of hits: 60 if unique, 3 if two, 1 if 3-4, else 0."""
-    n_hits = np.asarray(n_hits)
-    return np.select([n_hits == 1, n_hits == 2, n_hits <= 4], [60, 3, 1], 0)
+@dataclass(frozen=True)
+class ReadGroup:
+    """A read group: its ``@RG`` header line and the ``RG:Z:`` tag of every record.
+
+    Parsed from bwa's ``-R`` syntax: ``'@RG\\tID:x\\tSM:y'``, where ``\\t``
+    (backslash, t) stands for a tab and a real tab is accepted too.
+    """
+
+    line: str
+    id: str
+
+    @classmethod
+    def parse(cls, text: str) -> ReadGroup:
+        line = text.replace("\\t", "\t")
+        fields = line.split("\t")
+        if fields[0] != "@RG" or len(fields) < 2:
+            raise DmapError(f"read group '{text}' must start with '@RG\\t', e.g. '@RG\\tID:lane1\\tSM:sample1'")
+        if any(c in line for c in "\n\r") or "\\n" in text:
+            raise DmapError(f"read group '{text}' holds a line break; it must be one header line")
+        tags = {}
+        for f in fields[1:]:
+            if len(f) < 3 or f[2] != ":" or not f[:2].isalnum() or not f[3:]:
+                raise DmapError(f"read group '{text}': field {f!r} is not TAG:VALUE with a two-letter tag")
+            if f[:2] in tags:
+                raise DmapError(f"read group '{text}' has the tag {f[:2]} twice")
+            tags[f[:2]] = f[3:]
+        if "ID" not in tags:
+            raise DmapError(f"read group '{text}' has no ID; e.g. '@RG\\tID:lane1\\tSM:sample1'")
+        return cls(line, tags["ID"])
+
+    @property
+    def tag(self) -> str:
+        """What every record ends with."""
+        return f"\tRG:Z:{self.id}"
 
 
-def mapq(n_hits: int) -> int:
-    return int(mapq_of_counts(np.array([n_hits]))[0])
+def _letters(alphabet: str) -> np.ndarray:
+    """byte -> byte written in SEQ: SAM allows letters, '=' and '.'; any other byte is written N.
+    Text keeps its printable bytes (its SEQ is outside SAM's rules anyway), but a tab or other
+    control byte, which would break the record, is written N too."""
+    allowed = np.zeros(256, dtype=bool)
+    if alphabet == "text":
+        allowed[32:127] = True
+    else:
+        allowed[np.frombuffer(b"=.ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", np.uint8)] = True
+    return np.where(allowed, np.arange(256), ord("N")).astype(np.uint8)
+
+
+def primaries(chunk: ReadChunk, n_best: np.ndarray) -> np.ndarray:
+    """Per read, which of its ``n_best`` equally good alignments is the primary
+    (:func:`dmap.mapq.tie_pick`); names are hashed only for reads with a tie."""
+    pick = np.zeros(n_best.size, dtype=np.int64)
+    tied = np.flatnonzero(n_best > 1)
+    if tied.size:
+        f = chunk.fields
+        pick[tied] = tie_pick(name_hashes(f.data, f.name_off[tied], f.name_len[tied]), n_best[tied])
+    return pick
 
 
 @dataclass
@@ -62,20 +119,24 @@ class RecordColumns:
     pos: np.ndarray  # 1-based POS (0 for unmapped)
     mapq: np.ndarray
     nh: np.ndarray  # records reported for the read
+    x0: np.ndarray  # hits of the read (all equally good)
 
 
-def record_columns(hits: ChunkHits, max_hits: int | None = None) -> RecordColumns:
-    """Flags, positions, MAPQ and NH of every record of a chunk.
+def record_columns(hits: ChunkHits, max_hits: int | None = None, pick: np.ndarray | None = None) -> RecordColumns:
+    """Flags, positions, MAPQ, NH and X0 of every record of a chunk.
 
-    A read has one record per reported hit (its hits are sorted, and the
-    first is the primary), or one unmapped record.  Each hit's record is
-    placed directly: the read's first record plus the hit's rank (sorting
-    the reads with the unmapped ones took 35% more time).
+    A read has one record per reported hit (its hits are sorted, and hit
+    ``pick[read]`` (:func:`primaries`; default the first) is the primary,
+    written first), or one unmapped record.  Each hit's record is placed
+    directly: the read's first record plus the hit's rank (sorting the
+    reads with the unmapped ones took 35% more time).
     """
     counts = hits.counts()
     first_hit = np.zeros(hits.n_reads, dtype=np.int64)
     np.cumsum(counts[:-1], out=first_hit[1:])
     rank = np.arange(len(hits)) - first_hit[hits.read]
+    if pick is not None:
+        rank = primary_first(rank, pick[hits.read])
     shown = counts if max_hits is None else np.minimum(counts, max_hits)
     records = np.maximum(shown, 1)
     first_record = np.zeros(hits.n_reads, dtype=np.int64)
@@ -89,32 +150,45 @@ def record_columns(hits: ChunkHits, max_hits: int | None = None) -> RecordColumn
     contig, pos, mapq = (np.zeros(n, dtype=np.uint32) for _ in range(3))
     contig[at] = hits.contig[keep]
     pos[at] = hits.position[keep] + 1
-    mapq[at] = mapq_of_counts(counts)[read]
+    mapq[at] = mapping_quality(counts)[read]
     record_read = np.repeat(np.arange(hits.n_reads), records)
     return RecordColumns(read=record_read, flag=flag, contig=contig, pos=pos, mapq=mapq,
-                         nh=shown[record_read].astype(np.uint32))
+                         nh=shown[record_read].astype(np.uint32), x0=counts[record_read].astype(np.uint32))
 
 
-def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], max_hits: int | None = None) -> str:
-    """SAM records of a chunk in Python: the reference for ``sam_records.cl``."""
-    cols = record_columns(hits, max_hits)
-    names, seqs = chunk.names, chunk.seqs
+def _seq_qual_strings(chunk: ReadChunk) -> tuple[list[str], list[str], list[str]]:
+    """Per read, SEQ as written (:func:`_letters`; ``*`` when empty), QUAL, and the
+    reverse strand's SEQ (Python formatters)."""
+    letters = _letters(chunk.alphabet).tobytes().decode("latin-1")
+    seqs = [s.translate(letters) if s else "*" for s in chunk.seqs]
     quals = chunk.quals if chunk.quals is not None else ["*"] * len(chunk)
+    quals = [q if s else "*" for q, s in zip(quals, chunk.seqs)]
+    return seqs, quals, [reverse_complement(s) if chunk.alphabet == "dna" else s for s in seqs]
 
-    def record(r: int, f: int, c: int, p: int, q: int, k: int) -> str:
+
+def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], max_hits: int | None = None,
+                   tail: str = "", pick: np.ndarray | None = None) -> str:
+    """SAM records of a chunk in Python: the reference for ``sam_records.cl``.
+    ``tail`` ends every record (:attr:`ReadGroup.tag`); ``pick`` as in :func:`record_columns`."""
+    cols = record_columns(hits, max_hits, pick)
+    names = chunk.names
+    seqs, quals, reverse = _seq_qual_strings(chunk)
+
+    def record(r: int, f: int, c: int, p: int, q: int, k: int, x0: int) -> str:
         if f & 4:
-            return f"{names[r]}\t4\t*\t0\t0\t*\t*\t0\t0\t{seqs[r]}\t{quals[r]}\n"
+            return f"{names[r]}\t4\t*\t0\t0\t*\t*\t0\t0\t{seqs[r]}\t{quals[r]}{tail}\n"
         if f & 256:
             seq_qual = "*\t*"
         elif f & 16:  # only DNA has a reverse strand
-            seq_qual = f"{reverse_complement(seqs[r])}\t{quals[r][::-1]}"
+            seq_qual = f"{reverse[r]}\t{quals[r][::-1]}"
         else:
             seq_qual = f"{seqs[r]}\t{quals[r]}"
-        return f"{names[r]}\t{f}\t{contig_names[c]}\t{p}\t{q}\t{len(seqs[r])}M\t*\t0\t0\t{seq_qual}\tNM:i:0\tNH:i:{k}\n"
+        return (f"{names[r]}\t{f}\t{contig_names[c]}\t{p}\t{q}\t{len(seqs[r])}M\t*\t0\t0\t{seq_qual}\tNM:i:0"
+                f"\tNH:i:{k}\tX0:i:{x0}\tX1:i:0{tail}\n")
 
     return "".join([
         record(*row) for row in zip(cols.read.tolist(), cols.flag.tolist(), cols.contig.tolist(), cols.pos.tolist(),
-                                    cols.mapq.tolist(), cols.nh.tolist())
+                                    cols.mapq.tolist(), cols.nh.tolist(), cols.x0.tolist())
     ])
 
 
@@ -134,17 +208,18 @@ def _digits(x: np.ndarray) -> np.ndarray:
 
 
 def record_lengths(cols: RecordColumns, name_len: np.ndarray, seq_len: np.ndarray, rname_len: np.ndarray,
-                   has_qual: bool) -> np.ndarray:
-    """Byte length of each record exactly as ``sam_records.cl`` writes it."""
+                   has_qual: bool, tail: int = 0) -> np.ndarray:
+    """Byte length of each record exactly as ``sam_records.cl`` writes it (``tail``: bytes that end each)."""
     r = cols.read
     L = seq_len[r].astype(np.int64)
     qual = L if has_qual else np.ones_like(L)
-    unmapped = name_len[r] + len("\t4\t*\t0\t0\t*\t*\t0\t0\t") + L + 1 + qual + 1
+    unmapped = name_len[r] + len("\t4\t*\t0\t0\t*\t*\t0\t0\t") + np.where(L == 0, 3, L + 1 + qual) + tail + 1
     secondary = (cols.flag & 256) != 0
     seq_qual = np.where(secondary, 3, L + 1 + qual)
     mapped = (name_len[r] + 1 + _digits(cols.flag) + 1 + rname_len[cols.contig] + 1 + _digits(cols.pos) + 1
               + _digits(cols.mapq) + 1 + _digits(L) + len("M\t*\t0\t0\t") + seq_qual
-              + len("\tNM:i:0\tNH:i:") + _digits(cols.nh) + 1)
+              + len("\tNM:i:0\tNH:i:") + _digits(cols.nh) + len("\tX0:i:") + _digits(cols.x0) + len("\tX1:i:0")
+              + tail + 1)
     return np.where((cols.flag & 4) != 0, unmapped, mapped)
 
 
@@ -170,7 +245,8 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
                           max_hits: int | None = None,
                           name_columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
                           buffer: Callable[[int], np.ndarray] | None = None,
-                          batch_bytes: int = SAM_BATCH_BYTES) -> Iterator[np.ndarray]:
+                          batch_bytes: int = SAM_BATCH_BYTES, tail: str = "",
+                          pick: np.ndarray | None = None) -> Iterator[np.ndarray]:
     """SAM records of a chunk, written by ``kernels/sam_records.cl``, in batches.
 
     Yields the bytes of :func:`format_records` (as uint8 arrays, to be
@@ -181,23 +257,27 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     ``contig_names``, made once per run by :class:`SamWriter` (a draft
     assembly has hundreds of thousands of contigs).  ``buffer(n)``: a uint8
     array of ``n`` bytes to write a batch into, instead of a new one.
+    ``tail`` and ``pick`` as in :func:`format_records`.
     """
     from .search.exact import launch_size
 
-    cols = record_columns(hits, max_hits)
+    cols = record_columns(hits, max_hits, pick)
     n = cols.read.size
     f = chunk.fields
     has_qual = f.qual_off is not None
     rnames, rname_off, rname_len = name_columns or contig_name_columns(contig_names)
-    ends = np.cumsum(record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual), dtype=np.uint64)
+    tail_bytes = np.frombuffer(tail.encode() or b"\0", np.uint8)  # OpenCL buffers are never empty
+    ends = np.cumsum(record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual, len(tail)), dtype=np.uint64)
+    letters = _letters(chunk.alphabet)
     cl = device.cl
     # Names, sequences and qualities all lie in the chunk's bytes, sent once.
     # The buffers must outlive the kernels: OpenCL kernels need not retain their arguments.
     chunk_args = [device.upload(a) for a in (f.data, f.name_off, f.name_len, f.seq_off, f.seq_len,
                                              f.qual_off if has_qual else f.seq_off)]
     chunk_args += [np.uint32(has_qual)]
-    chunk_args += [device.upload(a) for a in (rnames, rname_off, rname_len, _COMPLEMENT)]
-    columns = [cols.read.astype(np.uint32), cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh]
+    chunk_args += [device.upload(a) for a in (rnames, rname_off, rname_len, letters, _COMPLEMENT[letters], tail_bytes)]
+    chunk_args += [np.uint32(len(tail))]
+    columns = [cols.read.astype(np.uint32), cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh, cols.x0]
     kernel = cl.Kernel(device.program("sam_records.cl", {}), "sam_records")
     lo = 0
     while lo < n:
@@ -217,16 +297,20 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
         lo = hi
 
 
-def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_names: list[str]) -> str:
+def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_names: list[str],
+                             tail: str = "") -> str:
     """SAM records of a chunk mapped with ``--max-errors K``.
 
     Each read's reported alignments in rank order (the first is primary,
     the others secondary, flag 0x100, with SEQ and QUAL ``*``), unmapped
     reads with flag 4.  Tags: ``NM`` (edit distance), ``MD``, ``AS`` (minus
-    the edit distance: higher is better), ``NH`` (records of the read).
+    the edit distance: higher is better), ``NH`` (records of the read),
+    ``X0`` and ``X1`` (alignments found at the best distance, and others:
+    :mod:`dmap.mapq`), and ``tail`` (:attr:`ReadGroup.tag`).
     """
-    names, seqs = chunk.names, chunk.seqs
-    quals = chunk.quals if chunk.quals is not None else ["*"] * len(chunk)
+    names = chunk.names
+    seqs, quals, reverse = _seq_qual_strings(chunk)
+    x0, x1 = alns.n_best.tolist(), (alns.n_found - alns.n_best).tolist()
     counts = alns.counts()
     first = np.zeros(len(chunk), dtype=np.int64)
     np.cumsum(counts[:-1], out=first[1:])
@@ -236,19 +320,20 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
     for r in range(len(chunk)):
         n = int(counts[r])
         if n == 0:
-            lines.append(f"{names[r]}\t4\t*\t0\t0\t*\t*\t0\t0\t{seqs[r]}\t{quals[r]}\n")
+            lines.append(f"{names[r]}\t4\t*\t0\t0\t*\t*\t0\t0\t{seqs[r]}\t{quals[r]}{tail}\n")
             continue
         for a in range(first[r], first[r] + n):
             flag = (16 if strand[a] else 0) | (256 if a > first[r] else 0)
             if flag & 256:
                 seq_qual = "*\t*"
             elif flag & 16:
-                seq_qual = f"{reverse_complement(seqs[r])}\t{quals[r][::-1]}"
+                seq_qual = f"{reverse[r]}\t{quals[r][::-1]}"
             else:
                 seq_qual = f"{seqs[r]}\t{quals[r]}"
             d = dist[a]
             lines.append(f"{names[r]}\t{flag}\t{contig_names[contig[a]]}\t{pos[a] + 1}\t{mq[a]}\t{alns.cigar[a]}"
-                         f"\t*\t0\t0\t{seq_qual}\tNM:i:{d}\tMD:Z:{alns.md[a]}\tAS:i:{-d}\tNH:i:{n}\n")
+                         f"\t*\t0\t0\t{seq_qual}\tNM:i:{d}\tMD:Z:{alns.md[a]}\tAS:i:{-d}\tNH:i:{n}"
+                         f"\tX0:i:{x0[r]}\tX1:i:{x1[r]}{tail}\n")
     return "".join(lines)
 
 
@@ -337,10 +422,13 @@ class SamWriter:
     (:class:`PageCacheLimit`).
     """
 
-    def __init__(self, file, contig_names: list[str], max_hits: int | None, device=None, name: str | None = None):
+    def __init__(self, file, contig_names: list[str], max_hits: int | None, device=None, name: str | None = None,
+                 read_group: ReadGroup | None = None):
         """``device``: a :class:`dmap.device.Device`, None, or a future of either
         (:func:`prepare_device`), waited for at the first records.  ``name``:
-        the output's name in error messages (default: the file's)."""
+        the output's name in error messages (default: the file's).
+        ``read_group``: its tag ends every record."""
+        self.tail = read_group.tag if read_group is not None else ""
         self.file = file
         self.name = name or getattr(file, "name", "the SAM output")
         self.contig_names = contig_names
@@ -380,12 +468,15 @@ class SamWriter:
 
     def write_records(self, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments) -> None:
         if isinstance(hits, ChunkAlignments):
-            self._write(format_alignment_records(chunk, hits, self.contig_names).encode())
-        elif self.device is not None:
+            self._write(format_alignment_records(chunk, hits, self.contig_names, self.tail).encode())
+            return
+        pick = primaries(chunk, hits.counts())
+        if self.device is not None:
             if self._name_columns is None:
                 self._name_columns = contig_name_columns(self.contig_names)
             for records in format_records_device(self.device, chunk, hits, self.contig_names, self.max_hits,
-                                                 self._name_columns, self._records_buffer):
+                                                 self._name_columns, self._records_buffer, tail=self.tail,
+                                                 pick=pick):
                 self._write(records)
         else:
-            self._write(format_records(chunk, hits, self.contig_names, self.max_hits).encode())
+            self._write(format_records(chunk, hits, self.contig_names, self.max_hits, self.tail, pick).encode())

@@ -24,7 +24,7 @@ from .index.store import Index
 from .locate import locate_rows, split_located
 from .neighborhood.search import seed_and_filter
 from .search.edits import SeedIntervals, search_with_edits
-from .search.exact import search_block
+from .search.exact import bad_queries, search_block
 
 
 @lru_cache(maxsize=8)
@@ -82,10 +82,16 @@ def locate_task(index_path: str, block: int, intervals: np.ndarray | SeedInterva
     if isinstance(intervals, SeedIntervals):
         query, rows = intervals.rows()
         return BlockHits(block, blk.start, blk.own_length, query, locate_rows(device, blk, rows))
+    ns = n_strands(index)
+    bad = np.unique(bad_queries(intervals) // ns)
+    if bad.size:  # reads with a symbol outside the alphabet: no hits on any strand, and reported
+        intervals = intervals.copy()
+        intervals[(bad[:, None] * ns + np.arange(ns)).ravel()] = 0
     # Queries the search kernel located itself need no walk here.
     located, positions, query, rows = split_located(intervals)
     return BlockHits(block, blk.start, blk.own_length, np.concatenate([located, query]),
-                     np.concatenate([positions, locate_rows(device, blk, rows)]))
+                     np.concatenate([positions, locate_rows(device, blk, rows)]),
+                     bad=bad)
 
 
 def neighborhood_task(index_path: str, block: int, reads: EncodedReads, patterns: Seeds, errors: int) -> BlockHits:
@@ -101,10 +107,15 @@ def neighborhood_task(index_path: str, block: int, reads: EncodedReads, patterns
     return BlockHits(block, b.start, own, query, positions)
 
 
-def merge_task(index_path: str, n_reads: int, parts: list[BlockHits]) -> ChunkHits:
-    """Deduplicate a chunk's hits across block overlaps; contig coordinates."""
+def merge_task(index_path: str, n_reads: int, parts: list[BlockHits], searched: np.ndarray | None = None) -> ChunkHits:
+    """Deduplicate a chunk's hits across block overlaps; contig coordinates.
+
+    ``searched``: the chunk-local numbers of the reads that were searched
+    (:attr:`dmap.fastx.ReadChunk.searched`), None for all ``n_reads``.
+    """
     index = cached_index(index_path)
-    return merge_block_hits(parts, n_reads, n_strands(index), index.contig_offsets)
+    n = n_reads if searched is None else searched.size
+    return merge_block_hits(parts, n, n_strands(index), index.contig_offsets).renumbered(searched, n_reads)
 
 
 def verify_task(index_path: str, block: int, reads: EncodedReads, seeds: Seeds, located: BlockHits,
@@ -146,11 +157,15 @@ def verify_task(index_path: str, block: int, reads: EncodedReads, seeds: Seeds, 
 
 
 def merge_alignments_task(index_path: str, n_reads: int, parts: list[BlockAlignments], max_errors: int,
-                          report_all: bool, max_hits: int | None) -> ChunkAlignments:
-    """A chunk's alignments: loci joined across blocks, best per locus, ranked per read."""
+                          report_all: bool, max_hits: int | None, searched: np.ndarray | None = None,
+                          name_hash: np.ndarray | None = None) -> ChunkAlignments:
+    """A chunk's alignments: loci joined across blocks, best per locus, ranked per read
+    (``searched`` as in :func:`merge_task`; ``name_hash`` of the searched reads, to choose
+    a primary among equals)."""
     index = cached_index(index_path)
-    return merge_alignments(parts, n_reads, n_strands(index), index.contig_offsets, max_errors, report_all,
-                            max_hits)
+    n = n_reads if searched is None else searched.size
+    return merge_alignments(parts, n, n_strands(index), index.contig_offsets, max_errors, report_all,
+                            max_hits, name_hash).renumbered(searched, n_reads)
 
 
 @lru_cache(maxsize=8)

@@ -23,16 +23,26 @@ inline size_t put_str(__global uchar *out, size_t o, __constant const char *s) {
     return o;
 }
 
+inline size_t put_seq(__global uchar *out, size_t o, __global const uchar *seq, uint len,
+                      __global const uchar *letters) {
+    for (uint i = 0; i < len; i++) out[o + i] = letters[seq[i]];
+    return o + len;
+}
+
 // Names, sequences and qualities are fields of the reads' bytes `reads`
-// (dmap.fastx.ReadFields).
+// (dmap.fastx.ReadFields).  `letters` maps a read's bytes to SEQ's (a byte
+// SAM does not allow becomes N) and `complement` to the reverse strand's.
+// `tail` ends every record (a read group's RG:Z tag), `tail_len` bytes.
 __kernel void sam_records(__global const uchar *reads, __global const uint *name_off,
                           __global const uint *name_len, __global const uint *seq_off,
                           __global const uint *seq_len, __global const uint *qual_off, const uint has_qual,
                           __global const uchar *rnames, __global const uint *rname_off,
-                          __global const uint *rname_len, __global const uchar *complement,
+                          __global const uint *rname_len, __global const uchar *letters,
+                          __global const uchar *complement, __global const uchar *tail, const uint tail_len,
                           __global const uint *rec_read, __global const uint *rec_flag,
                           __global const uint *rec_contig, __global const uint *rec_pos,
                           __global const uint *rec_mapq, __global const uint *rec_nh,
+                          __global const uint *rec_x0,
                           __global const ulong *rec_start, const uint n_records, __global uchar *out) {
     const uint gid = get_global_id(0);
     if (gid >= n_records) return;
@@ -43,9 +53,14 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
     size_t o = put_bytes(out, rec_start[gid], reads + name_off[r], name_len[r]);
     if (flag & 4u) {
         o = put_str(out, o, "\t4\t*\t0\t0\t*\t*\t0\t0\t");
-        o = put_bytes(out, o, seq, len);
-        out[o++] = '\t';
-        if (has_qual) o = put_bytes(out, o, qual, len); else out[o++] = '*';
+        if (len == 0) {  // an empty read: SEQ and QUAL are '*'
+            o = put_str(out, o, "*\t*");
+        } else {
+            o = put_seq(out, o, seq, len, letters);
+            out[o++] = '\t';
+            if (has_qual) o = put_bytes(out, o, qual, len); else out[o++] = '*';
+        }
+        o = put_bytes(out, o, tail, tail_len);
         out[o] = '\n';
         return;
     }
@@ -74,11 +89,15 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
             out[o++] = '*';
         }
     } else {
-        o = put_bytes(out, o, seq, len);
+        o = put_seq(out, o, seq, len, letters);
         out[o++] = '\t';
         if (has_qual) o = put_bytes(out, o, qual, len); else out[o++] = '*';
     }
     o = put_str(out, o, "\tNM:i:0\tNH:i:");
     o = put_uint(out, o, rec_nh[gid]);
+    o = put_str(out, o, "\tX0:i:");
+    o = put_uint(out, o, rec_x0[gid]);
+    o = put_str(out, o, "\tX1:i:0");
+    o = put_bytes(out, o, tail, tail_len);
     out[o] = '\n';
 }

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import write_fasta, write_fastq
+from conftest import have, write_fasta, write_fastq
 
 REF = [("chrA", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGCTAGGATCGATCGGATC"), ("chrB", "TTTTGGGGCCCCAAAA")]
 
@@ -61,20 +61,33 @@ def test_reads_from_standard_input(index, tmp_path, compress):
                                                   ("read1", "chrB", "5")]
 
 
-def test_empty_standard_input(index, tmp_path):
-    r = dmap_cmd("run", index, "-", "-o", tmp_path / "o.sam", stdin="")
-    assert_clean_failure(r, tmp_path / "o.sam", "'-' is empty")
+@pytest.mark.parametrize("reads", ["", "\ufeff", "\n\n"])
+def test_no_reads_give_a_header_alone(index, tmp_path, reads):
+    """An empty input (a file, standard input, a byte-order mark or blank lines alone) maps to a SAM header."""
+    (tmp_path / "r.fq").write_text(reads, encoding="utf-8")
+    for source, stdin in ((tmp_path / "r.fq", None), ("-", reads)):
+        r = dmap_cmd("run", index, source, "-o", tmp_path / "o.sam", stdin=stdin)
+        if reads == "\n\n":  # blank lines alone are no FASTQ
+            assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r.stderr
+            continue
+        assert r.returncode == 0, r.stderr
+        text = (tmp_path / "o.sam").read_text()
+        assert text.startswith("@HD\t") and not sam_body(text) and "0 reads" in r.stderr
 
 
 BAD_READS = {
     "missing": None,
-    "empty": "",
     "truncated": "@r1\nACGT\n+\nIIII\n@r2\nACG",
     "quality_length": "@r1\nACGT\n+\nIII\n",
     "binary": "\x00\x01\x02\xff\xfe" * 20,
-    "unknown_symbol": "@r1\nACGJT\n+\nIIIII\n",
-    "too_long": "@r1\n" + "A" * 21 + "\n+\n" + "I" * 21 + "\n",
     "not_fastx": "hello world\n",
+    "long_name": "@" + "n" * 255 + "\nACGT\n+\nIIII\n",
+}
+# Reads that cannot be searched: written unmapped, or with --strict an error.
+ODD_READS = {
+    "empty_read": "@r1\n\n+\n\n",
+    "unknown_symbol": "@r1\nACG7T\n+\nIIIII\n",
+    "too_long": "@r1\n" + "A" * 21 + "\n+\n" + "I" * 21 + "\n",
 }
 
 
@@ -85,15 +98,51 @@ def test_bad_reads(index, tmp_path, case):
         reads.write_bytes(BAD_READS[case].encode("latin-1"))
     out = tmp_path / "o.sam"
     r = dmap_cmd("run", index, reads, "-o", out)
-    assert_clean_failure(r, out)
+    assert_clean_failure(r, out, *(["SAM allows at most 254"] if case == "long_name" else []))
 
 
-def test_unknown_symbol_in_a_later_chunk_is_found_on_the_device(index, tmp_path):
-    """Only the first chunk is checked on the host; the search kernel checks the others."""
-    write_fastq(tmp_path / "r.fq", ["ACGT", "GGCC", "ACJT", "ACGT"], ["r1", "r2", "r3", "r4"])
+@pytest.mark.parametrize("case", sorted(ODD_READS))
+def test_odd_reads_are_unmapped_or_with_strict_an_error(index, tmp_path, case):
+    reads = tmp_path / "r.fq"
+    reads.write_text("@ok\nGCATGCAAG\n+\nIIIIIIIII\n" + ODD_READS[case] + "@ok2\nGGGGCCCC\n+\nIIIIIIII\n")
     out = tmp_path / "o.sam"
-    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", out, "--chunk-size", "1")
-    assert_clean_failure(r, out, "read 'r3'", "'J'", "dna alphabet")
+    assert_clean_failure(dmap_cmd("run", index, reads, "-o", out, "--strict"), out)
+    r = dmap_cmd("run", index, reads, "-o", out)
+    assert r.returncode == 0, r.stderr
+    body = sam_body(out.read_text())
+    assert [f[0] for f in body] == ["ok", "r1", "ok2", "ok2"] and body[1][1:4] == ["4", "*", "0"]
+    why = {"empty_read": "1 empty", "unknown_symbol": "1 unknown symbol", "too_long": "1 too long"}[case]
+    assert f"1 reads written unmapped without a search ({why})" in r.stderr
+    assert body[1][9] == {"empty_read": "*", "unknown_symbol": "ACGNT", "too_long": "A" * 21}[case]
+
+
+def test_letters_other_than_acgt_are_n_in_dna_reads(index, tmp_path):
+    """As bwa reads them: a J or an R does not stop a read from mapping where its other bases allow."""
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GCATGJAAG"])
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-e", "1")
+    assert r.returncode == 0 and "unmapped" not in r.stderr, r.stderr
+    assert [(f[0], f[3], f[5]) for f in sam_body(r.stdout)] == [("read0", "6", "9M"), ("read1", "6", "9M")]
+
+
+def test_bom_and_trailing_blank_lines_are_accepted(index, tmp_path):
+    text = "\ufeff@r1\nGCATGCAAG\n+\nIIIIIIIII\n@r2\n\n+\n\n\n\n\r\n"  # r2 is empty; then blank lines
+    (tmp_path / "r.fq").write_text(text, encoding="utf-8")
+    r = dmap_cmd("run", index, tmp_path / "r.fq")
+    assert r.returncode == 0, r.stderr
+    assert [(f[0], f[1]) for f in sam_body(r.stdout)] == [("r1", "0"), ("r2", "4")]
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_unknown_symbol_in_a_later_chunk_is_found_on_the_device(index, tmp_path, strict):
+    """Only the first chunk is checked on the host; the search kernel checks the others."""
+    write_fastq(tmp_path / "r.fq", ["ACGT", "GGCC", "AC7T", "ACGT"], ["r1", "r2", "r3", "r4"])
+    out = tmp_path / "o.sam"
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", out, "--chunk-size", "1", *(["--strict"] if strict else []))
+    if strict:
+        assert_clean_failure(r, out, "read 'r3'", "'7'", "dna alphabet")
+    else:
+        assert r.returncode == 0 and "(1 unknown symbol)" in r.stderr, r.stderr
+        assert [f[1] for f in sam_body(out.read_text()) if f[0] == "r3"] == ["4"]
 
 
 def test_bad_gzip(index, tmp_path):
@@ -123,10 +172,19 @@ def test_reference_from_standard_input(tmp_path, alphabet):
         assert_clean_failure(r, tmp_path / "idx", "not a regular file")
 
 
-def test_protein_in_dna_index_is_an_alphabet_mismatch(index, tmp_path):
+def test_protein_reads_against_a_dna_index_get_a_warning(index, tmp_path):
     write_fastq(tmp_path / "r.fq", ["MKVLEEQW"])
     r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam")
-    assert_clean_failure(r, tmp_path / "o.sam", "dna alphabet")
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    assert r.stderr.startswith("dmap: warning: ") and "the index is of DNA" in r.stderr.splitlines()[0]
+
+
+def test_dna_reads_against_a_protein_index_get_a_warning(tmp_path):
+    write_fasta(tmp_path / "p.fa", [("p", "MKVLEEQWACDEFGHIKLMNPQRSTVWY")])
+    assert dmap_cmd("index", tmp_path / "p.fa", "-o", tmp_path / "idx", "--alphabet", "protein").returncode == 0
+    write_fastq(tmp_path / "r.fq", ["ACGTTGCA"])
+    r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-o", tmp_path / "o.sam")
+    assert r.returncode == 0 and "dmap: warning: the reads hold only A, C, G, T and N" in r.stderr, r.stderr
 
 
 def test_not_an_index(tmp_path):
@@ -191,8 +249,12 @@ def test_read_too_long_for_max_errors(tmp_path):
     assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "-L", "30").returncode == 0
     write_fastq(tmp_path / "r.fq", ["ACGT" * 7])  # 28 symbols: fits L = 30 exactly, not with 3 errors
     assert dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-o", tmp_path / "exact.sam").returncode == 0
-    r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-o", tmp_path / "o.sam", "--max-errors", "3")
+    r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-o", tmp_path / "o.sam", "--max-errors", "3",
+                 "--strict")
     assert_clean_failure(r, tmp_path / "o.sam", "maximum query length")
+    r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-o", tmp_path / "o.sam", "--max-errors", "3")
+    assert r.returncode == 0 and "(1 too long)" in r.stderr, r.stderr
+    assert [f[1] for f in sam_body((tmp_path / "o.sam").read_text())] == ["4"]
 
 
 def test_approximate_run(tmp_path):
@@ -216,8 +278,10 @@ def test_text_reads_with_a_tab_are_rejected(tmp_path):
     write_fasta(tmp_path / "ref.fa", [("t", "some plain text, and more text")])
     assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "--alphabet", "text").returncode == 0
     (tmp_path / "r.fa").write_text(">q\nplain\ttext\n")
-    r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fa", "-o", tmp_path / "o.sam")
+    r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fa", "-o", tmp_path / "o.sam", "--strict")
     assert_clean_failure(r, tmp_path / "o.sam", "alphabet")
+    r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fa", "-o", tmp_path / "o.sam")
+    assert r.returncode == 0 and [f[1] for f in sam_body((tmp_path / "o.sam").read_text())] == ["4"]
 
 
 def test_neighborhood_index_and_phash_run(tmp_path):
@@ -486,3 +550,144 @@ def test_termination_signals_leave_nothing_partial(index, tmp_path, sig):
     assert p.returncode == 128 + getattr(signal, sig), err
     assert err.strip() == f"dmap: stopped by {sig}; no partial output file was left"
     assert sorted(os.listdir(tmp_path)) == ["r.fq"]
+
+
+# --- Read groups, SAM that every tool reads, honest MAPQ and primaries, clear errors ---
+
+
+READ_GROUP = "@RG\\tID:lane1\\tSM:sample1\\tPL:ILLUMINA"
+
+
+@pytest.mark.parametrize("errors", ["0", "2"])
+def test_read_group_and_picard_validation(tmp_path, errors):
+    """Exact and approximate output with a read group, odd reads and multi-mapping reads: Picard finds no error."""
+    rng = np.random.default_rng(7)
+    genome = "".join(rng.choice(list("ACGT"), size=3000))
+    repeat = genome[100:160]
+    genome = genome[:1000] + repeat + genome[1060:2000] + repeat + genome[2060:]
+    write_fasta(tmp_path / "ref.fa", [("g", genome), ("h", genome[::-1])])
+    assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "-L", "80").returncode == 0
+    reads = [genome[i:i + 50] for i in range(0, 2900, 97)] + [repeat[:50], "", "AC7T", "A" * 90]
+    write_fastq(tmp_path / "r.fq", reads)
+    out = tmp_path / "o.sam"
+    r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-o", out, "-e", errors, "-R", READ_GROUP)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert "@RG\tID:lane1\tSM:sample1\tPL:ILLUMINA\n" in text
+    body = sam_body(text)
+    assert len({f[0] for f in body}) == len(reads) and all(f[-1] == "RG:Z:lane1" for f in body)
+    assert subprocess.run(["samtools", "quickcheck", str(out)]).returncode == 0
+    if not have("PicardCommandLine"):
+        pytest.skip("Picard (Debian picard-tools) is not installed")
+    v = subprocess.run(["PicardCommandLine", "ValidateSamFile", "-I", str(out), "-MODE", "VERBOSE",
+                        "-IGNORE_WARNINGS", "true"], capture_output=True, text=True, timeout=300)
+    assert v.returncode == 0 and "No errors found" in v.stdout + v.stderr, v.stdout + v.stderr
+
+
+@pytest.mark.parametrize("line, words", [
+    ("@RG\\tSM:x", ["no ID"]), ("ID:x", ["must start with '@RG"]), ("@RG\\tID:x\\nSM:y", ["line break"]),
+    ("@RG\\tID:x\\tID:y", ["twice"]), ("@RG\\tIDx", ["TAG:VALUE"]),
+])
+def test_a_malformed_read_group_is_refused(index, tmp_path, line, words):
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"])
+    assert_clean_failure(dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-R", line),
+                         tmp_path / "o.sam", *words)
+
+
+def test_pg_command_line_escapes_tabs_and_newlines(index, tmp_path):
+    reads = tmp_path / "odd\tname\n.fq"
+    write_fastq(reads, ["GCATGCAAG"])
+    r = dmap_cmd("run", index, reads)
+    assert r.returncode == 0, r.stderr
+    pg = [line for line in r.stdout.split("\n") if line.startswith("@PG")]
+    assert len(pg) == 1 and "odd\\tname\\n.fq" in pg[0] and pg[0].count("\t") == 4
+
+
+def test_mapq_does_not_depend_on_k(tmp_path):
+    """One locus at 1 edit and another at 2: MAPQ 20 whatever K finds both, 60 when K finds only the first."""
+    rng = np.random.default_rng(11)
+    a, b = ("".join(rng.choice(list("ACGT"), size=300)) for _ in range(2))
+    read = a[100:150]
+    copy = read[:10] + ("A" if read[10] != "A" else "C") + read[11:30] + ("G" if read[30] != "G" else "T") + read[31:]
+    one_edit = read[:25] + ("T" if read[25] != "T" else "A") + read[26:]
+    write_fasta(tmp_path / "ref.fa", [("a", a[:100] + one_edit + a[150:]), ("b", b[:100] + copy + b[150:])])
+    assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx").returncode == 0
+    write_fastq(tmp_path / "r.fq", [read])
+    got = {}
+    for k in ("1", "2", "3", "6"):
+        r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-e", k, "--all")
+        assert r.returncode == 0, r.stderr
+        primary = next(f for f in sam_body(r.stdout) if not int(f[1]) & 256)
+        got[k] = (primary[2], int(primary[4]), [t for t in primary if t.startswith(("X0", "X1"))])
+    assert got["1"] == ("a", 60, ["X0:i:1", "X1:i:0"])
+    assert got["2"] == got["3"] == got["6"] == ("a", 20, ["X0:i:1", "X1:i:1"])
+
+
+@pytest.mark.parametrize("errors", ["0", "1"])
+def test_primaries_of_a_repeat_spread_over_its_copies(tmp_path, errors):
+    rng = np.random.default_rng(12)
+    unit = "".join(rng.choice(list("ACGT"), size=60))
+    filler = lambda: "".join(rng.choice(list("ACGT"), size=200))  # noqa: E731
+    write_fasta(tmp_path / "ref.fa", [("g", filler() + unit + filler() + unit + filler() + unit + filler())])
+    assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx").returncode == 0
+    write_fastq(tmp_path / "r.fq", [unit[5:45]] * 300, [f"frag{i}" for i in range(300)])
+    runs = []
+    for _ in range(2):
+        r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-e", errors)
+        assert r.returncode == 0, r.stderr
+        runs.append(sam_body(r.stdout))
+    assert runs[0] == runs[1]  # reproducible
+    primaries = [int(f[3]) for f in runs[0] if not int(f[1]) & 256]
+    counts = np.unique(primaries, return_counts=True)[1]
+    assert len(primaries) == 300 and counts.size == 3 and counts.min() >= 60, counts
+    assert {int(f[4]) for f in runs[0]} == {0}
+
+
+def test_all_and_eqx_need_max_errors(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"])
+    for flag in ("--all", "--eqx"):
+        assert_clean_failure(dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", flag),
+                             tmp_path / "o.sam", "--max-errors")
+
+
+def test_a_fasta_given_as_the_index(tmp_path):
+    write_fasta(tmp_path / "ref.fa", REF)
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"])
+    r = dmap_cmd("run", tmp_path / "ref.fa", tmp_path / "r.fq", "-o", tmp_path / "o.sam")
+    assert_clean_failure(r, tmp_path / "o.sam", "is a file, not a dmap index", "dmap index")
+
+
+@pytest.mark.parametrize("address, words", [
+    ("banana", ["not a scheduler address"]), ("tcp://localhost", ["not a scheduler address", "port"]),
+    ("tcp://127.0.0.1:1", ["cannot reach", "refused"]),
+])
+def test_bad_scheduler_addresses_fail_at_once(index, tmp_path, address, words):
+    import time
+
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"])
+    started = time.monotonic()
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "--scheduler", address)
+    assert_clean_failure(r, tmp_path / "o.sam", *words)
+    assert time.monotonic() - started < 9  # Dask alone retried a refused connection for 10 s
+
+
+def test_quiet_prints_nothing_and_threads_map_the_same(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC", ""])
+    plain = dmap_cmd("run", index, tmp_path / "r.fq")
+    quiet = dmap_cmd("run", index, tmp_path / "r.fq", "-q", "-t", "1")
+    assert plain.returncode == quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    assert sam_body(plain.stdout) == sam_body(quiet.stdout)
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-t", "1", "--scheduler", "tcp://127.0.0.1:1")
+    assert r.returncode == 1 and "--threads applies only to the embedded cluster" in r.stderr
+
+
+def test_progress_lines_in_a_log(tmp_path):
+    """Into a file, 'dmap index' reports each block as a plain line."""
+    write_fasta(tmp_path / "ref.fa", REF)
+    r = dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "-B", "20", "-L", "10")
+    lines = r.stderr.splitlines()
+    assert r.returncode == 0 and "\r" not in r.stderr
+    assert [line.split(" symbols")[0] for line in lines[:-1]] == ["dmap: 20", "dmap: 40", "dmap: 60", "dmap: 68"]
+    assert lines[2].endswith("s left") and "88% of the reference" in lines[2]
+    q = dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "--overwrite", "-q")
+    assert q.returncode == 0 and q.stderr == ""

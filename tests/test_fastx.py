@@ -162,9 +162,21 @@ def test_reads_from_a_pipe_are_read_once(tmp_path, name):
 
 
 def test_unknown_symbol_names_the_read(tmp_path):
-    (tmp_path / "r.fq").write_bytes(b"@r1\nACGT\n+\nIIII\n@r2\nACJT\n+\nIIII\n")
-    with pytest.raises(InputFormatError, match="read 'r2' contains the symbol 'J'"):
+    (tmp_path / "r.fq").write_bytes(b"@r1\nACGT\n+\nIIII\n@r2\nAC7T\n+\nIIII\n")
+    with pytest.raises(InputFormatError, match="read 'r2' contains the symbol '7'"):
         list(iter_read_chunks(tmp_path / "r.fq", DNA, 10))
+
+
+def test_reads_that_cannot_be_searched_are_skipped_unless_strict(tmp_path):
+    """Not strict: an empty read, a read too long and one with a symbol outside the alphabet
+    are left out of what goes to the device, and counted; the others keep their numbers."""
+    (tmp_path / "r.fq").write_bytes(b"@a\nACGT\n+\nIIII\n@e\n\n+\n\n@s\nAC7T\n+\nIIII\n"
+                                    b"@l\nACGTACGTAC\n+\nIIIIIIIIII\n@j\nACJT\n+\nIIII\n")
+    (chunk,) = iter_read_chunks(tmp_path / "r.fq", DNA, 10, max_length=8, strict=False)
+    assert chunk.skipped.tolist() == [False, True, True, True, False]  # J is an N in DNA reads
+    assert chunk.unmappable == {"empty": 1, "too long": 1, "unknown symbol": 1}
+    assert chunk.searched.tolist() == [0, 4] and chunk.read_bytes().lengths.tolist() == [4, 4]
+    assert len(chunk.encoded()) == 2
 
 
 @pytest.mark.parametrize("gz", [False, True])

@@ -17,12 +17,12 @@ from dmap.alphabet import get_alphabet
 from dmap.errors import DeviceError, OutputError
 from dmap.fastx import ReadChunk, ReadFields
 from dmap.hits import ChunkHits
+from dmap.mapq import mapping_quality
 from dmap.sam import (
     PageCacheLimit,
     SamWriter,
     format_records,
     format_records_device,
-    mapq,
     prepare_device,
     record_columns,
 )
@@ -36,7 +36,9 @@ def make_chunk(seqs, quals, names):
 @st.composite
 def chunks_and_hits(draw):
     n = draw(st.integers(1, 30))
-    seqs = draw(st.lists(st.text("ACGTNacgt", min_size=1, max_size=300), min_size=n, max_size=n))
+    # Empty reads and bytes SAM does not allow in SEQ ("1", "*") occur in reads written unmapped.
+    seqs = draw(st.lists(st.text("ACGTNacgt", min_size=1, max_size=300) | st.sampled_from(["", "AC1T", "*"]),
+                         min_size=n, max_size=n))
     names = [draw(st.text("abcXYZ0123_:/.-", min_size=1, max_size=40)) + str(i) for i in range(n)]
     with_qual = draw(st.booleans())
     quals = ["".join(draw(st.lists(st.sampled_from("!#5?IJ~"), min_size=len(s), max_size=len(s)))) for s in seqs] \
@@ -50,20 +52,26 @@ def chunks_and_hits(draw):
         np.array(draw(st.lists(st.integers(0, 4_000_000_000), min_size=n_hits, max_size=n_hits)), dtype=np.int64),
         n,
     )
-    return make_chunk(seqs, quals, names), hits, draw(st.sampled_from([None, 1, 2, 5]))
+    of_nonempty = np.isin(hits.read, np.flatnonzero([len(s) > 0 for s in seqs]))  # an empty read has no hit
+    hits = ChunkHits(*[a[of_nonempty] for a in (hits.read, hits.strand, hits.contig, hits.position)], n)
+    pick = np.array([draw(st.integers(0, max(int(c) - 1, 0))) for c in hits.counts()], dtype=np.int64)
+    return make_chunk(seqs, quals, names), hits, draw(st.sampled_from([None, 1, 2, 5])), pick
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=chunks_and_hits())
 def test_device_formatter_equals_python(device, case):
-    chunk, hits, max_hits = case
+    chunk, hits, max_hits, pick = case
     contigs = ["chr1", "a_much_longer_contig_name|with:symbols", "c"]
-    want = format_records(chunk, hits, contigs, max_hits).encode()
-    assert b"".join(b.tobytes() for b in format_records_device(device, chunk, hits, contigs, max_hits)) == want
+    for tail in ("", "\tRG:Z:lane1"):
+        want = format_records(chunk, hits, contigs, max_hits, tail, pick).encode()
+        got = format_records_device(device, chunk, hits, contigs, max_hits, tail=tail, pick=pick)
+        assert b"".join(b.tobytes() for b in got) == want
+    assert b"\t\t" not in want and b"1" not in b"".join(line.split(b"\t")[9] for line in want.splitlines())
     # In batches of whole records, of a few bytes (one record each) or a few records.
     for batch_bytes in (1, 200, 1000):
         batches = [b.tobytes() for b in format_records_device(device, chunk, hits, contigs, max_hits,
-                                                                batch_bytes=batch_bytes)]
+                                                                batch_bytes=batch_bytes, tail=tail, pick=pick)]
         assert b"".join(batches) == want
         assert all(b.endswith(b"\n") and (len(b) <= batch_bytes or b.count(b"\n") == 1) for b in batches)
 
@@ -76,30 +84,37 @@ def test_writer_reuses_its_records_buffer_between_chunks(tmp_path, device, cases
     path = tmp_path / "out.sam"
     with open(path, "wb") as f:
         writer = SamWriter(f, contigs, 2, device=device)
-        for chunk, hits, _ in cases:
+        for chunk, hits, _, _ in cases:
             writer.write_records(chunk, hits)
             buffer = writer._records
             writer.write_records(chunk, hits)  # the same size again: the same buffer
             assert writer._records is buffer
-    want = b"".join(2 * format_records(chunk, hits, contigs, 2).encode() for chunk, hits, _ in cases)
+    from dmap.sam import primaries
+
+    want = b"".join(2 * format_records(chunk, hits, contigs, 2, pick=primaries(chunk, hits.counts())).encode()
+                    for chunk, hits, _, _ in cases)
     assert path.read_bytes() == want
 
 
 @settings(max_examples=100, deadline=None)
 @given(case=chunks_and_hits())
 def test_record_columns_against_a_loop_over_reads(case):
-    _, hits, max_hits = case
+    """The picked hit first, then the others in order, capped at max_hits."""
+    _, hits, max_hits, pick = case
     want = []
     for r in range(hits.n_reads):
         found = np.flatnonzero(hits.read == r)
         if found.size == 0:
-            want.append((r, 4, 0, 0, 0, 0))
-        shown = found[:max_hits]
+            want.append((r, 4, 0, 0, 0, 0, 0))
+            continue
+        p = found[pick[r]]
+        shown = ([p] + [i for i in found if i != p])[:max_hits]
         for k, i in enumerate(shown):
             flag = (16 if hits.strand[i] == 1 else 0) | (256 if k else 0)
-            want.append((r, flag, hits.contig[i], hits.position[i] + 1, mapq(found.size), shown.size))
-    cols = record_columns(hits, max_hits)
-    got = zip(cols.read, cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh)
+            want.append((r, flag, hits.contig[i], hits.position[i] + 1, mapping_quality([found.size])[0],
+                         len(shown), found.size))
+    cols = record_columns(hits, max_hits, pick)
+    got = zip(cols.read, cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh, cols.x0)
     assert [tuple(map(int, row)) for row in got] == [tuple(map(int, row)) for row in want]
 
 
@@ -107,16 +122,22 @@ def test_record_fields():
     chunk = make_chunk(["ACGTT", "GGG"], ["ABCDE", "FGH"], ["r1", "r2"])
     hits = ChunkHits(np.array([0, 0]), np.array([1, 0], np.int8), np.array([0, 0]), np.array([9, 3]), 2)
     lines = format_records(chunk, hits, ["chr"]).splitlines()
-    assert lines == [
-        "r1\t16\tchr\t10\t3\t5M\t*\t0\t0\tAACGT\tEDCBA\tNM:i:0\tNH:i:2",
-        "r1\t256\tchr\t4\t3\t5M\t*\t0\t0\t*\t*\tNM:i:0\tNH:i:2",
+    assert lines == [  # two equally good hits: MAPQ 0
+        "r1\t16\tchr\t10\t0\t5M\t*\t0\t0\tAACGT\tEDCBA\tNM:i:0\tNH:i:2\tX0:i:2\tX1:i:0",
+        "r1\t256\tchr\t4\t0\t5M\t*\t0\t0\t*\t*\tNM:i:0\tNH:i:2\tX0:i:2\tX1:i:0",
         "r2\t4\t*\t0\t0\t*\t*\t0\t0\tGGG\tFGH",
     ]
+    picked = format_records(chunk, hits, ["chr"], tail="\tRG:Z:g", pick=np.array([1, 0])).splitlines()
+    assert [line.split("\t")[:4] for line in picked] == [["r1", "0", "chr", "4"], ["r1", "272", "chr", "10"],
+                                                         ["r2", "4", "*", "0"]]
+    assert all(line.endswith("\tRG:Z:g") for line in picked)
 
 
-@pytest.mark.parametrize("n,expected", [(1, 60), (2, 3), (3, 1), (4, 1), (5, 0), (500, 0)])
-def test_mapq(n, expected):
-    assert mapq(n) == expected
+def test_unmapped_records_of_odd_reads():
+    """An empty read has SEQ and QUAL '*'; a byte SAM does not allow in SEQ is written N."""
+    chunk = make_chunk(["", "AC1T", "ACGT"], ["", "ABCD", "ABCD"], ["e", "d", "ok"])
+    lines = format_records(chunk, ChunkHits(*[np.zeros(0, dtype=np.int64)] * 4, 3), ["chr"]).splitlines()
+    assert [line.split("\t")[9:] for line in lines] == [["*", "*"], ["ACNT", "ABCD"], ["ACGT", "ABCD"]]
 
 
 def _resident_bytes(path) -> int:

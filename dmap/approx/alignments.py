@@ -16,11 +16,12 @@ finds every locus exactly once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..device import BlockText
+from ..mapq import NO_SECOND, mapping_quality, primary_first, tie_pick
 from .candidates import Regions
 from .traceback import traceback_device
 from .verify import region_offsets
@@ -152,22 +153,27 @@ class ChunkAlignments:
     rank: np.ndarray  # 0 = primary
     mapq: np.ndarray  # per alignment (the read's MAPQ)
     n_found: np.ndarray  # per read: loci within K
+    n_best: np.ndarray  # per read: loci at its least distance
     cigar: list[str]
     md: list[str]
     n_reads: int
+    # As ChunkHits.bad; always empty here: approximate mapping checks symbols on the host.
+    bad: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def counts(self) -> np.ndarray:
         """Reported alignments per read."""
         return np.bincount(self.read, minlength=self.n_reads)
 
+    def renumbered(self, reads: np.ndarray | None, n_reads: int) -> ChunkAlignments:
+        """As :meth:`dmap.hits.ChunkHits.renumbered`."""
+        if reads is None:
+            return self
+        n_found, n_best = np.zeros(n_reads, dtype=self.n_found.dtype), np.zeros(n_reads, dtype=self.n_best.dtype)
+        n_found[reads], n_best[reads] = self.n_found, self.n_best
+        return replace(self, read=reads[self.read], n_found=n_found, n_best=n_best, n_reads=n_reads)
+
     def __len__(self) -> int:
         return int(self.read.size)
-
-
-def mapq_of_gap(best: np.ndarray, second: np.ndarray, n_found: np.ndarray, max_errors: int) -> np.ndarray:
-    """MAPQ: 60 for a single locus; else 60 * (second best - best) / (K + 1), 0 for a tie."""
-    gap = np.where(n_found > 1, second - best, max_errors + 1)
-    return np.minimum(60, 60 * gap // (max_errors + 1)).astype(np.int64)
 
 
 def merge_alignments(
@@ -178,12 +184,16 @@ def merge_alignments(
     max_errors: int,
     report_all: bool = False,
     max_hits: int | None = None,
+    name_hash: np.ndarray | None = None,
 ) -> ChunkAlignments:
     """Join locus pieces across blocks, pick each locus's best, rank each read's loci.
 
     By default the loci at the read's least distance are reported; with
     ``report_all`` every locus within K.  Ranking: distance, then contig,
-    position, strand.  ``max_hits`` caps the records per read.
+    position, strand; among the loci at the least distance the primary is
+    chosen by ``name_hash`` (:func:`dmap.mapq.name_hashes` of the read
+    names; None: the first) and put first.  ``max_hits`` caps the records
+    per read.  MAPQ, X0 and X1: :mod:`dmap.mapq`.
     """
     cat = lambda name: np.concatenate([getattr(p, name) for p in parts]) if parts else np.zeros(0, np.int64)  # noqa: E731
     pattern, first, last = cat("pattern"), cat("run_first"), cat("run_last")
@@ -209,16 +219,25 @@ def merge_alignments(
     np.cumsum(n_found[:-1], out=first_of_read[1:])
     rank = np.arange(read.size) - first_of_read[read]
     best = np.full(n_reads, max_errors + 1, dtype=np.int64)
-    second = np.full(n_reads, max_errors + 1, dtype=np.int64)
     best[read[rank == 0]] = dist[rank == 0]
-    second[read[rank == 1]] = dist[rank == 1]
-    mapq = mapq_of_gap(best, second, n_found, max_errors)
-    keep = np.ones(read.size, dtype=bool) if report_all else dist == best[read]
+    at_best = dist == best[read]
+    n_best = np.bincount(read[at_best], minlength=n_reads)
+    # The second best distance: the first alignment of each read past its best ones.
+    second = np.full(n_reads, NO_SECOND, dtype=np.int64)
+    past = rank == n_best[read]
+    second[read[past]] = dist[past] - best[read[past]]
+    mapq = mapping_quality(n_best, second)
+    if name_hash is not None:
+        rank = primary_first(rank, tie_pick(name_hash, n_best)[read])
+        order = np.lexsort((rank, read))
+        read, strand, contig, position, dist, src, rank, at_best = (
+            a[order] for a in (read, strand, contig, position, dist, src, rank, at_best))
+    keep = np.ones(read.size, dtype=bool) if report_all else at_best
     if max_hits is not None:
         keep &= rank < max_hits
     src = src[keep]
     return ChunkAlignments(
         read=read[keep], strand=strand[keep].astype(np.int8), contig=contig[keep], position=position[keep],
-        distance=dist[keep], rank=rank[keep], mapq=mapq[read[keep]], n_found=n_found,
+        distance=dist[keep], rank=rank[keep], mapq=mapq[read[keep]], n_found=n_found, n_best=n_best,
         cigar=[cigars[i] for i in src.tolist()], md=[mds[i] for i in src.tolist()], n_reads=n_reads,
     )

@@ -1,7 +1,7 @@
 """The blocked FM-index: building (build.py), storage (store.py), Occ layouts (occ.py).
 
 ``build_index`` is imported on first use (PEP 562): building needs zarr,
-pydivsufsort and tqdm, whose imports mapping does without (see
+pydivsufsort, whose imports mapping does without (see
 ``zarr_direct.py``).
 """
 

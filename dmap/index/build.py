@@ -17,7 +17,6 @@ import numpy as np
 import psutil
 import pydivsufsort
 import zarr
-from tqdm import tqdm
 
 from .. import __version__
 from ..alphabet import TEXT_ALLOWED, Alphabet, get_alphabet
@@ -25,6 +24,7 @@ from ..errors import InputFormatError, OutputError
 from ..fastx import STDIN, encode_reference, iter_contigs
 from ..neighborhood.build import index_neighborhoods
 from ..neighborhood.params import NeighborhoodParams, NeighborhoodSpec
+from ..progress import Progress
 from .occ import LAYOUTS, build_occ, default_rate, occ_bytes_per_symbol
 from .store import (
     DEFAULT_MAX_QUERY_LENGTH,
@@ -286,7 +286,8 @@ def build_index(
     overwrite
         Replace an existing index at ``output`` (anything else there is never replaced).
     progress
-        Show a progress bar.
+        Report the symbols indexed on standard error after each block
+        (:class:`dmap.progress.Progress`).
 
     Returns
     -------
@@ -331,7 +332,8 @@ def build_index(
         checksums: dict[str, str] = {"reference": checksum(ref[...])}
         starts = list(range(0, n, block_length))
         blocks: list[Block] = []
-        bar = tqdm(total=n, unit="sym", unit_scale=True, desc="indexing", disable=not progress)
+        # A line per block (a block takes minutes at the default length), redrawn on a terminal.
+        bar = Progress("symbols", "indexed", total_bytes=n, interval=0, whole="reference") if progress else None
         for b, start in enumerate(starts):
             text = ref[start : min(start + block_length + max_query_length - 1, n)]
             arrays = index_block(text, alpha.sigma, occ_layout, rate, sa_sample_rate)
@@ -348,9 +350,11 @@ def build_index(
                 for name, data in arrays.items():
                     checksums[f"blocks/{b}/neighborhood/{name}"] = _write(nb, name, data)
             blocks.append(Block(start, int(text.size), int(text.size) + 1))
-            bar.update(min(block_length, n - start))
+            if bar is not None:
+                bar.update(min(start + block_length, n), min(start + block_length, n))
             del text
-        bar.close()
+        if bar is not None:
+            bar.close()
         meta = IndexMeta(
             alphabet=alpha.to_metadata(),
             contigs=contigs,

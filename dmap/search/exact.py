@@ -8,7 +8,6 @@ import numpy as np
 
 from ..alphabet import INVALID
 from ..device import BlockText, Device, DeviceBlock
-from ..errors import UnknownSymbolError
 
 # Queries advanced in step by one work-item (see exact_search.cl) and the
 # work-group size, as measured fastest with benchmarks/kernel_speed.py
@@ -78,17 +77,15 @@ def search_block(
         ``exact_search.cl``), and a query found at a single position is
         returned as ``(position, LOCATED)`` instead of its interval.
 
-    Raises
-    ------
-    dmap.errors.UnknownSymbolError
-        A read holds a byte that ``table`` maps to INVALID.
-
     Returns
     -------
     numpy.ndarray
         ``(n, n_strands, 2)`` uint32: the BWT rows ``[sp, ep)`` matching
         each read on each strand (``sp == ep`` when there is none), or with
         ``text``, ``(position, LOCATED)`` for a query the kernel located.
+        A read holding a byte that ``table`` maps to INVALID has
+        ``(BAD_READ, BAD_READ)`` on its forward strand (:func:`bad_queries`)
+        and no match on the other.
     """
     n = len(lengths)
     if n == 0:
@@ -123,9 +120,10 @@ def search_block(
     with device.timed("dmap-transfer"):
         device.read_back(out_buf, out)
     device.queries_searched += n_queries
-    bad = np.flatnonzero(out[:, 0] == BAD_READ)
-    if bad.size:
-        read = int(bad[0]) // n_strands
-        seq = codes[int(offsets[read]): int(offsets[read]) + int(lengths[read])]
-        raise UnknownSymbolError(read, chr(seq[np.argmax(table[seq] == INVALID)]))
     return out.reshape(n, n_strands, 2)
+
+
+def bad_queries(found: np.ndarray) -> np.ndarray:
+    """The queries of :func:`search_block`'s ``(n_queries, 2)`` results whose read holds
+    a symbol outside the alphabet (the kernel checks them: no pass on the host)."""
+    return np.flatnonzero(found[:, 0] == BAD_READ)
