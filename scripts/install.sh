@@ -13,6 +13,7 @@ if [[ "${1:-}" == test ]]; then
   [[ -f /usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz ]] || apt_pkgs+=(bowtie-examples)
   command -v chromium >/dev/null || apt_pkgs+=(chromium)  # the dashboard test's headless browser
   command -v fincore >/dev/null || apt_pkgs+=(util-linux-extra)  # page-cache residency in tests/test_sam.py
+  command -v PicardCommandLine >/dev/null || apt_pkgs+=(picard-tools)  # ValidateSamFile in tests/test_cli.py
 fi
 if ((${#apt_pkgs[@]})); then
   sudo=""; [[ $(id -u) == 0 ]] || sudo="sudo -n"
