@@ -326,7 +326,7 @@ def map_reads(
     return result
 
 
-def _warn_alphabet_mismatch(chunk: ReadChunk, idx: Index, sample: int = 1 << 20) -> None:
+def _warn_alphabet_mismatch(chunk: ReadChunk, idx: Index, sample: int = 1 << 16) -> None:
     """Warn when the first reads look like DNA against a protein or text index, or like
     protein against a DNA index: both map (nearly) nothing, without an error."""
     lengths = chunk.lengths[np.cumsum(chunk.lengths, dtype=np.int64) <= sample]

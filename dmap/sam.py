@@ -98,6 +98,12 @@ def _letters(alphabet: str) -> np.ndarray:
     return np.where(allowed, np.arange(256), ord("N")).astype(np.uint8)
 
 
+def _mapped_letters(alphabet: str) -> bool:
+    """Whether mapped reads' SEQ goes through :func:`_letters`: not for DNA, whose
+    mapped reads hold letters alone (any other byte stops a read's search)."""
+    return alphabet != "dna"
+
+
 def primaries(chunk: ReadChunk, n_best: np.ndarray) -> np.ndarray:
     """Per read, which of its ``n_best`` equally good alignments is the primary
     (:func:`dmap.mapq.tie_pick`); names are hashed only for reads with a tie."""
@@ -156,14 +162,16 @@ def record_columns(hits: ChunkHits, max_hits: int | None = None, pick: np.ndarra
                          nh=shown[record_read].astype(np.uint32), x0=counts[record_read].astype(np.uint32))
 
 
-def _seq_qual_strings(chunk: ReadChunk) -> tuple[list[str], list[str], list[str]]:
-    """Per read, SEQ as written (:func:`_letters`; ``*`` when empty), QUAL, and the
-    reverse strand's SEQ (Python formatters)."""
+def _seq_qual_strings(chunk: ReadChunk) -> tuple[list[str], list[str], list[str], list[str]]:
+    """Per read, SEQ as written unmapped (:func:`_letters`; ``*`` when empty), mapped on
+    the forward strand (:func:`_mapped_letters`) and on the reverse strand, and QUAL
+    (Python formatters)."""
     letters = _letters(chunk.alphabet).tobytes().decode("latin-1")
     seqs = [s.translate(letters) if s else "*" for s in chunk.seqs]
+    mapped = seqs if _mapped_letters(chunk.alphabet) else chunk.seqs
     quals = chunk.quals if chunk.quals is not None else ["*"] * len(chunk)
     quals = [q if s else "*" for q, s in zip(quals, chunk.seqs)]
-    return seqs, quals, [reverse_complement(s) if chunk.alphabet == "dna" else s for s in seqs]
+    return seqs, mapped, [reverse_complement(s) if chunk.alphabet == "dna" else s for s in seqs], quals
 
 
 def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], max_hits: int | None = None,
@@ -172,7 +180,7 @@ def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], m
     ``tail`` ends every record (:attr:`ReadGroup.tag`); ``pick`` as in :func:`record_columns`."""
     cols = record_columns(hits, max_hits, pick)
     names = chunk.names
-    seqs, quals, reverse = _seq_qual_strings(chunk)
+    seqs, mapped, reverse, quals = _seq_qual_strings(chunk)
 
     def record(r: int, f: int, c: int, p: int, q: int, k: int, x0: int) -> str:
         if f & 4:
@@ -182,7 +190,7 @@ def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], m
         elif f & 16:  # only DNA has a reverse strand
             seq_qual = f"{reverse[r]}\t{quals[r][::-1]}"
         else:
-            seq_qual = f"{seqs[r]}\t{quals[r]}"
+            seq_qual = f"{mapped[r]}\t{quals[r]}"
         return (f"{names[r]}\t{f}\t{contig_names[c]}\t{p}\t{q}\t{len(seqs[r])}M\t*\t0\t0\t{seq_qual}\tNM:i:0"
                 f"\tNH:i:{k}\tX0:i:{x0}\tX1:i:0{tail}\n")
 
@@ -275,8 +283,8 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     chunk_args = [device.upload(a) for a in (f.data, f.name_off, f.name_len, f.seq_off, f.seq_len,
                                              f.qual_off if has_qual else f.seq_off)]
     chunk_args += [np.uint32(has_qual)]
-    chunk_args += [device.upload(a) for a in (rnames, rname_off, rname_len, letters, _COMPLEMENT[letters], tail_bytes)]
-    chunk_args += [np.uint32(len(tail))]
+    chunk_args += [device.upload(a) for a in (rnames, rname_off, rname_len, letters, _COMPLEMENT[letters])]
+    chunk_args += [np.uint32(_mapped_letters(chunk.alphabet)), device.upload(tail_bytes), np.uint32(len(tail))]
     columns = [cols.read.astype(np.uint32), cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh, cols.x0]
     kernel = cl.Kernel(device.program("sam_records.cl", {}), "sam_records")
     lo = 0
@@ -309,7 +317,7 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
     :mod:`dmap.mapq`), and ``tail`` (:attr:`ReadGroup.tag`).
     """
     names = chunk.names
-    seqs, quals, reverse = _seq_qual_strings(chunk)
+    seqs, mapped, reverse, quals = _seq_qual_strings(chunk)
     x0, x1 = alns.n_best.tolist(), (alns.n_found - alns.n_best).tolist()
     counts = alns.counts()
     first = np.zeros(len(chunk), dtype=np.int64)
@@ -329,7 +337,7 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
             elif flag & 16:
                 seq_qual = f"{reverse[r]}\t{quals[r][::-1]}"
             else:
-                seq_qual = f"{seqs[r]}\t{quals[r]}"
+                seq_qual = f"{mapped[r]}\t{quals[r]}"
             d = dist[a]
             lines.append(f"{names[r]}\t{flag}\t{contig_names[contig[a]]}\t{pos[a] + 1}\t{mq[a]}\t{alns.cigar[a]}"
                          f"\t*\t0\t0\t{seq_qual}\tNM:i:{d}\tMD:Z:{alns.md[a]}\tAS:i:{-d}\tNH:i:{n}"

@@ -32,13 +32,17 @@ inline size_t put_seq(__global uchar *out, size_t o, __global const uchar *seq, 
 // Names, sequences and qualities are fields of the reads' bytes `reads`
 // (dmap.fastx.ReadFields).  `letters` maps a read's bytes to SEQ's (a byte
 // SAM does not allow becomes N) and `complement` to the reverse strand's.
+// Mapped forward records go through `letters` only if `mapped_letters`:
+// a mapped DNA read holds letters alone (the search refused the rest), and
+// a plain copy is faster than a lookup per base.
 // `tail` ends every record (a read group's RG:Z tag), `tail_len` bytes.
 __kernel void sam_records(__global const uchar *reads, __global const uint *name_off,
                           __global const uint *name_len, __global const uint *seq_off,
                           __global const uint *seq_len, __global const uint *qual_off, const uint has_qual,
                           __global const uchar *rnames, __global const uint *rname_off,
                           __global const uint *rname_len, __global const uchar *letters,
-                          __global const uchar *complement, __global const uchar *tail, const uint tail_len,
+                          __global const uchar *complement, const uint mapped_letters,
+                          __global const uchar *tail, const uint tail_len,
                           __global const uint *rec_read, __global const uint *rec_flag,
                           __global const uint *rec_contig, __global const uint *rec_pos,
                           __global const uint *rec_mapq, __global const uint *rec_nh,
@@ -89,7 +93,7 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
             out[o++] = '*';
         }
     } else {
-        o = put_seq(out, o, seq, len, letters);
+        o = mapped_letters ? put_seq(out, o, seq, len, letters) : put_bytes(out, o, seq, len);
         out[o++] = '\t';
         if (has_qual) o = put_bytes(out, o, qual, len); else out[o++] = '*';
     }
