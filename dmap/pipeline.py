@@ -330,7 +330,7 @@ def _warn_alphabet_mismatch(chunk: ReadChunk, idx: Index, sample: int = 1 << 16)
     """Warn when the first reads look like DNA against a protein or text index, or like
     protein against a DNA index: both map (nearly) nothing, without an error."""
     lengths = chunk.lengths[np.cumsum(chunk.lengths, dtype=np.int64) <= sample]
-    if not lengths.size:
+    if not lengths.sum():
         return
     starts = chunk.offsets[:lengths.size].astype(np.int64)
     at = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths[:-1], dtype=np.int64)]), lengths)
