@@ -2,9 +2,9 @@
 
 The public names below are imported on first use (PEP 562): mapping needs
 Dask and distributed, whose imports take 0.3-0.4 s, but ``dmap index``,
-``dmap index info`` and ``dmap --help`` do not (docs/benchmarks.md,
-session 12).  ``from dmap import map_reads`` and ``dmap.map_reads`` work as
-with plain imports.
+``dmap index info`` and ``dmap --help`` do not (docs/benchmarks.md).
+``from dmap import map_reads`` and ``dmap.map_reads`` work as with plain
+imports.
 """
 
 from __future__ import annotations

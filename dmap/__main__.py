@@ -5,11 +5,11 @@ imports are done (:func:`dmap.cli.startup_done`).  Starting up makes some
 400,000 objects that live as long as the command; the collections that
 their allocations triggered found about 700 objects to free and took
 0.04-0.07 s of a 1.6 s mapping run, all on the one busy core
-(docs/benchmarks.md, session 17).
+(docs/benchmarks.md).
 
 dmap makes no BLAS calls, so numpy's OpenBLAS gets one thread unless the
 user says otherwise: its pool of one thread per core spun 0.1 CPU-seconds
-waiting for work at every start (``perf``, session 17).
+waiting for work at every start (measured with ``perf``).
 """
 
 from __future__ import annotations

@@ -31,9 +31,9 @@ from .mapfile import map_bytes
 # dmap/schedule.py).  Each chunk costs tens of milliseconds beyond its reads
 # (Dask tasks, kernel launches, buffers), and a launch's last work-groups
 # leave cores idle: on one warm cluster, 10M reads mapped in 11.6 s with
-# 100,000-read chunks against 14.4 s with 50,000 (the default until session
-# 10).  200,000 from session 18, reached after 2M reads: 10M reads 8.39 ->
-# 8.01 s, for 687 MB of peak RSS instead of 442 MB.  Approximate mapping
+# 100,000-read chunks against 14.4 s with 50,000.  Chunks of 200,000,
+# reached after 2M reads: 10M reads 8.39 -> 8.01 s against 100,000, for
+# 687 MB of peak RSS instead of 442 MB.  Approximate mapping
 # holds about 4x as much per read in flight (seeds, candidates, alignments)
 # and keeps 50,000.  Chunk size against speed and memory: docs/benchmarks.md.
 DEFAULT_CHUNK_SIZE = 200_000
@@ -314,8 +314,7 @@ def _low_bytes(data: np.ndarray, scratch: np.ndarray | None = None) -> tuple[np.
 
     ``scratch``: a bool array at least as long as ``data`` to compare into.
     A new array of a chunk's size comes as fresh pages, which the kernel
-    zeroes: that was 6% of a mapping run's CPU time (docs/benchmarks.md,
-    session 11).
+    zeroes: that was 6% of a mapping run's CPU time (docs/benchmarks.md).
     """
     mask = np.less_equal(data.view(np.int8), 32, out=None if scratch is None else scratch[:data.size])
     positions = np.flatnonzero(mask)
@@ -342,8 +341,8 @@ def _fastq_pieces(
     With ``wanted``, a piece holds at most ``wanted()`` records, in a buffer
     sized for them from the most bytes per record of any piece so far (at
     least PIECE_BYTES), so that a chunk is one piece: joining pieces into chunks
-    copied every read's bytes once more, into fresh pages (docs/benchmarks.md,
-    session 10).  The records read beyond go on to the next piece.
+    copied every read's bytes once more, into fresh pages (docs/benchmarks.md).
+    The records read beyond go on to the next piece.
     """
     mapped = _MappedFile.of(f, path)
     carry = head if mapped is None else head[:0]  # a mapped file's pieces start at `offset`, the head included
@@ -397,7 +396,7 @@ class _MappedFile:
     file into new buffers, whose fresh pages the kernel zeroed first, and on
     the VM where dmap is measured (memory that a guest frees goes back to the
     host) that was 0.15-0.2 s of system time per million 100-bp reads
-    (docs/benchmarks.md, session 16).  Each piece maps only its own range, so
+    (docs/benchmarks.md).  Each piece maps only its own range, so
     the process holds the pages of the chunks in flight, not the whole file.
 
     :meth:`piece` checks the file's size before it maps a piece, so a file cut

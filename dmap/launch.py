@@ -67,7 +67,7 @@ def _read_state(folder: Path) -> ClusterState | None:
 
 
 def _spawn(cmd: list[str], log: Path) -> subprocess.Popen:
-    # A new session: the processes outlive `dmap cluster up` and its terminal.
+    # setsid (start_new_session): the processes outlive `dmap cluster up` and its terminal.
     with open(log, "ab") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)

@@ -244,7 +244,7 @@ def contig_name_columns(contig_names: list[str]) -> tuple[np.ndarray, np.ndarray
 # than that goes alone), and each batch is written out before the next: the
 # records of a 100,000-read chunk took a 29 MB buffer, grown twice as the
 # first chunks grew, and fresh pages cost 1.5-3 ms per MB on a VM whose idle
-# memory goes back to its host (docs/benchmarks.md, session 16).  8 MB also
+# memory goes back to its host (docs/benchmarks.md).  8 MB also
 # stays in the L3 cache between the kernel's writes and the copy to the file.
 SAM_BATCH_BYTES = 8 << 20
 
@@ -349,7 +349,7 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
 # cache: two SAM batches.  Against 64 MB, the pages dropped come back sooner,
 # while the host still backs them (1M reads: faster in 15 of 18 pairs, by
 # 2-3%; 10M: 8 of 11), and writeback keeps up (17.8 MB cached after a
-# 10M-read run; docs/benchmarks.md, session 18).
+# 10M-read run; docs/benchmarks.md).
 CACHED_TAIL = 16 << 20
 
 
@@ -406,7 +406,7 @@ def prepare_device() -> Future:
 
     The OpenCL context (0.06-0.07 s) and the kernel's build from the binary
     cache (0.04 s) then overlap the cluster's start and the first chunk's
-    search, instead of delaying both (docs/benchmarks.md, session 10).
+    search, instead of delaying both (docs/benchmarks.md).
     """
     def make():
         device = local_device()

@@ -12,12 +12,12 @@ chunk's formatting and writing overlap nothing, so a run's last chunk stays a
 small share of it.  Exact mapping's chunks reach 100,000 reads after 200,000
 and 200,000 after 2M: at 10M reads, 8.39 -> 8.01 s against chunks of at most
 100,000, the same as 200,000 from the start, while a 1M-read run keeps its
-chunks (docs/benchmarks.md, session 18).
+chunks (docs/benchmarks.md).
 
 With one worker there is nothing to balance, so the chunks do not shrink:
 shrinking to the minimum size added about nine small chunks to a 1M-read
 run, each with its Dask tasks and kernel launches: 0.07-0.16 CPU-seconds and
-0.15-0.19 s of the run (docs/benchmarks.md, session 14).
+0.15-0.19 s of the run (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import os
 
 COMPRESSED = (".gz", ".bgz", ".bz2", ".xz", ".zst")
 # Reads in the first chunk.  It is read and checked before the cluster
-# starts: 200,000 reads took 0.26-0.34 s (docs/benchmarks.md, session 10).
+# starts: 200,000 reads took 0.26-0.34 s (docs/benchmarks.md).
 FIRST_CHUNK_SIZE = 25_000
 
 

@@ -144,9 +144,8 @@ def _stream_reference(reference, alphabet: Alphabet, group: zarr.Group) -> tuple
     Uncompressed, so that mapping reads a block's text in place (memory-mapped,
     see ``zarr_direct.py``) where it lies in one chunk file: decompressing
     E. coli's 4.9 MB from zstd took 0.03-0.08 s of every run, into fresh
-    memory, for 0.7 bytes per symbol less on disk (docs/benchmarks.md,
-    session 18).  A reference shorter than one chunk gets a chunk of its own
-    length: Zarr writes an edge chunk at full length.
+    memory, for 0.7 bytes per symbol less on disk (docs/benchmarks.md).
+    A reference shorter than one chunk gets a chunk of its own length: Zarr writes an edge chunk at full length.
     """
     arr = None
     contigs: list[Contig] = []

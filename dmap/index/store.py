@@ -48,8 +48,8 @@ MAX_QUERY_LENGTH = 65535
 
 # CRC-32, as gzip and BAM use to detect damaged data, runs at 3.9 GB/s here
 # against blake2b's 0.74 GB/s: verifying a 3.1 Gbp index's 12.7 GB took
-# 17 s of its load time with blake2b (docs/benchmarks.md).  Indexes written
-# before session 7 hold blake2b checksums; the prefix says which to verify.
+# 17 s of its load time with blake2b (docs/benchmarks.md).  Older indexes
+# hold blake2b checksums; the prefix says which to verify.
 CHECKSUM = "crc32"
 _DIGESTS = {
     "crc32": lambda data: f"{zlib.crc32(data):08x}",

@@ -1,10 +1,10 @@
 """Reading the Zarr arrays that dmap writes, without importing zarr.
 
 ``import zarr`` takes about 0.1 s, a sixteenth of mapping a million reads
-against E. coli end to end (docs/benchmarks.md, session 18), and mapping
+against E. coli end to end (docs/benchmarks.md), and mapping
 needs none of Zarr's generality: it reads whole FM-index arrays, each stored
-as one uncompressed chunk, and slices of the ``reference`` (uncompressed since
-session 18, zstd-compressed before).
+as one uncompressed chunk, and slices of the ``reference`` (uncompressed; older
+indexes hold it zstd-compressed).
 This module reads exactly what :mod:`dmap.index.build` writes through zarr:
 Zarr format 3, one dimension, a regular chunk grid, the default chunk keys,
 the ``bytes`` codec in this machine's byte order, optionally followed by
@@ -101,7 +101,7 @@ def read(path: str, part: slice = slice(None)) -> np.ndarray | None:
     block's text in a reference of up to 16 M symbols) are memory-mapped
     from its file, read-only: Zarr would read them into new memory and copy
     them again, and on a CPU device the kernels read them in place (for
-    E. coli, 28 MB of fresh pages per run, docs/benchmarks.md, session 17).
+    E. coli, 28 MB of fresh pages per run, docs/benchmarks.md).
     Other reads return new, writable arrays.
     """
     info = array_info(path)

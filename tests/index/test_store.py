@@ -125,7 +125,7 @@ def test_a_zstd_compressed_reference_of_older_indexes_is_still_read(index_path):
     texts = [idx.block_text(b).copy() for b in range(idx.n_blocks)]
     group = zarr.open_group(str(index_path), mode="r+")
     reference = group["reference"][...]
-    assert group["reference"].compressors == ()  # written uncompressed since session 18
+    assert group["reference"].compressors == ()  # written uncompressed (older indexes: zstd)
     del group["reference"]
     group.create_array("reference", data=reference, chunks=(1 << 24,))  # as before: zstd, 16 M-symbol chunks
     assert group["reference"].compressors and isinstance(group["reference"].compressors[0], ZstdCodec)
