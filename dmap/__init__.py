@@ -17,9 +17,11 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr__ below
     from .cluster import LocalDeviceCluster  # noqa: F401
     from .errors import ClusterError, DeviceError, DmapError, IndexFormatError, InputFormatError  # noqa: F401
+    from .examples import write_example  # noqa: F401
     from .index import Index, build_index, open_index  # noqa: F401
     from .neighborhood.params import NeighborhoodSpec  # noqa: F401
     from .pipeline import Hits, MappingResult, device_stats, map_reads  # noqa: F401
+    from .scaling import measure_workers, part_configurations  # noqa: F401
 
 # Public name -> the module that defines it.
 _EXPORTS = {
@@ -32,6 +34,9 @@ _EXPORTS = {
     "MappingResult": ".pipeline",
     "Hits": ".pipeline",
     "LocalDeviceCluster": ".cluster",
+    "write_example": ".examples",
+    "measure_workers": ".scaling",
+    "part_configurations": ".scaling",
     "DmapError": ".errors",
     "InputFormatError": ".errors",
     "IndexFormatError": ".errors",
