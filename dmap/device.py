@@ -109,6 +109,16 @@ def list_devices() -> list[DeviceInfo]:
     return out
 
 
+# Work-items per work-group of every kernel launch, as measured fastest for the
+# search kernel with benchmarks/kernel_speed.py (docs/benchmarks.md).
+WORK_GROUP = 128
+
+
+def launch_size(work_items: int) -> tuple[tuple[int], tuple[int]]:
+    """Global and local sizes of a launch: the global size rounded up to whole groups."""
+    return (-(-work_items // WORK_GROUP) * WORK_GROUP,), (WORK_GROUP,)
+
+
 def _resolve(cl, spec: str):
     """The OpenCL device of a spec: ``P:D``, or ``P:D/N:K`` for part K of P:D split into N equal parts.
 
@@ -435,12 +445,11 @@ class Device:
         return ReverseOcc({k: self.upload(arrays[k]) for k in ("occ", "C")},
                           sum(int(arrays[k].nbytes) for k in ("occ", "C")), shape)
 
-    def neighborhood(self, index: Index, number: int):
-        """Block ``number``'s neighborhood index on this device, cached like blocks."""
-        from .neighborhood.search import upload_neighborhood
-
+    def neighborhood(self, index: Index, number: int, upload):
+        """Block ``number``'s neighborhood index on this device, cached like blocks;
+        ``upload(device, arrays)`` (:func:`dmap.neighborhood.search.upload_neighborhood`) copies it there."""
         store, loaded = self._resident((index.uid, number, "neighborhood"), lambda: _Sized(index.load_neighborhood(
-            number)), lambda host: upload_neighborhood(self, host.arrays))
+            number)), lambda host: upload(self, host.arrays))
         if loaded:
             self.block_loads += 1
         return store

@@ -30,7 +30,7 @@ import numpy as np
 from . import __version__
 from .alphabet import _DNA_COMPLEMENT, reverse_complement
 from .approx.alignments import ChunkAlignments
-from .device import local_device
+from .device import launch_size, local_device
 from .errors import DmapError, OutputError
 from .fastx import ReadChunk, flat_strings
 from .hits import ChunkHits
@@ -267,8 +267,6 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     array of ``n`` bytes to write a batch into, instead of a new one.
     ``tail`` and ``pick`` as in :func:`format_records`.
     """
-    from .search.exact import launch_size
-
     cols = record_columns(hits, max_hits, pick)
     n = cols.read.size
     f = chunk.fields

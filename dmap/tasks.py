@@ -22,7 +22,7 @@ from .fastx import EncodedReads, ReadBytes
 from .hits import BlockHits, ChunkHits, merge_block_hits
 from .index.store import Index
 from .locate import locate_rows, split_located
-from .neighborhood.search import seed_and_filter
+from .neighborhood.search import seed_and_filter, upload_neighborhood
 from .search.edits import SeedIntervals, search_with_edits
 from .search.exact import bad_queries, search_block
 
@@ -98,7 +98,7 @@ def neighborhood_task(index_path: str, block: int, reads: EncodedReads, patterns
     """Window positions matching a chunk's patterns (seed exact, neighborhood within ``errors``) in one block."""
     index = cached_index(index_path)
     device = current_device()
-    store = device.neighborhood(index, block)
+    store = device.neighborhood(index, block, upload_neighborhood)
     query, positions = seed_and_filter(device, store, index.neighborhood_params, reads, patterns, errors,
                                        n_strands(index))
     device.queries_searched += int(reads.lengths.size) * n_strands(index)  # (read, strand) pairs, as exact search

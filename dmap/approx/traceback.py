@@ -12,6 +12,8 @@ import re
 
 import numpy as np
 
+from ..device import launch_size
+
 INF = np.int16(10_000)
 DIAG, UP, LEFT = 0, 1, 2  # match/mismatch, insertion (read symbol only), deletion (reference symbol only)
 # Op codes in the op matrix; PAD fills after the end of an alignment.
@@ -185,8 +187,6 @@ def traceback_device(
     -------
     start, distance, ops, cigar, md
     """
-    from ..search.exact import launch_size
-
     n, width = patterns.shape
     k = max_errors
     maxops = width + 2 * k

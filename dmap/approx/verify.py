@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..device import Device
-from ..search.exact import launch_size
+from ..device import Device, launch_size
 from .patterns import match_masks
 
 COOPERATIVE_GROUP = 64  # work-items per group of the cooperative kernel (words x regions)

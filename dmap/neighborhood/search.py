@@ -17,9 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..approx.seeds import Seeds
-from ..device import Device
+from ..device import Device, launch_size
 from ..fastx import EncodedReads
-from ..search.exact import launch_size
 from .build import ARRAYS
 from .params import NeighborhoodParams
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..device import Device, DeviceBlock, ReverseOcc
+from ..device import Device, DeviceBlock, ReverseOcc, launch_size
 from ..locate import expand_intervals
-from .exact import launch_size, occ_defines
+from .exact import occ_defines
 
 # Intervals a query may write in the first pass.  Measured on E. coli
 # (benchmarks/seed_schemes.py): most seeds with one edit give 1-3 intervals;

@@ -7,13 +7,11 @@ import math
 import numpy as np
 
 from ..alphabet import INVALID
-from ..device import BlockText, Device, DeviceBlock
+from ..device import BlockText, Device, DeviceBlock, launch_size
 
-# Queries advanced in step by one work-item (see exact_search.cl) and the
-# work-group size, as measured fastest with benchmarks/kernel_speed.py
-# (docs/benchmarks.md).
+# Queries advanced in step by one work-item (see exact_search.cl), as
+# measured fastest with benchmarks/kernel_speed.py (docs/benchmarks.md).
 DEFAULT_BATCH = 16
-WORK_GROUP = 128
 BAD_READ = 0xFFFFFFFF  # the interval of a read with an unknown symbol (exact_search.cl)
 LOCATED = 0xFFFFFFFE  # (position, LOCATED): a query the kernel located itself (exact_search.cl)
 _IDENTITY = np.arange(256, dtype=np.uint8)
@@ -37,11 +35,6 @@ def plain_reads(table: np.ndarray | None, sigma: int) -> bool:
 def early_stop_length(n_rows: int, sigma: int) -> int:
     """Shortest unique suffix at which the search kernel stops and verifies against the text."""
     return math.ceil(math.log(max(n_rows, 2), max(sigma, 2))) + EARLY_STOP_MARGIN
-
-
-def launch_size(work_items: int) -> tuple[tuple[int], tuple[int]]:
-    """Global and local sizes: the global size rounded up to whole groups."""
-    return (-(-work_items // WORK_GROUP) * WORK_GROUP,), (WORK_GROUP,)
 
 
 def occ_defines(block: DeviceBlock) -> dict[str, int]:
