@@ -41,7 +41,7 @@ def main():
     dev = Device(args.device)
     blk = dev.block(idx, 0)
     n = len(chunk)
-    strands = 2 if idx.alphabet.has_reverse_complement else 1
+    strands = idx.alphabet.n_strands
     print(f"device: {dev.name}; index: {idx.meta.occ_layout} R={idx.meta.occ_sample_rate} "
           f"S={idx.meta.sa_sample_rate}; {n} reads of {int(chunk.lengths.mean())} symbols, {strands} strand(s)")
     for batch in args.batch:

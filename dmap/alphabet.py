@@ -72,6 +72,12 @@ class Alphabet:
     def has_reverse_complement(self) -> bool:
         return self.name == "dna"
 
+    @property
+    def n_strands(self) -> int:
+        """Strands searched: 2 for DNA (the reverse complement too), else 1.
+        A query is numbered ``read * n_strands + strand`` throughout."""
+        return 2 if self.has_reverse_complement else 1
+
     @classmethod
     def dna(cls) -> Alphabet:
         return cls("dna", DNA_SYMBOLS, DNA_AMBIGUOUS)

@@ -28,6 +28,7 @@ from .index.store import BLOCK_ARRAYS, BlockArrays, Index
 
 # Dask resource that device tasks ask for; workers with a device declare it.
 DEVICE_RESOURCE = "opencl"
+DEVICE_PLUGIN = "dmap-device"  # the name of each device worker's dmap.worker.DevicePlugin
 logger = logging.getLogger("dmap.device")
 
 
@@ -494,7 +495,7 @@ def current_device() -> Device:
     try:
         from distributed import get_worker
 
-        plugin = get_worker().plugins.get("dmap-device")
+        plugin = get_worker().plugins.get(DEVICE_PLUGIN)
     except ValueError:  # not inside a worker
         plugin = None
     if plugin is not None:

@@ -39,7 +39,7 @@ from . import sam
 from .approx.alignments import ChunkAlignments
 from .approx.seeds import Seeds, choose_seed_edits, pigeonhole_seeds, selective_length
 from .cluster import connect, embedded_client, require_device_workers
-from .device import DEVICE_RESOURCE
+from .device import DEVICE_PLUGIN, DEVICE_RESOURCE
 from .errors import ClusterError, DmapError, DmapWarning
 from .fastx import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
 from .hits import ChunkHits
@@ -56,7 +56,6 @@ from .tasks import (
     locate_task,
     merge_alignments_task,
     merge_task,
-    n_strands,
     neighborhood_task,
     search_task,
     verify_task,
@@ -364,19 +363,8 @@ def block_priority(block: int, chunk: int, window: int) -> int:
 
 
 def _worker_device_stats(dask_worker) -> dict | None:
-    plugin = dask_worker.plugins.get("dmap-device")
-    if plugin is None:
-        return None
-    device = plugin._device
-    return {
-        "name": str(dask_worker.name),
-        "device": plugin.spec or "default",
-        "block_loads": plugin.block_loads,
-        "block_budget": plugin.device.block_budget,
-        "queries_searched": device.queries_searched if device else 0,
-        "candidates": dict(device.candidates) if device else {},
-        "seconds": dict(device.seconds) if device else {},
-    }
+    plugin = dask_worker.plugins.get(DEVICE_PLUGIN)
+    return None if plugin is None else plugin.stats(str(dask_worker.name))
 
 
 def device_stats(client: Client) -> dict[str, dict]:
@@ -451,7 +439,7 @@ def _approximate_settings(idx: Index, max_errors: int, report_all: bool, eqx: bo
                 raise DmapError("--all and --eqx apply only with --max-errors K (-e K): exact mapping reports "
                                 "every hit, and its CIGAR is all matches")
             return None
-        chance = selective_length(idx.meta.text_length, idx.alphabet.sigma, n_strands(idx))
+        chance = selective_length(idx.meta.text_length, idx.alphabet.sigma, idx.alphabet.n_strands)
         return Approximate(max_errors, report_all, eqx, max_hits, seed_edits=seed_edits,
                            can_edit=idx.meta.reverse_index, chance_length=chance)
     params = idx.neighborhood_params

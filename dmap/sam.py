@@ -50,6 +50,11 @@ def header(meta: IndexMeta, argv: list[str] | None = None, read_group: ReadGroup
     return "\n".join(lines) + "\n"
 
 
+# An unmapped record's fields between QNAME and SEQ (FLAG 4, no position, no
+# CIGAR, no mate); kernels/sam_records.cl writes the same.
+UNMAPPED = "\t4\t*\t0\t0\t*\t*\t0\t0\t"
+
+
 @dataclass(frozen=True)
 class ReadGroup:
     """A read group: its ``@RG`` header line and the ``RG:Z:`` tag of every record.
@@ -184,7 +189,7 @@ def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], m
 
     def record(r: int, f: int, c: int, p: int, q: int, k: int, x0: int) -> str:
         if f & 4:
-            return f"{names[r]}\t4\t*\t0\t0\t*\t*\t0\t0\t{seqs[r]}\t{quals[r]}{tail}\n"
+            return f"{names[r]}{UNMAPPED}{seqs[r]}\t{quals[r]}{tail}\n"
         if f & 256:
             seq_qual = "*\t*"
         elif f & 16:  # only DNA has a reverse strand
@@ -221,7 +226,7 @@ def record_lengths(cols: RecordColumns, name_len: np.ndarray, seq_len: np.ndarra
     r = cols.read
     L = seq_len[r].astype(np.int64)
     qual = L if has_qual else np.ones_like(L)
-    unmapped = name_len[r] + len("\t4\t*\t0\t0\t*\t*\t0\t0\t") + np.where(L == 0, 3, L + 1 + qual) + tail + 1
+    unmapped = name_len[r] + len(UNMAPPED) + np.where(L == 0, 3, L + 1 + qual) + tail + 1
     secondary = (cols.flag & 256) != 0
     seq_qual = np.where(secondary, 3, L + 1 + qual)
     mapped = (name_len[r] + 1 + _digits(cols.flag) + 1 + rname_len[cols.contig] + 1 + _digits(cols.pos) + 1
@@ -326,7 +331,7 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
     for r in range(len(chunk)):
         n = int(counts[r])
         if n == 0:
-            lines.append(f"{names[r]}\t4\t*\t0\t0\t*\t*\t0\t0\t{seqs[r]}\t{quals[r]}{tail}\n")
+            lines.append(f"{names[r]}{UNMAPPED}{seqs[r]}\t{quals[r]}{tail}\n")
             continue
         for a in range(first[r], first[r] + n):
             flag = (16 if strand[a] else 0) | (256 if a > first[r] else 0)

@@ -37,20 +37,16 @@ def cached_index(path: str) -> Index:
     return _open(path, os.path.getmtime(os.path.join(path, "zarr.json")))
 
 
-def n_strands(index: Index) -> int:
-    return 2 if index.alphabet.has_reverse_complement else 1
-
-
 def search_task(index_path: str, block: int, chunk: EncodedReads | ReadBytes) -> np.ndarray:
     """Exact intervals ``(n_queries, 2)`` of a chunk (reads or seeds) in one block, on this worker's device."""
     index = cached_index(index_path)
     device = current_device()
     blk = device.block(index, block)
     if isinstance(chunk, ReadBytes):  # reads: translated, checked and mostly located on the device
-        found = search_block(device, blk, chunk.data, chunk.offsets, chunk.lengths, n_strands(index),
+        found = search_block(device, blk, chunk.data, chunk.offsets, chunk.lengths, index.alphabet.n_strands,
                              table=chunk.table, text=_early_stop_text(device, index, block))
     else:
-        found = search_block(device, blk, chunk.codes, chunk.offsets, chunk.lengths, n_strands(index))
+        found = search_block(device, blk, chunk.codes, chunk.offsets, chunk.lengths, index.alphabet.n_strands)
     return found.reshape(-1, 2)
 
 
@@ -71,7 +67,7 @@ def edit_search_task(index_path: str, block: int, seeds: EncodedReads, max_edits
     index = cached_index(index_path)
     device = current_device()
     return search_with_edits(device, device.block(index, block), device.reverse_occ(index, block), seeds.codes,
-                             seeds.offsets, seeds.lengths, n_strands(index), max_edits)
+                             seeds.offsets, seeds.lengths, index.alphabet.n_strands, max_edits)
 
 
 def locate_task(index_path: str, block: int, intervals: np.ndarray | SeedIntervals) -> BlockHits:
@@ -82,7 +78,7 @@ def locate_task(index_path: str, block: int, intervals: np.ndarray | SeedInterva
     if isinstance(intervals, SeedIntervals):
         query, rows = intervals.rows()
         return BlockHits(block, blk.start, blk.own_length, query, locate_rows(device, blk, rows))
-    ns = n_strands(index)
+    ns = index.alphabet.n_strands
     bad = np.unique(bad_queries(intervals) // ns)
     if bad.size:  # reads with a symbol outside the alphabet: no hits on any strand, and reported
         intervals = intervals.copy()
@@ -100,11 +96,10 @@ def neighborhood_task(index_path: str, block: int, reads: EncodedReads, patterns
     device = current_device()
     store = device.neighborhood(index, block, upload_neighborhood)
     query, positions = seed_and_filter(device, store, index.neighborhood_params, reads, patterns, errors,
-                                       n_strands(index))
-    device.queries_searched += int(reads.lengths.size) * n_strands(index)  # (read, strand) pairs, as exact search
-    b = index.meta.blocks[block]
-    own = b.length if block == index.n_blocks - 1 else index.meta.block_length
-    return BlockHits(block, b.start, own, query, positions)
+                                       index.alphabet.n_strands)
+    # (read, strand) pairs, as exact search counts them
+    device.queries_searched += int(reads.lengths.size) * index.alphabet.n_strands
+    return BlockHits(block, index.meta.blocks[block].start, index.own_length(block), query, positions)
 
 
 def merge_task(index_path: str, n_reads: int, parts: list[BlockHits], searched: np.ndarray | None = None) -> ChunkHits:
@@ -115,7 +110,7 @@ def merge_task(index_path: str, n_reads: int, parts: list[BlockHits], searched: 
     """
     index = cached_index(index_path)
     n = n_reads if searched is None else searched.size
-    return merge_block_hits(parts, n, n_strands(index), index.contig_offsets).renumbered(searched, n_reads)
+    return merge_block_hits(parts, n, index.alphabet.n_strands, index.contig_offsets).renumbered(searched, n_reads)
 
 
 def verify_task(index_path: str, block: int, reads: EncodedReads, seeds: Seeds, located: BlockHits,
@@ -128,7 +123,7 @@ def verify_task(index_path: str, block: int, reads: EncodedReads, seeds: Seeds, 
     index = cached_index(index_path)
     device = current_device()
     meta = index.meta
-    ns = n_strands(index)
+    ns = index.alphabet.n_strands
     regions = candidate_regions(located, seeds, reads.lengths, ns, max_errors, meta.blocks[block].length,
                                 index.contig_offsets, np.array([c.length for c in meta.contigs], dtype=np.int64))
     device.candidates["seed hits"] += int(located.query.size)
@@ -164,7 +159,7 @@ def merge_alignments_task(index_path: str, n_reads: int, parts: list[BlockAlignm
     a primary among equals)."""
     index = cached_index(index_path)
     n = n_reads if searched is None else searched.size
-    return merge_alignments(parts, n, n_strands(index), index.contig_offsets, max_errors, report_all,
+    return merge_alignments(parts, n, index.alphabet.n_strands, index.contig_offsets, max_errors, report_all,
                             max_hits, name_hash).renumbered(searched, n_reads)
 
 

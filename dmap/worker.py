@@ -14,13 +14,13 @@ from __future__ import annotations
 import click
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from .device import Device
+from .device import DEVICE_PLUGIN, Device
 
 
 class DevicePlugin(WorkerPlugin):
-    """Gives a worker its :class:`dmap.device.Device` (``worker.plugins['dmap-device'].device``)."""
+    """Gives a worker its :class:`dmap.device.Device` (``worker.plugins[DEVICE_PLUGIN].device``)."""
 
-    name = "dmap-device"
+    name = DEVICE_PLUGIN
 
     def __init__(self, spec: str | None = None):
         self.spec = spec
@@ -30,6 +30,20 @@ class DevicePlugin(WorkerPlugin):
     def block_loads(self) -> int:
         """Index blocks loaded onto this worker's device so far."""
         return self._device.block_loads if self._device is not None else 0
+
+    def stats(self, worker_name: str) -> dict:
+        """This worker's counters: device, block loads, queries searched, candidates,
+        seconds per activity (what :func:`dmap.pipeline.device_stats` gathers)."""
+        device = self._device
+        return {
+            "name": worker_name,
+            "device": self.spec or "default",
+            "block_loads": self.block_loads,
+            "block_budget": self.device.block_budget,
+            "queries_searched": device.queries_searched if device else 0,
+            "candidates": dict(device.candidates) if device else {},
+            "seconds": dict(device.seconds) if device else {},
+        }
 
     @property
     def device(self) -> Device:

@@ -59,7 +59,7 @@ def oracle(contigs, reads, alphabet, k):
     alpha = alphabet_for(alphabet, contigs)
     ref = [alpha.reference_table[np.frombuffer(s.encode(), np.uint8)] for _, s in contigs]
     pats = []
-    n_strands = 2 if alpha.has_reverse_complement else 1
+    n_strands = alpha.n_strands
     for r in reads:
         c = alpha.read_table[np.frombuffer(r.encode(), np.uint8)]
         pats.append(c)

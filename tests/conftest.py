@@ -120,7 +120,7 @@ def kernel_hits(device, block, text, alphabet, reads, batch=16):
     """Hits of the kernel searching codes (intervals checked against numpy, then located), which
     must equal those of the kernel searching the reads' bytes with the early stop on."""
     codes, offsets, lengths, raw = encode_reads(reads, alphabet, reads)
-    n_strands = 2 if alphabet.has_reverse_complement else 1
+    n_strands = alphabet.n_strands
     dblock = device.upload_block(block)
     intervals = search_block(device, dblock, codes, offsets, lengths, n_strands, batch=batch)
     assert (intervals == backward_search_numpy(block, codes, offsets, lengths, n_strands)).all()

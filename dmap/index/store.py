@@ -194,6 +194,11 @@ class Index:
     def n_blocks(self) -> int:
         return len(self.meta.blocks)
 
+    def own_length(self, number: int) -> int:
+        """Block ``number``'s own positions ``[0, own_length)``: the rest of its text is the
+        overlap of L-1 symbols with the next block, whose hits that block reports."""
+        return self.meta.blocks[number].length if number == self.n_blocks - 1 else self.meta.block_length
+
     @property
     def neighborhood_params(self):
         """The :class:`dmap.neighborhood.params.NeighborhoodParams` of the index, or None."""
@@ -250,11 +255,10 @@ class Index:
         b = self.meta.blocks[number]
         arrays = {name: self.read_array(f"blocks/{number}/{name}") for name in BLOCK_ARRAYS}
         shape = OccShape(self.meta.occ_layout, self.alphabet.sigma, self.meta.occ_sample_rate, b.n_rows)
-        last = number == self.n_blocks - 1
         return BlockArrays(
             number=number,
             start=b.start,
-            own_length=b.length if last else self.meta.block_length,
+            own_length=self.own_length(number),
             shape=shape,
             sa_sample_rate=self.meta.sa_sample_rate,
             **arrays,

@@ -24,7 +24,7 @@ def check_seeds(device, text: np.ndarray, alphabet, seeds: list[np.ndarray], max
     block = single_block(text, alphabet, layout)
     dblock = device.upload_block(block)
     reverse = device.upload_reverse(index_reverse_block(text, sigma, layout, block.shape.rate), block.shape)
-    n_strands = 2 if alphabet.has_reverse_complement else 1
+    n_strands = alphabet.n_strands
     lengths = np.array([s.size for s in seeds])
     offsets = np.r_[0, np.cumsum(lengths)[:-1]]
     found = search_with_edits(device, dblock, reverse, np.concatenate(seeds).astype(np.uint8), offsets, lengths,
