@@ -26,11 +26,12 @@ import numpy as np
 
 from dmap.alphabet import get_alphabet
 from dmap.device import Device
-from dmap.fastx import EncodedReads, encode_reference, iter_contigs
+from dmap.fastx import encode_reference, iter_contigs
 from dmap.neighborhood.build import index_neighborhoods
 from dmap.neighborhood.params import NeighborhoodParams, reference_windows
 from dmap.neighborhood.reference import lookup_tables
 from dmap.neighborhood.search import count_matches, neighborhood_patterns, upload_neighborhood
+from dmap.reads import EncodedReads
 
 ECOLI = "/usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz"
 

@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .examples import write_example  # noqa: F401
     from .index import Index, build_index, open_index  # noqa: F401
     from .neighborhood.params import NeighborhoodSpec  # noqa: F401
-    from .pipeline import Hits, MappingResult, device_stats, map_reads  # noqa: F401
+    from .pipeline import device_stats, map_reads  # noqa: F401
+    from .result import Hits, MappingResult  # noqa: F401
     from .scaling import measure_workers, part_configurations  # noqa: F401
 
 # Public name -> the module that defines it.
@@ -31,8 +32,8 @@ _EXPORTS = {
     "NeighborhoodSpec": ".neighborhood.params",
     "map_reads": ".pipeline",
     "device_stats": ".pipeline",
-    "MappingResult": ".pipeline",
-    "Hits": ".pipeline",
+    "MappingResult": ".result",
+    "Hits": ".result",
     "LocalDeviceCluster": ".cluster",
     "write_example": ".examples",
     "measure_workers": ".scaling",

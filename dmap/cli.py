@@ -17,8 +17,8 @@ import dmap
 
 from .cluster_file import read_cluster_file
 from .errors import DmapError, DmapWarning, Interrupted, OutputError
-from .fastx import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE
 from .index.store import DEFAULT_MAX_QUERY_LENGTH
+from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE
 
 
 def _user_errors(f):

@@ -28,7 +28,6 @@ import time
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
-from dataclasses import dataclass, field
 
 import numpy as np
 from distributed import Client
@@ -37,20 +36,20 @@ from distributed.comm.core import CommClosedError
 
 from . import sam
 from .approx.alignments import ChunkAlignments
-from .approx.seeds import Seeds, choose_seed_edits, pigeonhole_seeds, selective_length
+from .approx.settings import MAX_ERRORS_LIMIT, Approximate, approximate_settings
 from .cluster import connect, embedded_client, require_device_workers
 from .device import DEVICE_PLUGIN, DEVICE_RESOURCE
 from .errors import ClusterError, DmapError, DmapWarning
-from .fastx import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, ReadChunk, iter_read_chunks
+from .fastx import iter_read_chunks
 from .hits import ChunkHits
 from .index.store import Index, open_index
 from .mapq import name_hashes
-from .neighborhood.params import MAX_NEIGHBORHOOD_ERRORS
 from .neighborhood.search import neighborhood_patterns
 from .output import Output
 from .progress import Progress
-from .schedule import GuidedChunks
-from .search.edits import MAX_SEED_EDITS
+from .reads import ReadChunk
+from .result import MappingResult, collect_hits
+from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, GuidedChunks
 from .tasks import (
     edit_search_task,
     locate_task,
@@ -60,73 +59,6 @@ from .tasks import (
     search_task,
     verify_task,
 )
-
-MAX_ERRORS_LIMIT = 32  # distances are kept in one byte; seeds shorter than ~3 symbols hit everywhere anyway
-
-
-@dataclass
-class Hits:
-    """All hits of a mapping run, one entry per (read, contig, position, strand)."""
-
-    read: np.ndarray  # 0-based read number in the input
-    read_name: list[str]
-    contig: list[str]
-    position: np.ndarray  # 0-based leftmost position in the contig
-    strand: np.ndarray  # '+' or '-'
-    distance: np.ndarray | None = None  # edit distance (approximate mapping only)
-    cigar: list[str] | None = None
-
-    def __len__(self) -> int:
-        return int(self.read.size)
-
-    def to_pandas(self):
-        """The hits as a :class:`pandas.DataFrame` (pandas must be installed)."""
-        import pandas as pd
-
-        columns = {"read": self.read, "read_name": self.read_name, "contig": self.contig,
-                   "position": self.position, "strand": self.strand}
-        if self.distance is not None:
-            columns.update(distance=self.distance, cigar=self.cigar)
-        return pd.DataFrame(columns)
-
-
-@dataclass
-class MappingResult:
-    """What :func:`map_reads` returns."""
-
-    n_reads: int = 0
-    n_mapped: int = 0
-    n_hits: int = 0
-    seconds: float = 0.0
-    sam_path: str | None = None
-    hits: Hits | None = None
-    chunk_seconds: list[float] = field(default_factory=list)
-    block_loads: dict[str, int] = field(default_factory=dict)  # index blocks each worker loaded in this run
-    # approximate mapping: "seed hits" and candidate "regions" verified in this run, over all workers
-    candidates: dict[str, int] = field(default_factory=dict)
-    # reads written unmapped without a search, by reason (dmap.fastx.UNMAPPABLE): empty, too long, unknown symbol
-    unmappable: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def reads_per_second(self) -> float:
-        return self.n_reads / self.seconds if self.seconds else 0.0
-
-
-def _collect_hits(results: list[tuple[ChunkHits | ChunkAlignments, ReadChunk]], contig_names: list[str],
-                  approximate: bool) -> Hits:
-    reads, names, contigs, pos, strand, dist, cigar = [], [], [], [], [], [], []
-    for h, chunk in results:
-        if approximate:
-            dist.append(h.distance)
-            cigar += h.cigar
-        reads.append(h.read + chunk.first)
-        names += [chunk.names[i] for i in h.read.tolist()]
-        contigs += [contig_names[c] for c in h.contig.tolist()]
-        pos.append(h.position)
-        strand.append(np.where(h.strand == 1, "-", "+"))
-    cat = lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dtype=dt)  # noqa: E731
-    return Hits(cat(reads, np.int64), names, contigs, cat(pos, np.int64), cat(strand, "<U1"),
-                cat(dist, np.int64) if approximate else None, cigar if approximate else None)
 
 
 @contextlib.contextmanager
@@ -260,7 +192,7 @@ def map_reads(
     if not 0 <= max_errors <= MAX_ERRORS_LIMIT:
         raise DmapError(f"--max-errors must be between 0 and {MAX_ERRORS_LIMIT}, not {max_errors}")
     idx = open_index(index)
-    approx = _approximate_settings(idx, max_errors, report_all, eqx, max_hits, engine, delta, neighborhood_errors,
+    approx = approximate_settings(idx, max_errors, report_all, eqx, max_hits, engine, delta, neighborhood_errors,
                                    seed_edits)
     if max_errors >= idx.meta.max_query_length:
         raise DmapError(f"--max-errors {max_errors} leaves no read length within the index's maximum query "
@@ -320,7 +252,7 @@ def map_reads(
         if out is not None:
             out.discard()  # after commit(): nothing left to do
     if return_hits:
-        result.hits = _collect_hits(kept, contig_names, approx is not None)
+        result.hits = collect_hits(kept, contig_names, approx is not None)
     result.seconds = time.perf_counter() - t0
     return result
 
@@ -393,65 +325,6 @@ def block_homes(client: Client, idx: Index) -> dict[int, str]:
         return {}
     workers = sorted(stats)
     return {b: workers[b % len(workers)] for b in range(idx.n_blocks)}
-
-
-@dataclass
-class Approximate:
-    """Settings of approximate mapping (``map_reads(max_errors=K)``)."""
-
-    max_errors: int
-    report_all: bool
-    eqx: bool
-    max_hits: int | None
-    engine: str = "fm"
-    delta: int = 1
-    neighborhood_errors: int = 0
-    window: int = 0  # a neighborhood pattern's span
-    seed_edits: int | None = None  # engine "fm": edits per seed, None to choose per chunk
-    can_edit: bool = False  # the index has the reversed-text occ that seeds with edits need
-    chance_length: float = 0.0  # pieces shorter than this hit the reference by chance
-
-    def seeds_for(self, lengths: np.ndarray) -> tuple[Seeds, int]:
-        """The FM engine's seeds of a chunk and the edits each is searched with."""
-        m = choose_seed_edits(self.max_errors, lengths, self.can_edit, self.seed_edits, self.chance_length)
-        return pigeonhole_seeds(lengths, self.max_errors, m), m
-
-
-def _approximate_settings(idx: Index, max_errors: int, report_all: bool, eqx: bool, max_hits: int | None,
-                          engine: str, delta: int, neighborhood_errors: int | None,
-                          seed_edits: int | None = None) -> Approximate | None:
-    """Validated settings of seed-and-verify mapping, or None for exact FM-index mapping."""
-    if engine not in ("fm", "phash"):
-        raise DmapError(f"unknown --engine {engine!r}; choose fm or phash")
-    if engine == "phash" and seed_edits is not None:
-        raise DmapError("--seed-edits applies only to --engine fm")
-    if engine == "fm":
-        if delta != 1 or neighborhood_errors is not None:
-            raise DmapError("--delta and --neighborhood-errors apply only to --engine phash")
-        if seed_edits is not None:
-            if not 0 <= seed_edits <= MAX_SEED_EDITS:
-                raise DmapError(f"--seed-edits must be between 0 and {MAX_SEED_EDITS}, not {seed_edits}")
-            if seed_edits and not idx.meta.reverse_index:
-                raise DmapError(f"index {idx.path!r} (format version {idx.meta.format_version}) has no reversed-text "
-                                "index for --seed-edits; rebuild it with this dmap, or use --seed-edits 0")
-        if not max_errors:
-            if report_all or eqx:
-                raise DmapError("--all and --eqx apply only with --max-errors K (-e K): exact mapping reports "
-                                "every hit, and its CIGAR is all matches")
-            return None
-        chance = selective_length(idx.meta.text_length, idx.alphabet.sigma, idx.alphabet.n_strands)
-        return Approximate(max_errors, report_all, eqx, max_hits, seed_edits=seed_edits,
-                           can_edit=idx.meta.reverse_index, chance_length=chance)
-    params = idx.neighborhood_params
-    if params is None:
-        raise DmapError(f"index {idx.path!r} has no neighborhood index for --engine phash; rebuild it with "
-                        "'dmap index REFERENCE -o INDEX --neighborhood'")
-    if delta < 1:
-        raise DmapError(f"--delta must be at least 1, not {delta}")
-    e = params.max_errors if neighborhood_errors is None else neighborhood_errors
-    if not 0 <= e <= MAX_NEIGHBORHOOD_ERRORS:
-        raise DmapError(f"--neighborhood-errors must be between 0 and {MAX_NEIGHBORHOOD_ERRORS}, not {e}")
-    return Approximate(max_errors, report_all, eqx, max_hits, engine, delta, e, params.window)
 
 
 def _prepended(first: list, rest: Iterator):

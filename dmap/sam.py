@@ -32,10 +32,10 @@ from .alphabet import _DNA_COMPLEMENT, reverse_complement
 from .approx.alignments import ChunkAlignments
 from .device import launch_size, local_device
 from .errors import DmapError, OutputError
-from .fastx import ReadChunk, flat_strings
 from .hits import ChunkHits
 from .index.store import IndexMeta
 from .mapq import mapping_quality, name_hashes, primary_first, tie_pick
+from .reads import ReadChunk, flat_strings
 
 
 def header(meta: IndexMeta, argv: list[str] | None = None, read_group: ReadGroup | None = None) -> str:

@@ -24,6 +24,20 @@ from __future__ import annotations
 
 import os
 
+# The largest chunk of reads in exact mapping (chunks grow to it, see
+# GuidedChunks).  Each chunk costs tens of milliseconds beyond its reads
+# (Dask tasks, kernel launches, buffers), and a launch's last work-groups
+# leave cores idle: on one warm cluster, 10M reads mapped in 11.6 s with
+# 100,000-read chunks against 14.4 s with 50,000.  Chunks of 200,000,
+# reached after 2M reads: 10M reads 8.39 -> 8.01 s against 100,000, for
+# 687 MB of peak RSS instead of 442 MB.  Approximate mapping
+# holds about 4x as much per read in flight (seeds, candidates, alignments)
+# and keeps 50,000.  Chunk size against speed and memory: docs/benchmarks.md.
+DEFAULT_CHUNK_SIZE = 200_000
+DEFAULT_APPROX_CHUNK_SIZE = 50_000
+
+
+
 COMPRESSED = (".gz", ".bgz", ".bz2", ".xz", ".zst")
 # Reads in the first chunk.  It is read and checked before the cluster
 # starts: 200,000 reads took 0.26-0.34 s (docs/benchmarks.md).

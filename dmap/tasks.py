@@ -18,11 +18,11 @@ from .approx.patterns import pattern_matrix
 from .approx.seeds import Seeds
 from .approx.verify import myers_distances
 from .device import current_device
-from .fastx import EncodedReads, ReadBytes
 from .hits import BlockHits, ChunkHits, merge_block_hits
 from .index.store import Index
 from .locate import locate_rows, split_located
 from .neighborhood.search import seed_and_filter, upload_neighborhood
+from .reads import EncodedReads, ReadBytes
 from .search.edits import SeedIntervals, search_with_edits
 from .search.exact import bad_queries, search_block
 
@@ -106,7 +106,7 @@ def merge_task(index_path: str, n_reads: int, parts: list[BlockHits], searched: 
     """Deduplicate a chunk's hits across block overlaps; contig coordinates.
 
     ``searched``: the chunk-local numbers of the reads that were searched
-    (:attr:`dmap.fastx.ReadChunk.searched`), None for all ``n_reads``.
+    (:attr:`dmap.reads.ReadChunk.searched`), None for all ``n_reads``.
     """
     index = cached_index(index_path)
     n = n_reads if searched is None else searched.size

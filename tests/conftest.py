@@ -12,10 +12,10 @@ import pytest
 
 from dmap.alphabet import DNA_SYMBOLS, PROTEIN_SYMBOLS, Alphabet, get_alphabet
 from dmap.device import BlockText, Device
-from dmap.fastx import encode_reads
 from dmap.index.build import index_block
 from dmap.index.store import BlockArrays
 from dmap.locate import expand_intervals, locate_rows, locate_rows_numpy, split_located
+from dmap.reads import encode_reads
 from dmap.search.exact import search_block
 from dmap.search.reference import backward_search_numpy
 

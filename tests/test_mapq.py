@@ -4,8 +4,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dmap.fastx import ReadFields
 from dmap.mapq import NO_SECOND, mapping_quality, name_hashes, primary_first, tie_pick
+from dmap.reads import ReadFields
 
 
 def test_mapping_quality():

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from dmap.alphabet import get_alphabet
 from dmap.errors import DeviceError, OutputError
-from dmap.fastx import ReadChunk, ReadFields
 from dmap.hits import ChunkHits
 from dmap.mapq import mapping_quality
+from dmap.reads import ReadChunk, ReadFields
 from dmap.sam import (
     PageCacheLimit,
     SamWriter,

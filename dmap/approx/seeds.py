@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..fastx import EncodedReads
+from ..reads import EncodedReads
 
 
 @dataclass

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..approx.patterns import pattern_matrix
 from ..approx.seeds import Seeds
-from ..fastx import EncodedReads
+from ..reads import EncodedReads
 from .params import NeighborhoodParams, reference_windows
 
 

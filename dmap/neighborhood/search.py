@@ -18,7 +18,7 @@ import numpy as np
 
 from ..approx.seeds import Seeds
 from ..device import Device, launch_size
-from ..fastx import EncodedReads
+from ..reads import EncodedReads
 from .build import ARRAYS
 from .params import NeighborhoodParams
 

@@ -64,7 +64,7 @@ def search_with_edits(
     block, reverse
         The block's FM-index and its reversed text's occurrence table.
     codes, offsets, lengths
-        Seeds back to back, as in :class:`dmap.fastx.EncodedReads`.
+        Seeds back to back, as in :class:`dmap.reads.EncodedReads`.
     n_strands
         1 (forward only) or 2 (also the reverse complement, DNA).
     max_edits

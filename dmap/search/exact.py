@@ -63,7 +63,7 @@ def search_block(
         1 (forward only) or 2 (also the reverse complement, DNA).
     table
         byte -> code, applied on the device: ``codes`` may then be the
-        reads' bytes as read (:class:`dmap.fastx.ReadBytes`).  None when
+        reads' bytes as read (:class:`dmap.reads.ReadBytes`).  None when
         ``codes`` are codes already.
     text
         The block's text on the device: turns the early stop on (see

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 import dmap
 from dmap.approx.reference import edit_distance
-from dmap.fastx import ReadFields
 from dmap.mapq import name_hashes, tie_pick
+from dmap.reads import ReadFields
 
 
 def run_case(tmp_path, client, contigs, reads, alphabet, k, block_length, report_all=True, seed_edits=None):

@@ -8,11 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmap.alphabet import NO_MATCH
-from dmap.fastx import EncodedReads
 from dmap.neighborhood.build import index_neighborhoods
 from dmap.neighborhood.params import NeighborhoodParams
 from dmap.neighborhood.reference import brute_force_matches, lookup_tables
 from dmap.neighborhood.search import count_matches, neighborhood_patterns, seed_and_filter, upload_neighborhood
+from dmap.reads import EncodedReads
 
 
 def reads_from(rng, text: np.ndarray, sigma: int, n: int, n_strands: int) -> EncodedReads:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from dmap.alphabet import reverse_complement
 from dmap.device import BlockText
-from dmap.fastx import encode_reads
+from dmap.reads import encode_reads
 from dmap.search.exact import BAD_READ, LOCATED, bad_queries, early_stop_length, plain_reads, search_block
 from dmap.search.reference import brute_force_hits
 

@@ -1,0 +1,256 @@
+"""The reads as the pipeline holds them: a chunk's file bytes with the offsets of
+each record's fields, and the views the kernels take.  No Python object per read:
+names, sequences and qualities stay in the bytes they were read into (a FASTQ
+piece mapped from the page cache, or a buffer dnaio's records were laid into).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from .alphabet import INVALID, Alphabet
+from .errors import InputFormatError, UnknownSymbolError
+
+
+@dataclass
+class ReadFields:
+    """Records inside one byte buffer: where each record's name, sequence and quality lie.
+
+    Offsets index ``data``; the quality of record ``i`` (FASTQ) is as long as
+    its sequence.  Keeping the file's bytes and offsets, instead of one
+    string per field, costs no Python object per read.
+    """
+
+    data: np.ndarray  # uint8
+    name_off: np.ndarray
+    name_len: np.ndarray
+    seq_off: np.ndarray
+    seq_len: np.ndarray
+    qual_off: np.ndarray | None  # None for FASTA
+
+    def __len__(self) -> int:
+        return int(self.seq_off.size)
+
+    def take(self, lo: int, hi: int) -> ReadFields:
+        """Records ``lo:hi`` (views; ``data`` is shared)."""
+        q = None if self.qual_off is None else self.qual_off[lo:hi]
+        return ReadFields(self.data, self.name_off[lo:hi], self.name_len[lo:hi], self.seq_off[lo:hi],
+                          self.seq_len[lo:hi], q)
+
+    def as_uint32(self) -> ReadFields:
+        """The same fields with uint32 offsets, as the kernels take them."""
+        if self.data.size >= 2**32:
+            raise InputFormatError("a chunk of reads holds over 4 GiB; use a smaller --chunk-size")
+        u = lambda a: None if a is None else a.astype(np.uint32, copy=False)  # noqa: E731
+        return ReadFields(self.data, u(self.name_off), u(self.name_len), u(self.seq_off), u(self.seq_len),
+                          u(self.qual_off))
+
+    @classmethod
+    def concat(cls, parts: list[ReadFields]) -> ReadFields:
+        """One buffer holding the records of ``parts``, in order."""
+        if len(parts) == 1:
+            return parts[0]
+        shift = np.cumsum([0] + [p.data.size for p in parts[:-1]])
+        moved = lambda name: np.concatenate([getattr(p, name) + s for p, s in zip(parts, shift)])  # noqa: E731
+        joined = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
+        fasta = parts[0].qual_off is None
+        return cls(joined("data"), moved("name_off"), joined("name_len"), moved("seq_off"), joined("seq_len"),
+                   None if fasta else moved("qual_off"))
+
+    @classmethod
+    def from_strings(cls, names: list[str], seqs: list[str], quals: list[str] | None) -> ReadFields:
+        """Records given as strings (FASTA records, tests), laid out as names, sequences, qualities."""
+        columns = [flat_strings(col) for col in [names, seqs] + ([quals] if quals is not None else [])]
+        starts = np.cumsum([0] + [data.size for data, _, _ in columns[:-1]])
+        (_, name_off, name_len), (_, seq_off, seq_len) = columns[:2]
+        return cls(np.concatenate([data for data, _, _ in columns]), name_off + starts[0], name_len,
+                   seq_off + starts[1], seq_len, columns[2][1] + starts[2] if quals is not None else None)
+
+
+def flat_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Strings back to back as bytes (UTF-8), with int64 offsets and lengths in bytes."""
+    encoded = [x.encode("utf-8", "surrogateescape") for x in strings]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    offsets = np.zeros(len(encoded), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, lengths
+
+
+def reads_with_unknown_symbols(codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
+    """Per read, whether it holds an INVALID code; None when no read does."""
+    bad = codes == INVALID
+    if not bad.any():
+        return None
+    # logical_or.reduceat over [start, end) pairs: element 2i is "read i holds a bad code".
+    bounds = np.stack([offsets, offsets + lengths], axis=1).ravel().astype(np.int64)
+    per_read = np.logical_or.reduceat(np.append(bad, False), np.minimum(bounds, bad.size))[::2] & (lengths > 0)
+    return per_read if per_read.any() else None
+
+
+def first_unknown_symbol(codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> tuple[int, int] | None:
+    """(read, position in ``codes``) of the first INVALID code inside a read, or None."""
+    per_read = reads_with_unknown_symbols(codes, offsets, lengths)
+    if per_read is None:
+        return None
+    read = int(np.argmax(per_read))
+    start = int(offsets[read])
+    return read, start + int(np.argmax(codes[start: start + int(lengths[read])] == INVALID))
+
+
+# SAM's limit on a read name (QNAME): a longer one makes a file that samtools refuses.
+MAX_NAME_LENGTH = 254
+# Why a read is written unmapped without being searched (MappingResult.unmappable counts them).
+UNMAPPABLE = ("empty", "too long", "unknown symbol")
+
+
+@dataclass
+class ReadChunk:
+    """A chunk of reads: the file's bytes and where each field lies in them.
+
+    ``first`` is the 0-based number of the chunk's first read in the input,
+    so chunks can be put back in input order.  ``names``, ``seqs`` and
+    ``quals`` are built on first use (the exact path never needs them: the
+    SAM kernel reads ``data`` directly).
+    """
+
+    number: int
+    first: int
+    fields: ReadFields
+    table: np.ndarray  # byte -> code (Alphabet.read_table)
+    alphabet: str  # its name, for error messages
+    # Reads that are written unmapped without a search (empty, longer than
+    # the index maps, a symbol outside the alphabet), or None; and how many
+    # of each kind of UNMAPPABLE.
+    skipped: np.ndarray | None = None
+    unmappable: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.fields = self.fields.as_uint32()
+
+    def skip(self, reads: np.ndarray, why: str) -> None:
+        """Leave the reads of the bool mask ``reads`` out of the search, as ``why`` (one of UNMAPPABLE)."""
+        reads = reads & ~self.skipped if self.skipped is not None else reads
+        n = int(reads.sum())
+        if n:
+            self.unmappable[why] = self.unmappable.get(why, 0) + n
+            self.skipped = reads if self.skipped is None else self.skipped | reads
+
+    @property
+    def file_bytes(self) -> int:
+        """About how many bytes of the reads file the chunk's records took: header,
+        sequence (and '+' line and qualities) with their newlines."""
+        f = self.fields
+        fastq = f.qual_off is not None
+        return (int(f.name_len.sum(dtype=np.int64)) + int(f.seq_len.sum(dtype=np.int64)) * (1 + fastq)
+                + (6 if fastq else 2) * len(f))
+
+    @property
+    def searched(self) -> np.ndarray | None:
+        """Chunk-local numbers of the reads that go to the device, or None for all of them."""
+        return None if self.skipped is None else np.flatnonzero(~self.skipped)
+
+    def _searched(self, a: np.ndarray) -> np.ndarray:
+        return a if self.skipped is None else a[~self.skipped]
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    @property
+    def data(self) -> np.ndarray:
+        return self.fields.data
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return self.fields.seq_off
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.fields.seq_len
+
+    def _strings(self, offsets: np.ndarray, lengths: np.ndarray) -> list[str]:
+        raw = self.fields.data.tobytes()
+        return [raw[o: o + n].decode("latin-1") for o, n in zip(offsets.tolist(), lengths.tolist())]
+
+    @cached_property
+    def names(self) -> list[str]:
+        return self._strings(self.fields.name_off, self.fields.name_len)
+
+    @cached_property
+    def seqs(self) -> list[str]:
+        return self._strings(self.fields.seq_off, self.fields.seq_len)
+
+    @cached_property
+    def quals(self) -> list[str] | None:
+        f = self.fields
+        return None if f.qual_off is None else self._strings(f.qual_off, f.seq_len)
+
+    def read_bytes(self) -> ReadBytes:
+        """What the exact search kernel takes: the bytes as read, translated on the device
+        (the skipped reads left out)."""
+        return ReadBytes(self.number, self.data, self._searched(self.offsets), self._searched(self.lengths),
+                         self.table)
+
+    @cached_property
+    def codes(self) -> np.ndarray:
+        """``data`` translated to codes (the sequences' offsets hold there too); made once per chunk."""
+        return np.frombuffer(self.data.tobytes().translate(self.table.tobytes()), dtype=np.uint8)
+
+    def encoded(self) -> EncodedReads:
+        """The reads as codes, for the seeds of approximate mapping (the skipped reads left out)."""
+        return EncodedReads(self.number, self.codes, self._searched(self.offsets), self._searched(self.lengths))
+
+    def check_symbols(self) -> None:
+        """Raise :class:`InputFormatError` naming the first read with a symbol outside the alphabet."""
+        found = first_unknown_symbol(self.codes, self.offsets, self.lengths)
+        if found is not None:
+            raise UnknownSymbolError(found[0], chr(self.data[found[1]])).naming(self.names, self.alphabet)
+
+    def unknown_symbol_error(self, read: int) -> InputFormatError:
+        """The error naming ``read`` and its first symbol outside the alphabet."""
+        seq = self.data[int(self.offsets[read]): int(self.offsets[read]) + int(self.lengths[read])]
+        symbol = chr(seq[np.argmax(self.table[seq] == INVALID)])
+        return UnknownSymbolError(read, symbol).naming(self.names, self.alphabet)
+
+
+@dataclass
+class ReadBytes:
+    """A chunk's sequences as read from the file, with the byte -> code table the kernel applies."""
+
+    number: int
+    data: np.ndarray
+    offsets: np.ndarray
+    lengths: np.ndarray
+    table: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.lengths.size)
+
+
+@dataclass
+class EncodedReads:
+    """Reads (or seeds) as codes: ``codes[offsets[i] : offsets[i] + lengths[i]]`` (numpy arrays only)."""
+
+    number: int
+    codes: np.ndarray
+    offsets: np.ndarray
+    lengths: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.lengths.size)
+
+
+def encode_reads(
+    seqs: list[str], alphabet: Alphabet, names: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Encode reads into flat codes, offsets, lengths and the raw bytes (tests and benchmarks)."""
+    fields = ReadFields.from_strings(names, seqs, None)
+    chunk = ReadChunk(0, 0, fields, alphabet.read_table, alphabet.name)
+    chunk.check_symbols()
+    enc = chunk.encoded()
+    lo = int(fields.seq_off[0]) if len(fields) else 0
+    hi = lo + int(fields.seq_len.sum())
+    return (enc.codes[lo:hi], (fields.seq_off - lo).astype(np.uint32), fields.seq_len.astype(np.uint32),
+            fields.data[lo:hi])
