@@ -215,6 +215,10 @@ def _read_fields(path: str | os.PathLike, chunk_size: int,
             skipped = len(_BOM)
             if not _fill(f, memoryview(head), path):
                 return
+        while head[0] in _BLANK:  # blank lines before the first record (or only blank lines: no reads)
+            skipped += 1
+            if not _fill(f, memoryview(head), path):
+                return
         if head[0] != ord("@"):
             records = _records(io.BufferedReader(_Prefixed(head.tobytes(), f)), "reads", path)
             while batch := list(itertools.islice(records, chunk_size)):
