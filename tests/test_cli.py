@@ -449,7 +449,10 @@ def test_fifo_output_is_written_in_place(index, tmp_path):
 def test_character_device_output_is_written_in_place(index, tmp_path):
     write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC"])
     null = tmp_path / "mynull"
-    os.mknod(null, 0o666 | __import__("stat").S_IFCHR, os.makedev(1, 3))
+    try:
+        os.mknod(null, 0o666 | __import__("stat").S_IFCHR, os.makedev(1, 3))
+    except PermissionError:  # a container may refuse device nodes even to root
+        pytest.skip("this machine refuses mknod")
     r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", null)
     assert r.returncode == 0, r.stderr
     assert null.is_char_device() and sorted(os.listdir(tmp_path)) == ["mynull", "r.fq"]
