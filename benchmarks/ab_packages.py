@@ -10,7 +10,7 @@ run ``python3 -m dmap run INDEX READS`` (``-m dmap.cli`` for versions without
 ``measure()`` as in the end-to-end benchmark: sync, inputs read into the page
 cache, an idle machine.  On the reference VM memory that stays free for a
 few seconds goes back to the host, so the first touch of a page after that
-costs 1.5-3 ms per MB (docs/benchmarks.md, "Machine and setup"); runs back
+costs 1.5-3 ms per MB (docs/performance.md, "Machine and setup"); runs back
 to back do not see it, and a change that moves memory looked neutral there
 and was not here.  The versions alternate, their order swapped every pair.
 Prints each run and the medians of wall time, of the time dmap reports

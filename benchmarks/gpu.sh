@@ -1,6 +1,6 @@
 #!/bin/bash
 # dmap's benchmarks on a machine with an NVIDIA GPU, through its OpenCL driver
-# (docs/benchmarks.md, "GPU"), with the other mappers on every CPU core.
+# (docs/performance.md, "GPU"), with the other mappers on every CPU core.
 #
 #   bash benchmarks/gpu.sh
 #

@@ -2,7 +2,7 @@
 
 The public names below are imported on first use (PEP 562): mapping needs
 Dask and distributed, whose imports take 0.3-0.4 s, but ``dmap index``,
-``dmap index info`` and ``dmap --help`` do not (docs/benchmarks.md).
+``dmap index info`` and ``dmap --help`` do not (docs/performance.md).
 ``from dmap import map_reads`` and ``dmap.map_reads`` work as with plain
 imports.
 """

@@ -5,7 +5,7 @@ imports are done (:func:`dmap.cli.startup_done`).  Starting up makes some
 400,000 objects that live as long as the command; the collections that
 their allocations triggered found about 700 objects to free and took
 0.04-0.07 s of a 1.6 s mapping run, all on the one busy core
-(docs/benchmarks.md).
+(docs/performance.md).
 
 dmap makes no BLAS calls, so numpy's OpenBLAS gets one thread unless the
 user says otherwise: its pool of one thread per core spun 0.1 CPU-seconds

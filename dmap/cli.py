@@ -340,7 +340,7 @@ def console_main(gc_paused: bool = False) -> None:
     When :func:`main` returns, the output is written and renamed and the
     cluster is shut down.  Python's own teardown after that (finalizers of
     PoCL, zarr and Dask, freeing every module) took 0.08-0.3 s of a run here
-    (docs/benchmarks.md) and does nothing a finished command needs.
+    (docs/performance.md) and does nothing a finished command needs.
     """
     global _gc_paused
     _gc_paused = gc_paused

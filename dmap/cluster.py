@@ -100,7 +100,7 @@ class LocalDeviceCluster(SpecCluster):
         # Dask's statistical profiler samples every thread's stack every 10 ms
         # for the dashboard's Profile page; with no dashboard nobody sees it,
         # and it held the event loop 0.04 s of a 1M-read run and 0.16 s of a
-        # 10M-read one (docs/benchmarks.md).
+        # 10M-read one (docs/performance.md).
         with dask.config.set({"distributed.worker.profile.enabled": dashboard is not False}):
             super().__init__(workers=workers, scheduler=scheduler, **kwargs)
 

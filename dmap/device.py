@@ -108,7 +108,7 @@ def list_devices() -> list[DeviceInfo]:
 
 
 # Work-items per work-group of every kernel launch, as measured fastest for the
-# search kernel with benchmarks/kernel_speed.py (docs/benchmarks.md).
+# search kernel with benchmarks/kernel_speed.py (docs/performance.md).
 WORK_GROUP = 128
 
 
@@ -211,7 +211,7 @@ class Device:
         # uses numpy arrays in place: copying each chunk's reads in and
         # results out (into fresh pages, zeroed first) cost 0.26 CPU-seconds
         # per 1M reads, and a warm exact mapping run took 2.22 s instead of
-        # 1.92 s (docs/benchmarks.md).
+        # 1.92 s (docs/performance.md).
         self.zero_copy = _shares_host_memory(self.device)
         # Blocks kept resident: up to half the device memory, least recently used out first.
         # $DMAP_BLOCK_BUDGET (bytes) overrides it, e.g. to share a device.

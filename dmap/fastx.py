@@ -241,7 +241,7 @@ def _low_bytes(data: np.ndarray, scratch: np.ndarray | None = None) -> tuple[np.
 
     ``scratch``: a bool array at least as long as ``data`` to compare into.
     A new array of a chunk's size comes as fresh pages, which the kernel
-    zeroes: that was 6% of a mapping run's CPU time (docs/benchmarks.md).
+    zeroes: that was 6% of a mapping run's CPU time (docs/performance.md).
     """
     mask = np.less_equal(data.view(np.int8), 32, out=None if scratch is None else scratch[:data.size])
     positions = np.flatnonzero(mask)
@@ -257,7 +257,7 @@ def _fastq_pieces(
     end of the file).  The newlines that place that end are the ones
     :func:`split_fastq` splits fields at, so finding whole records costs no
     pass of its own: ``dnaio.read_chunks`` counted them with ``bytes.count``
-    while holding the GIL, 0.07-0.28 s per million reads (docs/benchmarks.md).
+    while holding the GIL, 0.07-0.28 s per million reads (docs/performance.md).
     Every piece has a buffer of its own, as chunks keep their bytes: a mapped
     range of the file (:class:`_MappedFile`) or, from a pipe or a compressed
     file, a new array.
@@ -268,7 +268,7 @@ def _fastq_pieces(
     With ``wanted``, a piece holds at most ``wanted()`` records, in a buffer
     sized for them from the most bytes per record of any piece so far (at
     least PIECE_BYTES), so that a chunk is one piece: joining pieces into chunks
-    copied every read's bytes once more, into fresh pages (docs/benchmarks.md).
+    copied every read's bytes once more, into fresh pages (docs/performance.md).
     The records read beyond go on to the next piece.
     """
     mapped = _MappedFile.of(f, path)
@@ -323,7 +323,7 @@ class _MappedFile:
     file into new buffers, whose fresh pages the kernel zeroed first, and on
     the VM where dmap is measured (memory that a guest frees goes back to the
     host) that was 0.15-0.2 s of system time per million 100-bp reads
-    (docs/benchmarks.md).  Each piece maps only its own range, so
+    (docs/performance.md).  Each piece maps only its own range, so
     the process holds the pages of the chunks in flight, not the whole file.
 
     :meth:`piece` checks the file's size before it maps a piece, so a file cut

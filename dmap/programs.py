@@ -41,7 +41,7 @@ class KernelCache:
     pyopencl leaves caching to PoCL, whose cache still runs the C
     preprocessor over the source to find its key: 25-45 ms per kernel file,
     against 2-10 ms from a binary, and a mapping run builds three of them
-    before its first results (docs/benchmarks.md).
+    before its first results (docs/performance.md).
 
     Binaries live in ``$DMAP_KERNEL_CACHE``, else ``$XDG_CACHE_HOME/dmap/kernels``
     (``~/.cache/dmap/kernels``), one file per source, options, device and

@@ -249,7 +249,7 @@ def contig_name_columns(contig_names: list[str]) -> tuple[np.ndarray, np.ndarray
 # than that goes alone), and each batch is written out before the next: the
 # records of a 100,000-read chunk took a 29 MB buffer, grown twice as the
 # first chunks grew, and fresh pages cost 1.5-3 ms per MB on a VM whose idle
-# memory goes back to its host (docs/benchmarks.md).  8 MB also
+# memory goes back to its host (docs/performance.md).  8 MB also
 # stays in the L3 cache between the kernel's writes and the copy to the file.
 SAM_BATCH_BYTES = 8 << 20
 
@@ -352,7 +352,7 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
 # cache: two SAM batches.  Against 64 MB, the pages dropped come back sooner,
 # while the host still backs them (1M reads: faster in 15 of 18 pairs, by
 # 2-3%; 10M: 8 of 11), and writeback keeps up (17.8 MB cached after a
-# 10M-read run; docs/benchmarks.md).
+# 10M-read run; docs/performance.md).
 CACHED_TAIL = 16 << 20
 
 
@@ -367,7 +367,7 @@ class PageCacheLimit:
     then, so the next writes reuse those pages.  On a virtual machine that
     hands free memory back to its host (free page reporting), every fresh
     page costs a fault in the host: there, writing 2.8 GB took 6.3-6.6
-    CPU-s with plain writes and 1.1 CPU-s with this (docs/benchmarks.md).
+    CPU-s with plain writes and 1.1 CPU-s with this (docs/performance.md).
     It is advice only: pipes and other special files are left alone, and a
     page still being written back simply stays cached.  On a disk slower
     than the mapping, the writer may then wait for the disk instead of
@@ -409,7 +409,7 @@ def prepare_device() -> Future:
 
     The OpenCL context (0.06-0.07 s) and the kernel's build from the binary
     cache (0.04 s) then overlap the cluster's start and the first chunk's
-    search, instead of delaying both (docs/benchmarks.md).
+    search, instead of delaying both (docs/performance.md).
     """
     def make():
         device = local_device()

@@ -12,12 +12,12 @@ chunk's formatting and writing overlap nothing, so a run's last chunk stays a
 small share of it.  Exact mapping's chunks reach 100,000 reads after 200,000
 and 200,000 after 2M: at 10M reads, 8.39 -> 8.01 s against chunks of at most
 100,000, the same as 200,000 from the start, while a 1M-read run keeps its
-chunks (docs/benchmarks.md).
+chunks (docs/performance.md).
 
 With one worker there is nothing to balance, so the chunks do not shrink:
 shrinking to the minimum size added about nine small chunks to a 1M-read
 run, each with its Dask tasks and kernel launches: 0.07-0.16 CPU-seconds and
-0.15-0.19 s of the run (docs/benchmarks.md).
+0.15-0.19 s of the run (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import os
 # reached after 2M reads: 10M reads 8.39 -> 8.01 s against 100,000, for
 # 687 MB of peak RSS instead of 442 MB.  Approximate mapping
 # holds about 4x as much per read in flight (seeds, candidates, alignments)
-# and keeps 50,000.  Chunk size against speed and memory: docs/benchmarks.md.
+# and keeps 50,000.  Chunk size against speed and memory: docs/performance.md.
 DEFAULT_CHUNK_SIZE = 200_000
 DEFAULT_APPROX_CHUNK_SIZE = 50_000
 
@@ -40,7 +40,7 @@ DEFAULT_APPROX_CHUNK_SIZE = 50_000
 
 COMPRESSED = (".gz", ".bgz", ".bz2", ".xz", ".zst")
 # Reads in the first chunk.  It is read and checked before the cluster
-# starts: 200,000 reads took 0.26-0.34 s (docs/benchmarks.md).
+# starts: 200,000 reads took 0.26-0.34 s (docs/performance.md).
 FIRST_CHUNK_SIZE = 25_000
 
 

@@ -139,7 +139,7 @@ def verify_task(index_path: str, block: int, reads: EncodedReads, seeds: Seeds, 
     local = Regions(dense, regions.start, regions.length)
     sigma = index.alphabet.sigma
     # Paper 001's thread-cooperative kernel (a work-item per 64-bit word) on a GPU:
-    # 1.7-3.5x the per-region kernel on an H100, 0.6-0.8x on PoCL (docs/benchmarks.md).
+    # 1.7-3.5x the per-region kernel on an H100, 0.6-0.8x on PoCL (docs/performance.md).
     dist = myers_distances(device, text.buffer, patterns, lengths, sigma, local.start, local.length, local.pattern,
                            cooperative=device.is_gpu)
     last = block == index.n_blocks - 1

@@ -26,7 +26,7 @@
 // bases at a time, its codes A=0, C=1, G=2, T=3 computed from its bytes as
 // ((b >> 1) ^ (b >> 2)) & 3.  The early stop's comparison, one table lookup
 // and one compare per symbol, was about 45% of the kernel's time (measured by
-// leaving it out; docs/benchmarks.md).  Other reads, and other alphabets,
+// leaving it out; docs/performance.md).  Other reads, and other alphabets,
 // take the table one symbol at a time.
 //
 // Defines: SIGMA, RATE, LAYOUT (occ.cl), SA_RATE (sa.cl), BATCH,
@@ -166,7 +166,7 @@ __kernel void exact_search(__global const uint *occ, const uint n_periods,
     // batch has ended, first 16 symbols of every plain pattern and then the
     // rest, keeps the queries' text loads apart from each other's walks and
     // comparisons, so that their cache misses overlap (E. coli, 500k reads:
-    // 0.185 -> 0.156 s; docs/benchmarks.md).
+    // 0.185 -> 0.156 s; docs/performance.md).
 #if PLAIN_READS
     for (uint b = 0; b < BATCH; b++) {
         const uint rest = len[b] - done[b];

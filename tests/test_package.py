@@ -43,7 +43,7 @@ def test_type_checkers_see_the_same_names():
 
 def test_mapping_does_not_import_zarr_or_the_index_builder(tmp_path):
     # Mapping reads the index with dmap.index.zarr_direct: importing zarr
-    # would add about 0.1 s to every run (docs/benchmarks.md).
+    # would add about 0.1 s to every run (docs/performance.md).
     (tmp_path / "ref.fa").write_text(">a\nACGTACGGTACCGATGCATGCAGTCAGTACGATCGATCAGCTAGC\n>b\nGGATCCATTAGCNNACGT\n")
     dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=10, block_length=30)
     code = ("import sys, dmap.cli, dmap.pipeline, dmap.tasks, dmap.worker, dmap.device, dmap.index\n"

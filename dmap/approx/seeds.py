@@ -11,7 +11,7 @@ N, counts as an edit, so the argument holds for reads with N too.)
 
 Fewer, longer pieces hit fewer places but cost a search with backtracking;
 :func:`choose_seed_edits` picks m by what measured fastest
-(benchmarks/seed_schemes.py, docs/benchmarks.md).
+(benchmarks/seed_schemes.py, docs/performance.md).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def choose_seed_edits(max_errors: int, lengths: np.ndarray, can_edit: bool = Tru
     each would hit the reference at random places, and locating those hits
     would cost more than the search with one edit; else exact pieces.  This
     is what measured fastest on E. coli for reads of 36-150 symbols and K
-    of 1-4 (benchmarks/seed_schemes.py, docs/benchmarks.md "Seeds with
+    of 1-4 (benchmarks/seed_schemes.py, docs/performance.md "Seeds with
     edits"); m = 2 was faster only for 36-bp reads with K=4, by 1.1x.
 
     ``requested`` (``--seed-edits``) is used where every read of the chunk

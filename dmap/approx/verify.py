@@ -41,7 +41,7 @@ def myers_distances(
     cooperative
         Run ``myers_cooperative``: one work-item per 64-bit word of a
         pattern instead of one per region (paper 001's thread-cooperative
-        scheme; see docs/benchmarks.md for where it pays).
+        scheme; see docs/performance.md for where it pays).
 
     Returns
     -------

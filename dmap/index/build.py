@@ -39,7 +39,7 @@ from .store import (
 
 # Every read is searched in every block, so mapping time grows with the
 # number of blocks: a 3.1 Gbp reference mapped 2.2x faster in 6 blocks of
-# 2^29 than in 12 of 2^28 (docs/benchmarks.md), for 8.2 GB of build memory
+# 2^29 than in 12 of 2^28 (docs/performance.md), for 8.2 GB of build memory
 # instead of 4.4 GB.  Larger alphabets get shorter blocks by default, so
 # that one block's occurrence table stays within MAX_DEVICE_BUFFER.
 LONGEST_DEFAULT_BLOCK = 1 << 29
@@ -52,7 +52,7 @@ MAX_DEVICE_BUFFER = 1 << 31
 # 16 walks in step waits for the longest.  Against 32 (bowtie's and bwa's
 # default), 16 mapped exact reads 20% faster for 0.125 more bytes per symbol;
 # on E. coli, keeping every SA value (S = 1: no walks at all) mapped 10M reads
-# in 25-35% less time than S = 16 (docs/benchmarks.md, "SA sample rate").  So
+# in 25-35% less time than S = 16 (docs/performance.md, "SA sample rate").  So
 # by default a reference keeps every SA value while they take at most
 # SA_SAMPLE_BUDGET bytes (64 M symbols), and S doubles beyond that, up to 16
 # from 1 G symbols (a human genome: 0.25 bytes per symbol, as before).
@@ -81,7 +81,7 @@ def build_bytes_per_symbol(sigma: int, rate: int) -> float:
     """Peak build memory per symbol of the block being built: the int32
     suffix array, BWT, text and sorting space, plus an occurrence table's
     worth.  Measured 15.3-16.2 bytes for DNA and 19.3 for protein
-    (docs/benchmarks.md); this gives 16 and 20.5."""
+    (docs/performance.md); this gives 16 and 20.5."""
     return 15 + occ_bytes_per_symbol(sigma, rate)
 
 
@@ -144,7 +144,7 @@ def _stream_reference(reference, alphabet: Alphabet, group: zarr.Group) -> tuple
     Uncompressed, so that mapping reads a block's text in place (memory-mapped,
     see ``zarr_direct.py``) where it lies in one chunk file: decompressing
     E. coli's 4.9 MB from zstd took 0.03-0.08 s of every run, into fresh
-    memory, for 0.7 bytes per symbol less on disk (docs/benchmarks.md).
+    memory, for 0.7 bytes per symbol less on disk (docs/performance.md).
     A reference shorter than one chunk gets a chunk of its own length: Zarr writes an edge chunk at full length.
     """
     arr = None

@@ -10,7 +10,7 @@ OpenCL lookups in ``kernels/occ.cl`` mirror :func:`occ_lookup` here.
     lookup reads one line: for DNA with R=1 a line is 8 words = 32 bytes,
     so it never straddles a 64-byte cache line.  The search is bound by
     memory latency, and this touches one line per lookup where the paper's
-    layout touches two.  R=1 measured fastest (docs/benchmarks.md).
+    layout touches two.  R=1 measured fastest (docs/performance.md).
 
 ``bitmap`` (BowMapCL 4.4.2)
     ``sigma`` rows of counts sampled every ``32*R`` positions, then ``sigma``

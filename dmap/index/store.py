@@ -48,7 +48,7 @@ MAX_QUERY_LENGTH = 65535
 
 # CRC-32, as gzip and BAM use to detect damaged data, runs at 3.9 GB/s here
 # against blake2b's 0.74 GB/s: verifying a 3.1 Gbp index's 12.7 GB took
-# 17 s of its load time with blake2b (docs/benchmarks.md).  Older indexes
+# 17 s of its load time with blake2b (docs/performance.md).  Older indexes
 # hold blake2b checksums; the prefix says which to verify.
 CHECKSUM = "crc32"
 _DIGESTS = {

@@ -1,7 +1,7 @@
 """Reading the Zarr arrays that dmap writes, without importing zarr.
 
 ``import zarr`` takes about 0.1 s, a sixteenth of mapping a million reads
-against E. coli end to end (docs/benchmarks.md), and mapping
+against E. coli end to end (docs/performance.md), and mapping
 needs none of Zarr's generality: it reads whole FM-index arrays, each stored
 as one uncompressed chunk, and slices of the ``reference`` (uncompressed; older
 indexes hold it zstd-compressed).
@@ -101,7 +101,7 @@ def read(path: str, part: slice = slice(None)) -> np.ndarray | None:
     block's text in a reference of up to 16 M symbols) are memory-mapped
     from its file, read-only: Zarr would read them into new memory and copy
     them again, and on a CPU device the kernels read them in place (for
-    E. coli, 28 MB of fresh pages per run, docs/benchmarks.md).
+    E. coli, 28 MB of fresh pages per run, docs/performance.md).
     Other reads return new, writable arrays.
     """
     info = array_info(path)

@@ -10,7 +10,7 @@ from ..alphabet import INVALID
 from ..device import BlockText, Device, DeviceBlock, launch_size
 
 # Queries advanced in step by one work-item (see exact_search.cl), as
-# measured fastest with benchmarks/kernel_speed.py (docs/benchmarks.md).
+# measured fastest with benchmarks/kernel_speed.py (docs/performance.md).
 DEFAULT_BATCH = 16
 BAD_READ = 0xFFFFFFFF  # the interval of a read with an unknown symbol (exact_search.cl)
 LOCATED = 0xFFFFFFFE  # (position, LOCATED): a query the kernel located itself (exact_search.cl)
@@ -18,7 +18,7 @@ _IDENTITY = np.arange(256, dtype=np.uint8)
 _DNA_BYTES = np.frombuffer(b"ACGTacgt", dtype=np.uint8)
 # Early stop once a suffix this much longer than log_sigma(rows) has one row:
 # on a strand the read is not from, a suffix that long matches anywhere with
-# probability about sigma**-4 (4 measured best among 2-8, docs/benchmarks.md).
+# probability about sigma**-4 (4 measured best among 2-8, docs/performance.md).
 EARLY_STOP_MARGIN = 4
 
 
