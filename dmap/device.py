@@ -3,6 +3,10 @@ index blocks kept resident in device memory between tasks.
 
 Nothing here is pickled: a :class:`Device` is created inside the process
 that uses it (a Dask worker), never sent between processes.
+
+This is the one layer that touches OpenCL's contexts, queues and buffers
+(program builds are in :mod:`dmap.programs`); the kernels' host wrappers
+call it, so it stays one module of about 420 lines.
 """
 
 from __future__ import annotations

@@ -7,6 +7,11 @@ time), and any other piece is parsed by dnaio, so dnaio stays the judge of
 what is valid.  On top: one clear error per kind of bad input, symbol
 checks against the index alphabet, and read chunks of a chosen size whose
 bytes go to the device as they are.
+
+One module of about 510 lines: the FASTQ fast path, its piece reader and
+the FASTA/dnaio fallback share private helpers and limits (``PIECE_BYTES``)
+that only this reader uses.  The read types it yields are in
+:mod:`dmap.reads`.
 """
 
 from __future__ import annotations

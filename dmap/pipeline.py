@@ -16,6 +16,11 @@ on workers pinned to a device; ``merge`` (dedup across block overlaps, SAM
 formatting) runs anywhere.  At most ``in_flight`` chunks are submitted at a
 time (backpressure: memory stays bounded on any input size), and chunks are
 written in input order.
+
+The graph, its submission with backpressure and the writer that takes the
+results in input order stay together here (about 440 lines) so that the
+Dask side of dmap can be read in one place; what the tasks compute is in
+:mod:`dmap.tasks`, and the results and settings have modules of their own.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from .output import Output
 from .progress import Progress
 from .reads import ReadChunk
 from .result import MappingResult, collect_hits
+from .sam_writer import SamWriter, prepare_device
 from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, GuidedChunks
 from .tasks import (
     edit_search_task,
@@ -215,7 +221,7 @@ def map_reads(
     out = writer = None
     if sam_path is not None:
         out = Output(sam_path, inputs=[reads], index=idx.path)
-        writer = sam.SamWriter(out.file, contig_names, max_hits, device=sam.prepare_device(), name=out.name,
+        writer = SamWriter(out.file, contig_names, max_hits, device=prepare_device(), name=out.name,
                                read_group=group)
     try:
         if writer is not None:

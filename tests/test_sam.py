@@ -18,14 +18,8 @@ from dmap.errors import DeviceError, OutputError
 from dmap.hits import ChunkHits
 from dmap.mapq import mapping_quality
 from dmap.reads import ReadChunk, ReadFields
-from dmap.sam import (
-    PageCacheLimit,
-    SamWriter,
-    format_records,
-    format_records_device,
-    prepare_device,
-    record_columns,
-)
+from dmap.sam import format_records, format_records_device, record_columns
+from dmap.sam_writer import PageCacheLimit, SamWriter, prepare_device
 
 
 def make_chunk(seqs, quals, names):
