@@ -52,3 +52,43 @@ def test_mapping_does_not_import_zarr_or_the_index_builder(tmp_path):
             "assert idx.n_blocks == 3 and idx.reference().size == 64\n"
             "assert not {'zarr', 'pydivsufsort', 'tqdm'} & set(sys.modules), sys.modules.keys()")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _relative_imports(path, module: str, modules: set[str], function_level: bool) -> set[str]:
+    """The dmap modules ``module`` (at ``path``) imports, at module level or anywhere."""
+    tree = ast.parse(path.read_text())
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found = set()
+    for node in (ast.walk(tree) if function_level else tree.body):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            parts = package.split(".")
+            target = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            for alias in node.names:
+                found.add(f"{target}.{alias.name}" if f"{target}.{alias.name}" in modules else target)
+    return {m for m in found if m in modules and m != module}
+
+
+@pytest.mark.parametrize("function_level", [False, True])
+def test_no_import_cycles(function_level):
+    """Modules import downward only: no cycle among their imports, counting the
+    imports inside functions (made late for start-up time) too; the package's
+    lazy names and its TYPE_CHECKING block aside."""
+    from pathlib import Path
+
+    root = Path(dmap.__file__).parent
+    paths = {".".join(("dmap", *p.relative_to(root).with_suffix("").parts)).removesuffix(".__init__"): p
+             for p in root.rglob("*.py")}
+    edges = {m: _relative_imports(p, m, set(paths), function_level) for m, p in paths.items() if m != "dmap"}
+    state: dict[str, str] = {}
+
+    def visit(m: str, trail: list[str]) -> None:
+        state[m] = "open"
+        for n in sorted(edges.get(m, ())):
+            assert state.get(n) != "open", " -> ".join(trail + [m, n])
+            if n not in state:
+                visit(n, trail + [m])
+        state[m] = "done"
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m, [])

@@ -18,7 +18,7 @@ import psutil
 import pydivsufsort
 import zarr
 
-from .. import __version__
+from .._version import __version__
 from ..alphabet import TEXT_ALLOWED, Alphabet, get_alphabet
 from ..errors import InputFormatError, OutputError
 from ..fastx import STDIN, encode_reference, iter_contigs
