@@ -20,9 +20,9 @@ import time
 import numpy as np
 
 from dmap.approx.patterns import pattern_matrix
-from dmap.approx.reference import semiglobal_row
 from dmap.approx.verify import myers_distances
 from dmap.device import Device
+from dmap.testing.approx import semiglobal_row
 
 
 def main() -> None:

@@ -29,9 +29,9 @@ from dmap.device import Device
 from dmap.fastx import encode_reference, iter_contigs
 from dmap.neighborhood.build import index_neighborhoods
 from dmap.neighborhood.params import NeighborhoodParams, reference_windows
-from dmap.neighborhood.reference import lookup_tables
 from dmap.neighborhood.search import count_matches, neighborhood_patterns, upload_neighborhood
 from dmap.reads import EncodedReads
+from dmap.testing.neighborhood import lookup_tables
 
 ECOLI = "/usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz"
 

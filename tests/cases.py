@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from conftest import alphabet_for, random_contig, write_fasta, write_fastq
+from helpers import alphabet_for, random_contig, write_fasta, write_fastq
 
 from dmap.alphabet import reverse_complement
-from dmap.approx.reference import brute_force_loci
 from dmap.fastx import iter_contigs
+from dmap.testing.approx import brute_force_loci
 
 SYMBOLS = {"dna": "ACGT", "protein": "ACDEFGHIKLMNPQRSTVWY", "text": "abcdefghij ,.ABC"}
 

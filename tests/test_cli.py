@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import have, write_fasta, write_fastq
+from helpers import have, write_fasta, write_fastq
 
 REF = [("chrA", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGCTAGGATCGATCGGATC"), ("chrB", "TTTTGGGGCCCCAAAA")]
 

@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from conftest import genome_case, require_device_parts, write_fasta, write_fastq
+from helpers import genome_case, require_device_parts, write_fasta, write_fastq
 
 from dmap.fastx import iter_read_chunks
 from dmap.tasks import search_task

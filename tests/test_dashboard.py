@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import genome_case
+from helpers import genome_case
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"

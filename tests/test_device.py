@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import alphabet_for, kernel_hits, single_block
+from helpers import alphabet_for, kernel_hits, single_block
 
 from dmap.alphabet import reverse_complement
 from dmap.device import Device, list_devices
@@ -11,7 +11,7 @@ from dmap.hits import ChunkHits
 from dmap.reads import ReadChunk, ReadFields, encode_reads
 from dmap.sam import format_records, format_records_device
 from dmap.search.exact import search_block
-from dmap.search.reference import backward_search_numpy, brute_force_hits
+from dmap.testing.search import backward_search_numpy, brute_force_hits
 
 
 def test_list_devices():

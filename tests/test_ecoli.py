@@ -6,7 +6,7 @@ import subprocess
 import numpy as np
 import pysam
 import pytest
-from conftest import have, samtools_quickcheck
+from helpers import have, samtools_quickcheck
 
 import dmap
 from dmap.alphabet import reverse_complement

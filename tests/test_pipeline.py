@@ -4,11 +4,11 @@ against the brute-force oracle, on references cut into many small blocks."""
 import numpy as np
 import pysam
 import pytest
-from conftest import alphabet_for, random_contig, sample_reads, samtools_quickcheck, write_fasta, write_fastq
+from helpers import alphabet_for, random_contig, sample_reads, samtools_quickcheck, write_fasta, write_fastq
 
 import dmap
 from dmap.fastx import iter_contigs
-from dmap.search.reference import brute_force_hits
+from dmap.testing.search import brute_force_hits
 
 CASES = [
     # alphabet, layout, block length, max query length, contig lengths

@@ -4,7 +4,7 @@ tenth of the reads done, shrinking toward the end (with several workers), every 
 import gzip
 import shutil
 
-from conftest import write_fastq
+from helpers import write_fastq
 
 from dmap.alphabet import get_alphabet
 from dmap.fastx import iter_read_chunks

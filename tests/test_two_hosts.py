@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import genome_case, require_device_parts
+from helpers import genome_case, require_device_parts
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "two_hosts.py"
 

@@ -3,7 +3,7 @@
 A *locus* of a pattern is a maximal run of consecutive reference end
 positions where it aligns with at most K edits; one alignment is reported
 per locus, at its best end (least distance, leftmost among equals).  This is
-what the oracle (:func:`dmap.approx.reference.brute_force_loci`) computes.
+what the oracle (:func:`dmap.testing.approx.brute_force_loci`) computes.
 
 Blocks overlap, so each block keeps only the ends it *owns*: for a read of
 length m, block b owns the ends in ``[start_b + m + K - 1, start_{b+1} + m + K - 1)``.

@@ -1,6 +1,6 @@
 """Approximate mapping end to end against the brute-force oracle.
 
-The oracle (dmap.approx.reference.brute_force_loci) aligns every read and
+The oracle (dmap.testing.approx.brute_force_loci) aligns every read and
 its reverse complement to every contig by plain DP, with no index and no
 seeds.  With ``report_all`` dmap must report exactly its loci; by default
 exactly those at each read's least distance.  Blocks are small so that loci
@@ -16,14 +16,14 @@ import numpy as np
 import pysam
 import pytest
 from cases import found, make_case, oracle, planted, written
-from conftest import have, samtools_quickcheck, write_fasta, write_fastq
+from helpers import have, samtools_quickcheck, write_fasta, write_fastq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dmap
-from dmap.approx.reference import edit_distance
 from dmap.mapq import name_hashes, tie_pick
 from dmap.reads import ReadFields
+from dmap.testing.approx import edit_distance
 
 
 def run_case(tmp_path, client, contigs, reads, alphabet, k, block_length, report_all=True, seed_edits=None):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import write_fasta
+from helpers import write_fasta
 
 import dmap
 from dmap.index import build

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import zarr
-from conftest import write_fasta
+from helpers import write_fasta
 
 import dmap
 from dmap.index.store import FORMAT_VERSION

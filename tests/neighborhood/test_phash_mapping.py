@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cases import make_case, written
-from conftest import samtools_quickcheck
+from helpers import samtools_quickcheck
 
 import dmap
 from dmap.alphabet import reverse_complement

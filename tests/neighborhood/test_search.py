@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from dmap.alphabet import NO_MATCH
 from dmap.neighborhood.build import index_neighborhoods
 from dmap.neighborhood.params import NeighborhoodParams
-from dmap.neighborhood.reference import brute_force_matches, lookup_tables
 from dmap.neighborhood.search import count_matches, neighborhood_patterns, seed_and_filter, upload_neighborhood
 from dmap.reads import EncodedReads
+from dmap.testing.neighborhood import brute_force_matches, lookup_tables
 
 
 def reads_from(rng, text: np.ndarray, sigma: int, n: int, n_strands: int) -> EncodedReads:

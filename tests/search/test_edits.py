@@ -2,14 +2,14 @@
 
 import numpy as np
 import pytest
-from conftest import alphabet_for, single_block
+from helpers import alphabet_for, single_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmap.index.build import index_reverse_block
 from dmap.locate import locate_rows
 from dmap.search.edits import SeedIntervals, search_with_edits
-from dmap.search.reference import edit_search_reference, edit_starts_brute_force
+from dmap.testing.search import edit_search_reference, edit_starts_brute_force
 
 
 def oriented(seed: np.ndarray, strand: int) -> np.ndarray:

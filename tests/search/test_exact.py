@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import alphabet_for, kernel_hits, single_block
+from helpers import alphabet_for, kernel_hits, single_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -10,7 +10,7 @@ from dmap.alphabet import reverse_complement
 from dmap.device import BlockText
 from dmap.reads import encode_reads
 from dmap.search.exact import BAD_READ, LOCATED, bad_queries, early_stop_length, plain_reads, search_block
-from dmap.search.reference import brute_force_hits
+from dmap.testing.search import brute_force_hits
 
 dna_text = st.text(alphabet="ACGTNacgt", min_size=1, max_size=300)
 dna_read = st.text(alphabet="ACGTN", min_size=1, max_size=12)

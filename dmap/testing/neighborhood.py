@@ -12,8 +12,8 @@ import numpy as np
 
 from ..approx.patterns import pattern_matrix
 from ..approx.seeds import Seeds
+from ..neighborhood.params import NeighborhoodParams, reference_windows
 from ..reads import EncodedReads
-from .params import NeighborhoodParams, reference_windows
 
 
 def brute_force_matches(text: np.ndarray, params: NeighborhoodParams, reads: EncodedReads, patterns: Seeds,

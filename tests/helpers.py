@@ -1,0 +1,159 @@
+"""Helpers the tests share: random references with the structures that break mappers
+(repeats, N runs, lowercase, many contigs), FASTA/FASTQ writers, kernel runs on one
+block, and checks of the tools that are installed.  Fixtures are in conftest.py."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from dmap.alphabet import DNA_SYMBOLS, PROTEIN_SYMBOLS, Alphabet, get_alphabet
+from dmap.device import BlockText
+from dmap.index.build import index_block
+from dmap.index.store import BlockArrays
+from dmap.locate import expand_intervals, locate_rows, locate_rows_numpy, split_located
+from dmap.reads import encode_reads
+from dmap.search.exact import search_block
+from dmap.testing.search import backward_search_numpy
+
+
+def random_contig(rng: np.random.Generator, alphabet: str, length: int, repeats: bool = True) -> str:
+    """A random sequence with tandem repeats, copied segments and (DNA) N runs and lowercase."""
+    symbols = {"dna": DNA_SYMBOLS, "protein": PROTEIN_SYMBOLS, "text": b"abcdefghij ,.ABC"}[alphabet].decode()
+    seq = list(rng.choice(list(symbols), size=length))
+    if repeats and length > 60:
+        unit = "".join(rng.choice(list(symbols), size=int(rng.integers(1, 6))))
+        at = int(rng.integers(0, length - 40))
+        tandem = (unit * 40)[:40]
+        seq[at : at + 40] = list(tandem)
+        src, dst = sorted(int(x) for x in rng.integers(0, length - 30, size=2))
+        seq[dst : dst + 30] = seq[src : src + 30]
+    if alphabet == "dna" and length > 50:
+        at = int(rng.integers(0, length - 10))
+        seq[at : at + int(rng.integers(1, 8))] = "N" * 7
+        seq = seq[:length]
+        lo = int(rng.integers(0, length - 20))
+        seq[lo : lo + 15] = [c.lower() for c in seq[lo : lo + 15]]
+    return "".join(seq)
+
+
+def write_fasta(path, contigs: list[tuple[str, str]]) -> None:
+    with open(path, "w") as f:
+        for name, seq in contigs:
+            f.write(f">{name} some description\n")
+            for i in range(0, len(seq), 60):
+                f.write(seq[i : i + 60] + "\n")
+
+
+def write_fastq(path, reads: list[str], names: list[str] | None = None) -> None:
+    names = names or [f"read{i}" for i in range(len(reads))]
+    with open(path, "w") as f:
+        for name, seq in zip(names, reads):
+            f.write(f"@{name}\n{seq}\n+\n{'I' * len(seq)}\n")
+
+
+def sample_reads(rng, contigs: list[tuple[str, str]], n: int, min_len: int, max_len: int, alphabet: str) -> list[str]:
+    """Reads taken from the contigs (some reverse-complemented), at contig ends,
+    spanning junctions, random ones, and some with an N."""
+    reads = []
+    joined = "|".join(seq for _, seq in contigs)
+    for k in range(n):
+        length = int(rng.integers(min_len, max_len + 1))
+        name, seq = contigs[int(rng.integers(len(contigs)))]
+        kind = k % 6
+        if kind == 0 and len(seq) >= length:  # contig start
+            r = seq[:length]
+        elif kind == 1 and len(seq) >= length:  # contig end
+            r = seq[-length:]
+        elif kind == 2:  # across a contig junction (must not match there)
+            at = max(0, joined.find("|") - length // 2)
+            r = joined[at : at + length].replace("|", "A" if alphabet == "dna" else "C")
+        elif kind == 3:  # random
+            r = random_contig(rng, alphabet, length, repeats=False)
+        else:
+            at = int(rng.integers(0, max(1, len(seq) - length)))
+            r = seq[at : at + length]
+        if alphabet == "dna" and k % 2 and r:
+            from dmap.alphabet import reverse_complement
+
+            r = reverse_complement(r)
+        if alphabet == "dna" and k % 17 == 5 and len(r) > 3:
+            r = r[:2] + "N" + r[3:]
+        if r:
+            reads.append(r)
+    return reads
+
+
+def alphabet_for(name: str, contigs: list[tuple[str, str]]) -> Alphabet:
+    if name == "text":
+        return Alphabet.for_text("".join(s for _, s in contigs).encode())
+    return get_alphabet(name)
+
+
+def single_block(text_codes: np.ndarray, alphabet: Alphabet, layout: str = "interleaved", rate: int | None = None,
+                 sa_rate: int = 4) -> BlockArrays:
+    from dmap.index.occ import default_rate
+
+    rate = rate or default_rate(layout, alphabet.sigma)
+    arrays = index_block(text_codes, alphabet.sigma, layout, rate, sa_rate)
+    return BlockArrays.from_arrays(arrays, text_codes.size, layout=layout, sigma=alphabet.sigma, rate=rate,
+                                   sa_sample_rate=sa_rate)
+
+
+def kernel_hits(device, block, text, alphabet, reads, batch=16):
+    """Hits of the kernel searching codes (intervals checked against numpy, then located), which
+    must equal those of the kernel searching the reads' bytes with the early stop on."""
+    codes, offsets, lengths, raw = encode_reads(reads, alphabet, reads)
+    n_strands = alphabet.n_strands
+    dblock = device.upload_block(block)
+    intervals = search_block(device, dblock, codes, offsets, lengths, n_strands, batch=batch)
+    assert (intervals == backward_search_numpy(block, codes, offsets, lengths, n_strands)).all()
+    query, rows = expand_intervals(intervals.reshape(-1, 2))
+    positions = locate_rows(device, dblock, rows)
+    assert (positions == locate_rows_numpy(block, rows)).all()
+    hits = {(int(q) // n_strands, "t", int(p), int(q) % n_strands) for q, p in zip(query, positions)}
+    assert early_stop_hits(device, text, dblock, alphabet, raw, offsets, lengths, n_strands, batch) == hits
+    return hits
+
+
+def early_stop_hits(device, text_codes, dblock, alphabet, raw, offsets, lengths, n_strands, batch):
+    """Reads as bytes translated on the device, unique suffixes located and verified against the text."""
+    text = BlockText(text_codes, device.upload(text_codes), text_codes.nbytes)
+    found = search_block(device, dblock, raw, offsets, lengths, n_strands, batch=batch, table=alphabet.read_table,
+                         text=text).reshape(-1, 2)
+    located, positions, query, rows = split_located(found)
+    positions = np.concatenate([positions, locate_rows(device, dblock, rows)])
+    query = np.concatenate([located, query])
+    return {(int(q) // n_strands, "t", int(p), int(q) % n_strands) for q, p in zip(query, positions)}
+
+
+def have(tool: str) -> bool:
+    return shutil.which(tool) is not None
+
+
+def samtools_quickcheck(path) -> None:
+    if have("samtools"):
+        subprocess.run(["samtools", "quickcheck", "-v", str(path)], check=True)
+
+
+def require_device_parts(n: int = 2) -> None:
+    """Skip unless the first OpenCL device can be split into ``n`` workers."""
+    from dmap.device import list_devices
+
+    if list_devices()[0].max_split < n:
+        pytest.skip(f"this device cannot be split into {n} workers")
+
+
+def genome_case(directory, seed: int, size: int, read_length: int, n_reads: int, **index_options):
+    """A random genome ``ref.fa``, its index ``idx`` and ``r.fq`` of exact reads from it; returns the Index."""
+    import dmap
+
+    rng = np.random.default_rng(seed)
+    genome = "".join(rng.choice(list("ACGT"), size=size))
+    write_fasta(directory / "ref.fa", [("g", genome)])
+    starts = rng.integers(0, size - read_length, size=n_reads)
+    write_fastq(directory / "r.fq", [genome[s : s + read_length] for s in starts])
+    return dmap.build_index(directory / "ref.fa", directory / "idx", **index_options)
