@@ -1,4 +1,4 @@
-"""Neighborhood lookups: plain list scan vs binary search vs perfect hash (paper 003, Figure 8).
+"""Neighborhood lookups: plain list scan vs binary search vs perfect hash (Tran, Giraud and Varré 2015, Figure 8).
 
     python3 benchmarks/neighborhood_lookup.py [--queries 200000] [--list-queries 4000] [--device 0:0]
 

@@ -216,7 +216,7 @@ def index_info(index_path):
 @click.option("--seed-edits", default="auto", show_default=True,
               type=click.Choice(["auto", "0", "1", "2", "3"]),
               help="--engine fm: edits per seed: 0 = K+1 exact pieces, M = K//(M+1)+1 pieces searched with up to "
-                   "M edits (paper 004); auto picks what measured fastest for the read length.  Every locus "
+                   "M edits (Liu and Schmidt 2012); auto picks what measured fastest for the read length.  Every locus "
                    "within K is found either way.")
 @click.option("--no-guided", "fixed_chunks", is_flag=True,
               help="Equal chunks to the end (default: chunks shrink toward the end so devices finish together).")

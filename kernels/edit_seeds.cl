@@ -1,4 +1,4 @@
-// Seeds searched with up to MAX_EDITS edits on the FM-index (paper 004):
+// Seeds searched with up to MAX_EDITS edits on the FM-index (Liu and Schmidt 2012):
 // a depth-first backtracking search with an explicit stack, pruned by a
 // lower bound on the edits the rest of the seed still needs.
 //

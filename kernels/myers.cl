@@ -61,7 +61,7 @@ __kernel void myers(__global const uchar *text, __global const ulong *peq,
     }
 }
 
-// Thread-cooperative variant (paper 001): WORDS work-items share one
+// Thread-cooperative variant (Chacon et al. 2014): WORDS work-items share one
 // region, work-item w holding word w of the pattern, and a work-group holds
 // REGIONS_PER_GROUP regions.  The words run as a wavefront: at step s word w
 // processes text column s - w, taking the horizontal carry that word w-1

@@ -1,4 +1,4 @@
-// MAROSE's "seed and filter" (paper 003, Algorithm 1) over a neighborhood index.
+// MAROSE's "seed and filter" (Tran, Giraud and Varre 2015, Algorithm 1) over a neighborhood index.
 //
 // One work-item per (pattern, strand).  A pattern is the window of SPAN seed
 // symbols and LN neighborhood symbols at pattern_offset[p] of read

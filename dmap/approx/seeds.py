@@ -4,7 +4,7 @@ An alignment with at most K edits (substitutions, insertions, deletions)
 spreads them over the read's disjoint pieces, so with p = K // (m+1) + 1
 pieces at least one piece carries at most m edits: searching every piece
 with up to m edits (m = 0: exactly, the K+1 pieces of the classic
-pigeonhole; m >= 1: paper 004's seeds with errors) therefore finds every
+pigeonhole; m >= 1: Liu and Schmidt (2012)'s seeds with errors) therefore finds every
 such alignment, on its diagonal give or take the piece's own edits.  Full
 sensitivity, no heuristic.  (A read symbol that matches nothing, such as
 N, counts as an edit, so the argument holds for reads with N too.)

@@ -40,7 +40,7 @@ def myers_distances(
         Each region's first text position, length and pattern number.
     cooperative
         Run ``myers_cooperative``: one work-item per 64-bit word of a
-        pattern instead of one per region (paper 001's thread-cooperative
+        pattern instead of one per region (Chacón et al. (2014)'s thread-cooperative
         scheme; see docs/performance.md for where it pays).
 
     Returns

@@ -206,7 +206,7 @@ def index_reverse_block(text: np.ndarray, sigma: int, layout: str, occ_rate: int
 
     Backward search on the reversed text extends a pattern to the *right*,
     which is what the lower bound on the edits a pattern prefix needs is
-    computed with (paper 004, :mod:`dmap.search.edits`).  No suffix-array
+    computed with (Liu and Schmidt 2012; :mod:`dmap.search.edits`).  No suffix-array
     samples: the bound only counts, it never locates.
     """
     _, bwt, C = _bwt(np.ascontiguousarray(text[::-1]), sigma)

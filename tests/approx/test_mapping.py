@@ -49,7 +49,7 @@ def check_against_oracle(tmp_path, client, contigs, reads, alphabet, k, block_le
 
 @pytest.mark.parametrize("alphabet", ["dna", "protein", "text"])
 @pytest.mark.parametrize("k", [1, 3])
-@pytest.mark.parametrize("seed_edits", [0, 1])  # K+1 exact pieces; K//2+1 pieces with one edit (paper 004)
+@pytest.mark.parametrize("seed_edits", [0, 1])  # K+1 exact pieces; K//2+1 pieces with one edit (Liu and Schmidt 2012)
 def test_all_loci_equal_oracle(tmp_path, client, alphabet, k, seed_edits):
     rng = np.random.default_rng(["dna", "protein", "text"].index(alphabet) * 10 + k)
     contigs, reads = make_case(rng, alphabet, k)
