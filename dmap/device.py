@@ -248,6 +248,24 @@ class Device:
         finally:
             self.seconds[label] += time.perf_counter() - start
 
+    def run(self, program, name: str, args, work_items: int = 0, label: str | None = None,
+            size: tuple[tuple[int, ...], tuple[int, ...]] | None = None, wait: bool = True):
+        """Launch kernel ``name`` of ``program`` with ``args`` on this device's queue.
+
+        Over ``work_items`` rounded up to whole work-groups (:func:`launch_size`),
+        or over an explicit ``size`` (global, local); timed under ``label``
+        (:meth:`timed`) and waited for unless ``wait`` is False (a read-back
+        that blocks follows).  A kernel object is made per launch, since
+        ``set_args`` is not thread-safe; the caller keeps its buffers alive until
+        the results are read, as OpenCL kernels need not retain their arguments.
+        """
+        kernel = self.cl.Kernel(program, name)
+        kernel.set_args(*args)
+        with self.timed(label) if label else contextlib.nullcontext():
+            event = self.cl.enqueue_nd_range_kernel(self.queue, kernel, *(size or launch_size(work_items)))
+            if wait:
+                event.wait()
+
     @property
     def queue(self):
         """This thread's command queue on the device."""

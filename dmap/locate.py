@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .device import Device, DeviceBlock, launch_size
+from .device import Device, DeviceBlock
 from .index.occ import bwt_symbol, occ_lookup
 from .index.store import BlockArrays
 from .search.exact import LOCATED, occ_defines
@@ -64,20 +64,16 @@ def locate_rows(device: Device, block: DeviceBlock, rows: np.ndarray, batch: int
     """Text positions (block-local) of BWT ``rows``, on the device."""
     if rows.size == 0:
         return np.zeros(0, dtype=np.uint32)
-    cl = device.cl
     prg = device.program("locate.cl", {**occ_defines(block), "SA_RATE": block.sa_sample_rate, "BATCH": batch})
     with device.timed("dmap-transfer"):
         rows_buf = device.upload(rows.astype(np.uint32))
     out = np.empty(rows.size, dtype=np.uint32)
     out_buf = device.output(out)
     b = block.buffers
-    kernel = cl.Kernel(prg, "locate")
-    kernel.set_args(
+    device.run(prg, "locate", [
         b["occ"], np.uint32(block.shape.n_periods), b["C"], b["sa_samples"], b["boundary_rows"],
         b["boundary_pos"], np.uint32(block.n_boundary), rows_buf, np.uint32(rows.size), out_buf,
-    )
-    with device.timed("dmap-locate-kernel"):
-        cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(-(-rows.size // batch))).wait()
+    ], -(-rows.size // batch), "dmap-locate-kernel")
     with device.timed("dmap-transfer"):
         device.read_back(out_buf, out)
     return out

@@ -26,7 +26,6 @@ import numpy as np
 from ._version import __version__
 from .alphabet import _DNA_COMPLEMENT, reverse_complement
 from .approx.alignments import ChunkAlignments
-from .device import launch_size
 from .errors import DmapError
 from .hits import ChunkHits
 from .index.store import IndexMeta
@@ -276,7 +275,6 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     tail_bytes = np.frombuffer(tail.encode() or b"\0", np.uint8)  # OpenCL buffers are never empty
     ends = np.cumsum(record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual, len(tail)), dtype=np.uint64)
     letters = _letters(chunk.alphabet)
-    cl = device.cl
     # Names, sequences and qualities all lie in the chunk's bytes, sent once.
     # The buffers must outlive the kernels: OpenCL kernels need not retain their arguments.
     chunk_args = [device.upload(a) for a in (f.data, f.name_off, f.name_len, f.seq_off, f.seq_len,
@@ -285,7 +283,7 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     chunk_args += [device.upload(a) for a in (rnames, rname_off, rname_len, letters, _COMPLEMENT[letters])]
     chunk_args += [np.uint32(_mapped_letters(chunk.alphabet)), device.upload(tail_bytes), np.uint32(len(tail))]
     columns = [cols.read.astype(np.uint32), cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh, cols.x0]
-    kernel = cl.Kernel(device.program("sam_records.cl", {}), "sam_records")
+    program = device.program("sam_records.cl", {})
     lo = 0
     while lo < n:
         base = int(ends[lo - 1]) if lo else 0
@@ -297,8 +295,8 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
         out = buffer(total) if buffer is not None else np.empty(total, dtype=np.uint8)
         out_buf = device.output(out)  # on a CPU the kernel writes into `out` itself
         batch_args = [device.upload(a[lo:hi]) for a in columns] + [device.upload(starts)]
-        kernel.set_args(*chunk_args, *batch_args, np.uint32(hi - lo), out_buf)
-        cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(hi - lo))
+        device.run(program, "sam_records", [*chunk_args, *batch_args, np.uint32(hi - lo), out_buf], hi - lo,
+                   wait=False)  # the read-back waits
         device.read_back(out_buf, out)
         yield out
         lo = hi

@@ -12,8 +12,6 @@ import re
 
 import numpy as np
 
-from ..device import launch_size
-
 INF = np.int16(10_000)
 DIAG, UP, LEFT = 0, 1, 2  # match/mismatch, insertion (read symbol only), deletion (reference symbol only)
 # Op codes in the op matrix; PAD fills after the end of an alignment.
@@ -210,11 +208,8 @@ def traceback_device(
                 patterns, pattern_length.astype(np.uint32), end.astype(np.uint32), min_start.astype(np.uint32))]
         outs = [cl.Buffer(device.context, cl.mem_flags.READ_WRITE, max(1, size)) for size in (
             c * (maxops + 1) * (2 * k + 1), c * maxops, 4 * c, 4 * c, 4 * c, c * stride, c * stride)]
-        kernel = cl.Kernel(prg, "traceback")
-        kernel.set_args(text.buffer, np.uint32(text.host.size), ins[0], np.uint32(width), ins[1], ins[2], ins[3],
-                        np.uint32(c), letters_buf, *outs)
-        with device.timed("dmap-traceback-kernel"):
-            cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(c)).wait()
+        device.run(prg, "traceback", [text.buffer, np.uint32(text.host.size), ins[0], np.uint32(width), ins[1], ins[2],
+                                      ins[3], np.uint32(c), letters_buf, *outs], c, "dmap-traceback-kernel")
         with device.timed("dmap-transfer"):
             for host, buf in zip((ops[lo:hi], start[lo:hi], dist[lo:hi], n_ops[lo:hi], cigar[lo:hi], md[lo:hi]),
                                  outs[1:]):

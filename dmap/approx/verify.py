@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..device import Device, launch_size
+from ..device import Device
 from .patterns import match_masks
 
 COOPERATIVE_GROUP = 64  # work-items per group of the cooperative kernel (words x regions)
@@ -55,7 +55,6 @@ def myers_distances(
     out = np.empty(total, dtype=np.uint8)
     if n == 0:
         return out
-    cl = device.cl
     peq = match_masks(patterns, sigma)
     words = peq.shape[2]
     per_group = max(1, COOPERATIVE_GROUP // words)
@@ -66,15 +65,12 @@ def myers_distances(
             region_length.astype(np.uint32), region_pattern.astype(np.uint32),
             region_offsets(region_length).astype(np.uint32))]
     out_buf = device.output(out)
-    kernel = cl.Kernel(prg, "myers_cooperative" if cooperative else "myers")
-    kernel.set_args(text_buffer, *bufs, np.uint32(n), out_buf)
+    size = None
     if cooperative:
         local = per_group * words
         size = ((n + per_group - 1) // per_group * local,), (local,)
-    else:
-        size = launch_size(n)
-    with device.timed("dmap-verify-kernel"):
-        cl.enqueue_nd_range_kernel(device.queue, kernel, *size).wait()
+    device.run(prg, "myers_cooperative" if cooperative else "myers", [text_buffer, *bufs, np.uint32(n), out_buf],
+               n, "dmap-verify-kernel", size=size)
     with device.timed("dmap-transfer"):
         device.read_back(out_buf, out)
     return out

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..approx.seeds import Seeds
-from ..device import Device, launch_size
+from ..device import Device
 from ..reads import EncodedReads
 from .build import ARRAYS
 from .params import NeighborhoodParams
@@ -77,10 +77,9 @@ def _append_pass(device: Device, prg, store: DeviceNeighborhood, reads: EncodedR
         out_q = cl.Buffer(device.context, mf.WRITE_ONLY, 4 * max(capacity, 1))
         out_p = cl.Buffer(device.context, mf.WRITE_ONLY, 4 * max(capacity, 1))
     index_args = [store.buffers[name] for name in ARRAYS] + inputs + [np.uint32(store.method == "phash")]
-    append = cl.Kernel(prg, "seed_and_filter_append")
-    append.set_args(*index_args, np.uint32(n), counts_buf, total_buf, np.uint32(capacity), out_q, out_p)
-    with device.timed("dmap-neighborhood-kernel"):
-        cl.enqueue_nd_range_kernel(device.queue, append, *launch_size(n)).wait()
+    device.run(prg, "seed_and_filter_append",
+               [*index_args, np.uint32(n), counts_buf, total_buf, np.uint32(capacity), out_q, out_p],
+               n, "dmap-neighborhood-kernel")
     counts, total = np.empty(n, np.uint32), np.empty(1, np.uint32)
     with device.timed("dmap-transfer"):
         cl.enqueue_copy(device.queue, counts, counts_buf)
@@ -137,10 +136,8 @@ def seed_and_filter(
         with device.timed("dmap-transfer"):
             ids_buf, offsets_buf = device.upload(rest.astype(np.uint32)), device.upload(offsets)
             out_buf = device.output(more)
-        fill = cl.Kernel(prg, "seed_and_filter_fill")
-        fill.set_args(*index_args, np.uint32(rest.size), ids_buf, offsets_buf, out_buf)
-        with device.timed("dmap-neighborhood-kernel"):
-            cl.enqueue_nd_range_kernel(device.queue, fill, *launch_size(rest.size)).wait()
+        device.run(prg, "seed_and_filter_fill", [*index_args, np.uint32(rest.size), ids_buf, offsets_buf, out_buf],
+                   int(rest.size), "dmap-neighborhood-kernel")
         with device.timed("dmap-transfer"):
             device.read_back(out_buf, more)
         query = np.concatenate([query, np.repeat(rest.astype(np.uint32), counts[rest])])

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..device import Device, DeviceBlock, ReverseOcc, launch_size
+from ..device import Device, DeviceBlock, ReverseOcc
 from ..locate import expand_intervals
 from .exact import occ_defines
 
@@ -81,7 +81,6 @@ def search_with_edits(
     if n_queries == 0:
         z = np.zeros(0, dtype=np.uint32)
         return SeedIntervals(z, z, z)
-    cl = device.cl
     # Seed lengths rounded up, so that a few programs serve every chunk.
     max_len = -(-int(lengths.max()) // 32) * 32
     prg = device.program("edit_seeds.cl", {**occ_defines(block), "N_STRANDS": n_strands, "MAX_LEN": max_len,
@@ -95,10 +94,8 @@ def search_with_edits(
     count = np.empty(n_queries, dtype=np.uint32)
     out = np.empty((n_queries * keep, 2), dtype=np.uint32)
     count_buf, out_buf = device.output(count), device.output(out)
-    kernel = cl.Kernel(prg, "edit_seeds_first")  # one per call: set_args is not thread-safe
-    kernel.set_args(*index_args, np.uint32(n_queries), np.uint32(keep), count_buf, out_buf)
-    with device.timed("dmap-search-kernel"):
-        cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(n_queries)).wait()
+    device.run(prg, "edit_seeds_first", [*index_args, np.uint32(n_queries), np.uint32(keep), count_buf, out_buf],
+               n_queries, "dmap-search-kernel")
     with device.timed("dmap-transfer"):
         device.read_back(count_buf, count)
         device.read_back(out_buf, out)
@@ -116,10 +113,8 @@ def search_with_edits(
         more_buf = device.output(more)
         with device.timed("dmap-transfer"):
             again_buf, first_buf = device.upload(again.astype(np.uint32)), device.upload(first.astype(np.uint32))
-        kernel = cl.Kernel(prg, "edit_seeds_fill")
-        kernel.set_args(*index_args, again_buf, np.uint32(again.size), first_buf, more_buf)
-        with device.timed("dmap-search-kernel"):
-            cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(int(again.size))).wait()
+        device.run(prg, "edit_seeds_fill", [*index_args, again_buf, np.uint32(again.size), first_buf, more_buf],
+                   int(again.size), "dmap-search-kernel")
         with device.timed("dmap-transfer"):
             device.read_back(more_buf, more)
         # Those queries' first-pass slots are a prefix of what the fill pass wrote.

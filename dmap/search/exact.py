@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..alphabet import INVALID
-from ..device import BlockText, Device, DeviceBlock, launch_size
+from ..device import BlockText, Device, DeviceBlock
 
 # Queries advanced in step by one work-item (see exact_search.cl), as
 # measured fastest with benchmarks/kernel_speed.py (docs/performance.md).
@@ -83,7 +83,6 @@ def search_block(
     n = len(lengths)
     if n == 0:
         return np.zeros((0, n_strands, 2), dtype=np.uint32)
-    cl = device.cl
     shape = block.shape
     min_suffix = early_stop_length(shape.n_rows, shape.sigma) if text is not None else 0
     prg = device.program("exact_search.cl", {**occ_defines(block), "BATCH": batch, "N_STRANDS": n_strands,
@@ -102,14 +101,11 @@ def search_block(
     out_buf = device.output(out)
     work_items = -(-n_queries // batch)
     b = block.buffers
-    kernel = cl.Kernel(prg, "exact_search")  # one per call: set_args is not thread-safe
-    kernel.set_args(
+    device.run(prg, "exact_search", [
         b["occ"], np.uint32(shape.n_periods), b["C"], np.uint32(shape.n_rows), b["sa_samples"], b["boundary_rows"],
         b["boundary_pos"], np.uint32(block.n_boundary), text.buffer if text is not None else b["C"],
         reads, offs, lens, table_buf, np.uint32(n_queries), out_buf,
-    )
-    with device.timed("dmap-search-kernel"):
-        cl.enqueue_nd_range_kernel(device.queue, kernel, *launch_size(work_items)).wait()
+    ], work_items, "dmap-search-kernel")
     with device.timed("dmap-transfer"):
         device.read_back(out_buf, out)
     device.queries_searched += n_queries
