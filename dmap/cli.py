@@ -226,8 +226,8 @@ def index_info(index_path):
               help="Embedded cluster: one spawned worker process per device instead of threads in this process.")
 @click.option("-t", "--threads", type=int, default=None,
               help="Embedded cluster: use N cores.  PoCL's CPU device runs its kernels on N cores; the host runs "
-                   "this process's reader and SAM writer and min(N, 2) task threads per device [default: all "
-                   "cores, e.g. under SLURM those of the job's cpuset].")
+                   "this process's reader and SAM writer and min(N, 2) task threads per device [default: every "
+                   "core PoCL finds; under SLURM give -t $SLURM_CPUS_PER_TASK].")
 @click.option("-R", "--read-group", default=None, metavar="LINE",
               help="Read group header line, as bwa's: '@RG\\tID:lane1\\tSM:sample1' (\\t for a tab).  Its ID "
                    "tags every record (RG:Z).")
