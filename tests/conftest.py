@@ -1,4 +1,4 @@
-"""Shared fixtures: one OpenCL device and one embedded Dask cluster per test session
+"""Shared fixtures: one OpenCL device and one embedded Dask cluster per test run
 (helpers the tests share are in helpers.py)."""
 
 from __future__ import annotations
