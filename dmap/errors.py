@@ -51,9 +51,10 @@ class OutputError(DmapError):
     errno: int | None = None  # the OSError's, when one caused it
 
     @classmethod
-    def writing(cls, path: str, error: OSError) -> OutputError:
-        """The error for ``error`` raised while writing ``path``."""
-        e = cls(f"cannot write {path!r}: {error.strerror or error}; no output was written")
+    def writing(cls, path: str, error: OSError, after: str = "no output was written") -> OutputError:
+        """The error for ``error`` raised while writing ``path``; ``after`` says what is left
+        (:attr:`dmap.output.Output.after_failure`)."""
+        e = cls(f"cannot write {path!r}: {error.strerror or error}; {after}")
         e.errno = error.errno
         return e
 

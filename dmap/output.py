@@ -136,6 +136,12 @@ class Output:
         """Whether the output is written under a temporary name and renamed."""
         return self.tmp is not None
 
+    @property
+    def after_failure(self) -> str:
+        """What a failed run leaves, for its error message: nothing of a file, and
+        whatever was already streamed to a pipe or device."""
+        return "no output was written" if self.is_file else "the records written so far are incomplete"
+
     def __enter__(self) -> Output:
         return self
 
@@ -153,8 +159,9 @@ class Output:
                 os.replace(self.tmp, self.target)
                 self.tmp = None
         except OSError as e:
+            after = self.after_failure
             self.discard()
-            raise OutputError.writing(self.name, e) from None
+            raise OutputError.writing(self.name, e, after) from None
 
     def discard(self) -> None:
         """Close the output; a file's temporary name is removed (nothing is left)."""

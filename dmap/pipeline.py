@@ -222,7 +222,7 @@ def map_reads(
     if sam_path is not None:
         out = Output(sam_path, inputs=[reads], index=idx.path)
         writer = SamWriter(out.file, contig_names, max_hits, device=prepare_device(), name=out.name,
-                               read_group=group)
+                               read_group=group, after_failure=out.after_failure)
     try:
         if writer is not None:
             writer.write_header(sam.header(idx.meta, argv, group))
@@ -252,7 +252,8 @@ def map_reads(
     except (CommClosedError, FutureCancelledError, CancelledError, OSError) as e:
         reason = " ".join(str(e).split())  # Dask's messages span lines; the CLI prints one
         raise ClusterError(
-            f"lost the Dask cluster during the run ({type(e).__name__}: {reason}); no output was written"
+            f"lost the Dask cluster during the run ({type(e).__name__}: {reason}); "
+            + (out.after_failure if out is not None else "no output was written")
         ) from None
     finally:
         if out is not None:

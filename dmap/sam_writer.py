@@ -111,11 +111,13 @@ class SamWriter:
     """
 
     def __init__(self, file, contig_names: list[str], max_hits: int | None, device=None, name: str | None = None,
-                 read_group: ReadGroup | None = None):
+                 read_group: ReadGroup | None = None, after_failure: str = "no output was written"):
         """``device``: a :class:`dmap.device.Device`, None, or a future of either
         (:func:`prepare_device`), waited for at the first records.  ``name``:
         the output's name in error messages (default: the file's).
-        ``read_group``: its tag ends every record."""
+        ``read_group``: its tag ends every record.  ``after_failure``: what a
+        failed write leaves, for its message (:attr:`dmap.output.Output.after_failure`)."""
+        self.after_failure = after_failure
         self.tail = read_group.tag if read_group is not None else ""
         self.file = file
         self.name = name or getattr(file, "name", "the SAM output")
@@ -149,7 +151,7 @@ class SamWriter:
                 self.file.flush()
                 self._cache.wrote(self.file.tell())
         except OSError as e:
-            raise OutputError.writing(self.name, e) from None
+            raise OutputError.writing(self.name, e, self.after_failure) from None
 
     def write_header(self, text: str) -> None:
         self._write(text.encode())

@@ -694,3 +694,14 @@ def test_progress_lines_in_a_log(tmp_path):
     assert lines[2].endswith("s left") and "88% of the reference" in lines[2]
     q = dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "--overwrite", "-q")
     assert q.returncode == 0 and q.stderr == ""
+
+
+def test_a_device_that_refuses_writes_is_one_line_saying_what_is_left(index, tmp_path):
+    """/dev/full is written in place (a device) and fails every write with ENOSPC."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"])
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", "/dev/full")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip() == ("dmap: error: cannot write '/dev/full': No space left on device; "
+                                "the records written so far are incomplete")
