@@ -432,14 +432,3 @@ def current_device() -> Device:
     if _process_device is None:
         _process_device = Device()
     return _process_device
-
-
-def local_device() -> Device | None:
-    """This process's device for host-side kernels (SAM formatting), or None if it has none."""
-    global _process_device
-    if _process_device is None:
-        try:
-            _process_device = Device()
-        except DeviceError:
-            return None
-    return _process_device

@@ -1,47 +1,29 @@
-"""Reading references and reads from FASTA/FASTQ (plain or gzip) with dnaio.
+"""Parsing FASTA/FASTQ: references record by record with dnaio, reads a chunk at a time.
 
-References are parsed record by record by dnaio.  FASTQ reads are read in
-pieces of whole four-line records; a piece of plain FASTQ is split into
-fields with numpy (no Python object per read: that was most of the host's
-time), and any other piece is parsed by dnaio, so dnaio stays the judge of
-what is valid.  On top: one clear error per kind of bad input, symbol
-checks against the index alphabet, and read chunks of a chosen size whose
-bytes go to the device as they are.
-
-One module of about 510 lines: the FASTQ fast path, its piece reader and
-the FASTA/dnaio fallback share private helpers and limits (``PIECE_BYTES``)
-that only this reader uses.  The read types it yields are in
-:mod:`dmap.reads`.
+A chunk of reads (:mod:`dmap.splits`: a byte range of a file or a block
+of a stream, whole records either way) is parsed where it is read, on a
+worker: plain four-line FASTQ is split into fields with numpy (no Python
+object per read: that was most of the host's time), and anything else is
+parsed by dnaio, so dnaio stays the judge of what is valid.  On top: one
+clear error per kind of bad input and symbol checks against the index
+alphabet.  The read types are in :mod:`dmap.reads`.
 """
 
 from __future__ import annotations
 
 import io
-import itertools
 import os
-import stat
 from collections.abc import Callable, Iterator
 
 import dnaio
 import numpy as np
-from xopen import xopen
 
+from . import splits
 from .alphabet import INVALID, Alphabet
 from .errors import InputFormatError
-from .mapfile import map_bytes
 from .reads import MAX_NAME_LENGTH, ReadChunk, ReadFields, reads_with_unknown_symbols
 from .schedule import DEFAULT_CHUNK_SIZE
-
-STDIN = "-"  # a reads path that means standard input
-
-
-def _check_path(path: str, what: str) -> None:
-    if path == STDIN:
-        return
-    if not os.path.exists(path):
-        raise InputFormatError(f"{what} file {path!r} does not exist")
-    if os.path.isdir(path):
-        raise InputFormatError(f"{what} path {path!r} is a directory, not a FASTA/FASTQ file")
+from .splits import FileSplit, Source, check_path, plan_input, split_bytes
 
 
 def _open(source, what: str, name: str):
@@ -56,7 +38,7 @@ def _records(source, what: str, name: str | None = None) -> Iterator[dnaio.Seque
     """The records of ``source``: a path, or a binary stream named ``name``."""
     if name is None:
         name = os.fspath(source)
-        _check_path(name, what)
+        check_path(name, what)
     reader = _open(source, what, name)
     try:
         n = 0
@@ -69,23 +51,6 @@ def _records(source, what: str, name: str | None = None) -> Iterator[dnaio.Seque
         raise InputFormatError(f"{what} file {name!r} is malformed: {e}") from None
     finally:
         reader.close()
-
-
-class _Prefixed(io.RawIOBase):
-    """A binary stream whose first bytes were read already: those bytes, then the rest."""
-
-    def __init__(self, head: bytes, rest):
-        self._head, self._rest = head, rest
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        if self._head:
-            n = min(len(b), len(self._head))
-            b[:n], self._head = self._head[:n], self._head[n:]
-            return n
-        return self._rest.readinto(b)
 
 
 def _first_bad_symbol(seq_bytes: np.ndarray, table: np.ndarray) -> str | None:
@@ -171,277 +136,127 @@ def split_fastq(data: np.ndarray, low: tuple[np.ndarray, np.ndarray] | None = No
     return ReadFields(data, name, name_end - name, seq, seq_len, qual)
 
 
-def _parse_with_dnaio(data: np.ndarray, path: str, lines_before: int) -> ReadFields:
-    """Records of a buffer parsed by dnaio, whose errors name the line in the whole file."""
+def _parse_with_dnaio(data: np.ndarray, fastq: bool, path: str, offset: int) -> ReadFields:
+    """Records of a buffer of whole records parsed by dnaio; its errors name the file and where the
+    buffer begins in it (``offset``)."""
     try:
-        records = list(dnaio.open(io.BytesIO(data.tobytes()), fileformat="fastq"))
+        records = list(dnaio.open(io.BytesIO(data.tobytes()), fileformat="fastq" if fastq else "fasta"))
     except dnaio.FileFormatError as e:
-        if e.line is not None:
-            e.line += lines_before
-        raise InputFormatError(f"reads file {path!r} is malformed: {e}") from None
-    except UnicodeDecodeError as e:
-        raise InputFormatError(f"reads file {path!r} is malformed: {e}") from None
+        at = "" if e.line is None else f"line {e.line + 1} of "
+        raise InputFormatError(f"reads file {path!r} is malformed: {e.message} ({at}the records from byte "
+                               f"{offset})") from None
+    except (UnicodeDecodeError, EOFError) as e:
+        raise InputFormatError(f"reads file {path!r} is malformed: {e} (the records from byte {offset})") from None
     return ReadFields.from_strings([r.id for r in records], [r.sequence for r in records],
-                                   [r.qualities for r in records])
+                                   [r.qualities for r in records] if fastq else None)
 
 
-PIECE_BYTES = 4 << 20  # FASTQ is read in pieces of whole records of at most this size
-_BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark
-
-
-def _read_fields(path: str | os.PathLike, chunk_size: int,
-                 wanted: Callable[[], int] | None = None) -> Iterator[ReadFields]:
-    """All records of a reads file (``-``: standard input), a piece at a time.
-
-    ``wanted()``, if given, says how many records the consumer needs next
-    (FASTQ pieces are cut to it, see :func:`_fastq_pieces`).
-
-    The file is opened once and read once, so a pipe works too (``-``,
-    ``<(zcat reads.fq.gz)``).  FASTQ (its first byte is ``@``) goes through
-    :func:`split_fastq`, falling back to dnaio piece by piece; anything else
-    (FASTA, multi-line and rare for reads) is dnaio's to read or reject.
-    """
-    path = os.fspath(path)
-    _check_path(path, "reads")
-    try:
-        f = xopen(path, "rb")
-    except OSError as e:
-        raise InputFormatError(f"reads file {path!r} cannot be read: {e}") from None
-    with f:
-        head = np.zeros(1, dtype=np.uint8)
-        if not _fill(f, memoryview(head), path):
-            return  # no reads: a SAM file of its header alone
-        skipped = 0
-        if head[0] == _BOM[0]:  # a UTF-8 byte-order mark, as some editors write: skipped
-            rest = np.zeros(len(_BOM), dtype=np.uint8)
-            n = _fill(f, memoryview(rest[1:]), path)
-            if rest[1:1 + n].tobytes() != _BOM[1:]:
-                raise InputFormatError(f"reads file {path!r} is not FASTA or FASTQ: it starts with byte 0xEF")
-            skipped = len(_BOM)
-            if not _fill(f, memoryview(head), path):
-                return
-        while head[0] in _BLANK:  # blank lines before the first record (or only blank lines: no reads)
-            skipped += 1
-            if not _fill(f, memoryview(head), path):
-                return
-        if head[0] != ord("@"):
-            records = _records(io.BufferedReader(_Prefixed(head.tobytes(), f)), "reads", path)
-            while batch := list(itertools.islice(records, chunk_size)):
-                yield ReadFields.from_strings([r.id for r in batch], [r.sequence for r in batch], None)
-            return
-        lines = 0
-        for data, low, newlines in _fastq_pieces(f, path, head, wanted, skipped):
-            fields = split_fastq(data, low, newlines)
-            if fields is None:
-                fields = _parse_with_dnaio(data, path, lines)
-            lines += 4 * len(fields)
-            yield fields
-
-
-def _low_bytes(data: np.ndarray, scratch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _low_bytes(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the newlines, spaces, tabs (and other bytes <= 32) and of
     the bytes that are not ASCII (>= 128) in ``data``, and those bytes.
 
     Compared as signed bytes, both kinds are <= 32, so one pass finds them.
-
-    ``scratch``: a bool array at least as long as ``data`` to compare into.
-    A new array of a chunk's size comes as fresh pages, which the kernel
-    zeroes: that was 6% of a mapping run's CPU time (docs/performance.md).
     """
-    mask = np.less_equal(data.view(np.int8), 32, out=None if scratch is None else scratch[:data.size])
-    positions = np.flatnonzero(mask)
+    positions = np.flatnonzero(np.less_equal(data.view(np.int8), 32))
     return positions, data[positions]
 
 
-def _fastq_pieces(
-    f, path: str, head: np.ndarray, wanted: Callable[[], int] | None = None, start: int = 0
-) -> Iterator[tuple[np.ndarray, tuple[np.ndarray, np.ndarray], np.ndarray]]:
-    """Pieces of whole four-line records, each with its :func:`_low_bytes` and its newlines.
+def source_fields(source: Source) -> ReadFields:
+    """The records of a chunk of the input (:mod:`dmap.splits`), parsed where the chunk is read:
+    plain four-line FASTQ by :func:`split_fastq`, anything else by dnaio."""
+    if isinstance(source, FileSplit):
+        data, offset = split_bytes(source)
+    else:
+        data, offset = source.data, source.offset
+    fields = split_fastq(data) if source.fastq else None
+    if fields is None:
+        if data.size == 0:
+            return ReadFields.from_strings([], [], [] if source.fastq else None)
+        fields = _parse_with_dnaio(data, source.fastq, source.path, offset)
+    if len(fields) and fields.seq_len.max() > splits.MAX_RECORD_BYTES:
+        raise InputFormatError(f"reads file {source.path!r} holds a record over {splits.MAX_RECORD_BYTES} bytes "
+                               f"long (after byte {offset}), far longer than any index maps")
+    return fields
 
-    Each piece ends after a multiple of four lines (the last piece: at the
-    end of the file).  The newlines that place that end are the ones
-    :func:`split_fastq` splits fields at, so finding whole records costs no
-    pass of its own: ``dnaio.read_chunks`` counted them with ``bytes.count``
-    while holding the GIL, 0.07-0.28 s per million reads (docs/performance.md).
-    Every piece has a buffer of its own, as chunks keep their bytes: a mapped
-    range of the file (:class:`_MappedFile`) or, from a pipe or a compressed
-    file, a new array.
-    ``head``: the file's first bytes, read already, after ``start`` bytes
-    skipped (a byte-order mark).  Blank lines at the end of the file are
-    dropped, as a text editor may leave them.
 
-    With ``wanted``, a piece holds at most ``wanted()`` records, in a buffer
-    sized for them from the most bytes per record of any piece so far (at
-    least PIECE_BYTES), so that a chunk is one piece: joining pieces into chunks
-    copied every read's bytes once more, into fresh pages (docs/performance.md).
-    The records read beyond go on to the next piece.
+def read_chunk(source: Source, alphabet: Alphabet, max_length: int | None = None, check_symbols: bool = True,
+               strict: bool = True) -> ReadChunk:
+    """The reads of one chunk of the input, parsed and checked (on the worker that reads it).
+
+    With ``check_symbols`` False, only chunk 0's symbols are checked here;
+    the exact search kernel checks the others (see
+    :class:`dmap.errors.UnknownSymbolError`), which saves a pass over every read.
+
+    With ``strict`` False, a read that is empty, longer than ``max_length``
+    or holds a symbol outside the alphabet is marked skipped in its chunk
+    (:meth:`ReadChunk.skip`), to be written unmapped; with ``strict`` it is
+    an error.
+
+    Raises
+    ------
+    InputFormatError
+        For a malformed file, a read without a name or with one longer
+        than SAM allows, and (``strict``) a read with an unknown symbol, an
+        empty read, or a read longer than ``max_length``.
     """
-    mapped = _MappedFile.of(f, path)
-    carry = head if mapped is None else head[:0]  # a mapped file's pieces start at `offset`, the head included
-    offset = start
-    record_bytes = 0  # the most bytes per record in a piece so far
-    scratch = np.empty(0, dtype=bool)  # for _low_bytes, reused from piece to piece
-    while True:
-        records = wanted() if wanted is not None else 0
-        # 1% more than the wanted records would take at the most bytes per record
-        # so far, so that slightly longer ones still fit; any beyond are carried over.
-        size = max(PIECE_BYTES, records * record_bytes * 101 // 100, carry.size + 1)
-        if mapped is not None:
-            data = mapped.piece(offset, size)
-            n = data.size
-        else:
-            buf = np.empty(size, dtype=np.uint8)
-            buf[:carry.size] = carry
-            n = carry.size + _fill(f, memoryview(buf)[carry.size:], path)
-            data = buf[:n]
-        if scratch.size < n:
-            scratch = np.empty(size, dtype=bool)
-        low, low_bytes = _low_bytes(data, scratch)
-        newlines = low[low_bytes == 10]
-        if n < size:  # the end of the file: blank lines after the last record are dropped
-            n = _records_end(data, newlines)
-            data, newlines = data[:n], newlines[newlines < n]
-            k = int(np.searchsorted(low, n))
-            low, low_bytes = low[:k], low_bytes[:k]
-        complete = newlines.size // 4 * 4
-        whole = min(complete, 4 * records) if records else complete
-        if n < size and whole == complete:  # the end of the file, all of it wanted
-            if n:
-                _check_record_lengths(newlines[3:whole:4], n, path)
-                yield data, (low, low_bytes), newlines
-            return
-        end = int(newlines[whole - 1]) + 1 if whole else 0
-        _check_record_lengths(newlines[3:whole:4], end, path)
-        record_bytes = max(record_bytes, -(-end // (whole // 4)))
-        k = int(np.searchsorted(low, end))
-        yield data[:end], (low[:k], low_bytes[:k]), newlines[:whole]
-        if mapped is not None:
-            offset += end
-        else:
-            carry = data[end:]
+    chunk = ReadChunk(source.number, source_fields(source), alphabet.read_table, alphabet.name)
+    fields = chunk.fields
+    lengths = fields.seq_len
+    if len(chunk) and (fields.name_len == 0).any():
+        after = int(np.argmin(fields.name_len))
+        raise InputFormatError(f"reads file {source.path!r}: a read has no name"
+                               + (f" (the read after {chunk.names[after - 1]!r})" if after else ""))
+    if len(chunk) and fields.name_len.max() > MAX_NAME_LENGTH:
+        i = int(np.argmax(fields.name_len))
+        raise InputFormatError(f"read {chunk.names[i][:40]!r}... has a name of {fields.name_len[i]} characters; "
+                               f"SAM allows at most {MAX_NAME_LENGTH}: shorten the names (e.g. with seqkit "
+                               "replace) and run again")
+    empty = lengths == 0
+    too_long = lengths > max_length if max_length is not None else None
+    if strict:
+        if empty.any():
+            raise InputFormatError(f"read {chunk.names[int(np.argmax(empty))]!r} is empty")
+        if too_long is not None and too_long.any():
+            i = int(np.argmax(lengths))
+            raise InputFormatError(
+                f"read {chunk.names[i]!r} is {lengths[i]} symbols long, longer than the index's maximum query "
+                f"length {max_length}; rebuild the index with a larger --max-query-length"
+            )
+        if check_symbols or source.number == 0:
+            chunk.check_symbols()
+    else:
+        chunk.skip(empty, "empty")
+        if too_long is not None:
+            chunk.skip(too_long, "too long")
+        if check_symbols or source.number == 0:
+            unknown = reads_with_unknown_symbols(chunk.codes, chunk.offsets, lengths)
+            if unknown is not None:
+                chunk.skip(unknown, "unknown symbol")
+    return chunk
 
 
-class _MappedFile:
-    """An uncompressed regular file whose pieces are mapped (mmap), not read.
-
-    A piece then lies in the page cache's own pages: ``readinto`` copied the
-    file into new buffers, whose fresh pages the kernel zeroed first, and on
-    the VM where dmap is measured (memory that a guest frees goes back to the
-    host) that was 0.15-0.2 s of system time per million 100-bp reads
-    (docs/performance.md).  Each piece maps only its own range, so
-    the process holds the pages of the chunks in flight, not the whole file.
-
-    :meth:`piece` checks the file's size before it maps a piece, so a file cut
-    short between pieces is an error that says so.  One cut short while a
-    chunk of it is still in flight would end the run with SIGBUS, as it would
-    any program that maps its input.
-    """
-
-    def __init__(self, fd: int, size: int, path: str):
-        self.fd, self.size, self.path = fd, size, path
-
-    @classmethod
-    def of(cls, f, path: str) -> _MappedFile | None:
-        """``f`` (from :func:`xopen`), if it reads a regular file as it is (not a
-        pipe, not gzip) whose size is known and which can be mapped; else None,
-        and the file is read instead."""
-        raw = getattr(f, "raw", None)
-        if not isinstance(raw, io.FileIO):
-            return None
-        st = os.fstat(raw.fileno())
-        # A file whose first byte was read but whose size is 0 is not a plain
-        # file (e.g. under /proc), and some file systems cannot map files.
-        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
-            return None
-        try:
-            map_bytes(raw.fileno(), 0, 1)
-        except (OSError, ValueError):
-            return None
-        return cls(raw.fileno(), st.st_size, path)
-
-    def piece(self, offset: int, size: int) -> np.ndarray:
-        """Bytes ``offset`` to ``offset + size`` (fewer at the end), read-only."""
-        size = min(size, self.size - offset)
-        if size <= 0:
-            return np.empty(0, dtype=np.uint8)
-        try:
-            if os.fstat(self.fd).st_size < offset + size:
-                raise InputFormatError(f"reads file {self.path!r} was cut short while dmap read it")
-            return map_bytes(self.fd, offset, size)
-        except OSError as e:
-            raise InputFormatError(f"reads file {self.path!r} cannot be read: {e}") from None
-
-
-_BLANK = np.frombuffer(b"\n\r \t", np.uint8)
-
-
-def _records_end(data: np.ndarray, newlines: np.ndarray) -> int:
-    """Where the last four-line record of the file's last piece ``data`` ends: blank
-    lines after it are dropped (an editor may leave them), while the empty
-    sequence and quality lines of an empty read still count.
-
-    The line of the last non-blank byte is rounded up to a whole record;
-    a blank tail longer than 4 kB is left for the parser to refuse.
-    """
-    tail = data[-4096:]
-    text = np.flatnonzero(~np.isin(tail, _BLANK))
-    if not text.size:
-        return 0 if tail.size == data.size else data.size
-    last = data.size - tail.size + int(text[-1])
-    lines = -(-(int(np.searchsorted(newlines, last)) + 1) // 4) * 4
-    return int(newlines[lines - 1]) + 1 if lines <= newlines.size else data.size
-
-
-def _check_record_lengths(ends: np.ndarray, end: int, path: str) -> None:
-    """Refuse a piece ``[0, end)`` holding no record, or one over PIECE_BYTES.
-
-    ``ends``: the fourth newline of each whole record; after the last of
-    them, the piece may end with a record that lacks its final newline.
-    """
-    if not end or np.diff(ends, prepend=-1, append=end - 1).max() > PIECE_BYTES:
-        raise InputFormatError(f"reads file {path!r} holds a record over {PIECE_BYTES} bytes long, "
-                               "far longer than any index maps")
-
-
-def _fill(f, view: memoryview, path: str) -> int:
-    """Read from ``f`` until ``view`` is full or the file ends; the bytes read."""
-    done = 0
-    try:
-        while done < len(view) and (got := f.readinto(view[done:])):
-            done += got
-    except (EOFError, OSError) as e:  # a damaged gzip stream
-        raise InputFormatError(f"reads file {path!r} is malformed: {e}") from None
-    return done
-
-
-class _Pending:
-    """Records parsed but not yet handed out, in file order."""
-
-    def __init__(self):
-        self.pieces: list[ReadFields] = []
-        self.n = 0
-
-    def add(self, piece: ReadFields) -> None:
-        if len(piece):
-            self.pieces.append(piece)
-            self.n += len(piece)
-
-    def take(self, n: int) -> ReadFields:
-        """The next ``n`` records (fewer if fewer are pending), in one buffer."""
-        parts = []
-        while n > 0 and self.pieces:
-            k = min(n, len(self.pieces[0]))
-            parts.append(self.pieces[0].take(0, k))
-            self.pieces[0] = self.pieces[0].take(k, len(self.pieces[0]))
-            if not len(self.pieces[0]):
-                self.pieces.pop(0)
-            n -= k
-            self.n -= k
-        return ReadFields.concat(parts)
+def alphabet_mismatch(chunk: ReadChunk, alphabet: str, sample: int = 1 << 16) -> str | None:
+    """A warning when a chunk's first reads look like DNA against a protein or text index, or like
+    protein against a DNA index: both map (nearly) nothing, without an error."""
+    lengths = chunk.lengths[np.cumsum(chunk.lengths, dtype=np.int64) <= sample]
+    if not lengths.sum():
+        return None
+    starts = chunk.offsets[:lengths.size].astype(np.int64)
+    at = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths[:-1], dtype=np.int64)]), lengths)
+    seq = chunk.data[at + np.arange(at.size)]
+    nucleotides = np.isin(seq, np.frombuffer(b"ACGTNacgtn", np.uint8)).mean()
+    if alphabet != "dna" and nucleotides == 1.0:
+        return (f"the reads hold only A, C, G, T and N, as DNA does, but the index is of the {alphabet} "
+                "alphabet: DNA reads map to a DNA index (built with 'dmap index REF -o INDEX')")
+    if alphabet == "dna" and nucleotides < 0.5:
+        return (f"{100 * (1 - nucleotides):.0f}% of the first reads' symbols are not A, C, G, T or N, "
+                "as in protein or text, but the index is of DNA: they count as N and map nowhere "
+                "(build the index with --alphabet protein or text)")
+    return None
 
 
 def iter_read_chunks(
-    path: str | os.PathLike,
+    paths: str | os.PathLike | list,
     alphabet: Alphabet,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     max_length: int | None = None,
@@ -449,74 +264,17 @@ def iter_read_chunks(
     check_symbols: bool = True,
     strict: bool = True,
 ) -> Iterator[ReadChunk]:
-    """Parse reads in chunks of ``chunk_size``, validated.
+    """The chunks of the reads files ``paths`` read in this process, in order: the chunks
+    of :func:`dmap.splits.plan_input`, each read by :func:`read_chunk`, as workers read them.
 
-    ``next_size(reads_done, bytes_done)``, if given, chooses the size of each
-    chunk, the first included (see :class:`dmap.schedule.GuidedChunks`);
-    ``bytes_done`` counts the FASTA/FASTQ bytes of the reads parsed so far.
-    With ``check_symbols`` False, only the first chunk's symbols are checked
-    here; the exact search kernel checks the others (see
-    :class:`UnknownSymbolError`), which saves a pass over every read.
-
-    With ``strict`` False, a read that is empty, longer than ``max_length``
-    or holds a symbol outside the alphabet is marked skipped in its chunk
-    (:meth:`ReadChunk.skip`), to be written unmapped; with ``strict`` it is
-    an error.  An empty input yields no chunk.
-
-    Raises
-    ------
-    InputFormatError
-        For a missing or malformed file, a read without a name or with one
-        longer than SAM allows, and (``strict``) a read with an unknown
-        symbol, an empty read, or a read longer than ``max_length``.
+    ``next_size(reads_done, bytes_done)``, if given, chooses about how many
+    reads each chunk holds (see :class:`dmap.schedule.GuidedChunks`), else
+    ``chunk_size``.  An empty input yields no chunk.
     """
     if chunk_size < 1:
         raise InputFormatError(f"chunk size must be at least 1, not {chunk_size}")
-    pending = _Pending()
-    number = first = bytes_done = 0
-    size = chunk_size if next_size is None else max(1, next_size(0, 0))
-    source = _read_fields(path, chunk_size, wanted=lambda: max(size - pending.n, 1))
-    while True:
-        while pending.n < size and (piece := next(source, None)) is not None:
-            pending.add(piece)
-        if pending.n == 0:
-            return
-        chunk = ReadChunk(number, first, pending.take(size), alphabet.read_table, alphabet.name)
-        n = len(chunk)
-        fields = chunk.fields
-        lengths = fields.seq_len
-        if (fields.name_len == 0).any():
-            raise InputFormatError(f"reads {os.fspath(path)!r}: read number "
-                                   f"{first + int(np.argmin(fields.name_len)) + 1} has no name")
-        if fields.name_len.max() > MAX_NAME_LENGTH:
-            i = int(np.argmax(fields.name_len))
-            raise InputFormatError(f"read {chunk.names[i][:40]!r}... has a name of {fields.name_len[i]} characters; "
-                                   f"SAM allows at most {MAX_NAME_LENGTH}: shorten the names (e.g. with seqkit "
-                                   "replace) and run again")
-        empty = lengths == 0
-        too_long = lengths > max_length if max_length is not None else None
-        if strict:
-            if empty.any():
-                raise InputFormatError(f"read {chunk.names[int(np.argmax(empty))]!r} is empty")
-            if too_long is not None and too_long.any():
-                i = int(np.argmax(lengths))
-                raise InputFormatError(
-                    f"read {chunk.names[i]!r} is {lengths[i]} symbols long, longer than the index's maximum query "
-                    f"length {max_length}; rebuild the index with a larger --max-query-length"
-                )
-            if check_symbols or number == 0:
-                chunk.check_symbols()
-        else:
-            chunk.skip(empty, "empty")
-            if too_long is not None:
-                chunk.skip(too_long, "too long")
-            if check_symbols or number == 0:
-                unknown = reads_with_unknown_symbols(chunk.codes, chunk.offsets, lengths)
-                if unknown is not None:
-                    chunk.skip(unknown, "unknown symbol")
-        yield chunk
-        number += 1
-        first += n
-        bytes_done += chunk.file_bytes
-        if next_size is not None:
-            size = max(1, next_size(first, bytes_done))
+    paths = [os.fspath(p) for p in (paths if isinstance(paths, list | tuple) else [paths])]
+    for source in plan_input(paths, next_size or (lambda *_: chunk_size)):
+        chunk = read_chunk(source, alphabet, max_length, check_symbols, strict)
+        if len(chunk):
+            yield chunk

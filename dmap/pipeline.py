@@ -1,24 +1,31 @@
 """Building and running the Dask graph of a mapping job.
 
-For each read chunk ``i`` and index block ``b``::
+For each chunk ``i`` of the input and index block ``b``::
 
-    search(i, b) -> locate(i, b) --\\
-                                    >-- merge(i) -> SAM text of chunk i
-    search(i, b') -> locate(i, b') /
+               /-- search(i, b) -> locate(i, b) --\\
+    read(i) --<                                    >-- finish(i) -> SAM records of chunk i
+               \\-- search(i, b') -> locate(i, b') /
+
+``read`` parses a byte range of the reads file on a worker (or a block of
+whole records that the client read from a stream, :mod:`dmap.splits`), and
+``finish`` merges the hits (dedup across block overlaps) and formats the
+records there too: the client plans the chunks and writes the finished
+bytes in input order, and never holds a read, a hit or a record of its own.
 
 With ``max_errors`` K > 0 the searched queries are the reads' K+1 pigeonhole
 seeds, and a ``verify(i, b)`` task after ``locate`` turns the seed hits into
 candidate regions, runs Myers' kernel on them and traces the alignments
 back; ``merge(i)`` then joins loci across blocks and ranks them.
 
-``search`` and ``locate`` ask for the ``opencl`` resource, so they run only
-on workers pinned to a device; ``merge`` (dedup across block overlaps, SAM
-formatting) runs anywhere.  At most ``in_flight`` chunks are submitted at a
-time (backpressure: memory stays bounded on any input size), and chunks are
-written in input order.
+With ``max_errors`` the reads' seeds are made by ``seeds(i)`` after
+``read(i)``.  ``search``, ``locate``, ``verify`` and ``finish`` (whose SAM
+kernel runs on the device) ask for the ``opencl`` resource, so they run
+only on workers pinned to a device.  At most ``in_flight`` chunks are
+submitted at a time (backpressure: memory stays bounded on any input size),
+and chunks are written in input order.
 
 The graph, its submission with backpressure and the writer that takes the
-results in input order stay together here (about 440 lines) so that the
+results in input order stay together here (about 420 lines) so that the
 Dask side of dmap can be read in one place; what the tasks compute is in
 :mod:`dmap.tasks`, and the results and settings have modules of their own.
 """
@@ -34,35 +41,33 @@ import warnings
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
 
-import numpy as np
 from distributed import Client
 from distributed.client import FutureCancelledError
 from distributed.comm.core import CommClosedError
 
 from . import sam
 from .approx.alignments import ChunkAlignments
-from .approx.settings import MAX_ERRORS_LIMIT, Approximate, approximate_settings
+from .approx.settings import MAX_ERRORS_LIMIT, approximate_settings
 from .cluster import connect, embedded_client, require_device_workers
 from .device import DEVICE_PLUGIN, DEVICE_RESOURCE
 from .errors import ClusterError, DmapError, DmapWarning
-from .fastx import iter_read_chunks
 from .hits import ChunkHits
 from .index.store import Index, open_index
-from .mapq import name_hashes
-from .neighborhood.search import neighborhood_patterns
 from .output import Output
 from .progress import Progress
-from .reads import ReadChunk
 from .result import MappingResult, collect_hits
-from .sam_writer import SamWriter, prepare_device
+from .sam_writer import SamWriter
 from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, GuidedChunks
+from .splits import STDIN, RawBlock, Source, plan_input
 from .tasks import (
-    edit_search_task,
+    ChunkOutput,
+    RecordSettings,
+    finish_task,
     locate_task,
-    merge_alignments_task,
-    merge_task,
     neighborhood_task,
+    read_task,
     search_task,
+    seeds_task,
     verify_task,
 )
 
@@ -81,7 +86,7 @@ def _client(client: Client | None, scheduler: str | None, processes: bool, threa
 
 def map_reads(
     index: str | os.PathLike | Index,
-    reads: str | os.PathLike,
+    reads: str | os.PathLike | list,
     *,
     sam_path: str | os.PathLike | None = None,
     client: Client | None = None,
@@ -113,7 +118,8 @@ def map_reads(
     index
         A dmap index (path or :class:`dmap.Index`).
     reads
-        FASTQ or FASTA file, optionally gzip-compressed; a pipe, or ``"-"`` for standard input.
+        FASTQ or FASTA file, optionally gzip-compressed; a pipe, or ``"-"`` for standard input; or
+        several files, mapped as one run in order (a list, or paths joined by commas).
     sam_path
         Write SAM here: a file (written under a temporary name and renamed at
         the end; an existing file is replaced only if dmap wrote it), a FIFO
@@ -206,26 +212,30 @@ def map_reads(
     contig_names = [c.name for c in idx.meta.contigs]
     if chunk_size is None:
         chunk_size = DEFAULT_CHUNK_SIZE if approx is None else DEFAULT_APPROX_CHUNK_SIZE
-    schedule = GuidedChunks(reads, chunk_size) if guided else None
+    if chunk_size < 1:
+        raise DmapError(f"--chunk-size must be at least 1, not {chunk_size}")
+    paths = reads_paths(reads)
+    schedule = GuidedChunks(paths, chunk_size) if guided else None
+    # Planning reads each file's first 64 KiB: a missing file or one that is not FASTA/FASTQ is
+    # an error before a cluster starts.
+    sources = plan_input(paths, schedule or (lambda *_: chunk_size))
+    first = next(sources, None)
+    sources = _prepended([first], sources) if first is not None else iter(())
     # An alignment with K edits spans up to m + K reference symbols, and must fit in a block overlap.
     # Exact mapping checks the symbols of every chunk but the first in the search kernel.
-    chunks = iter_read_chunks(reads, idx.alphabet, chunk_size, max_length=idx.meta.max_query_length - max_errors,
-                              next_size=schedule, check_symbols=approx is not None, strict=strict)
-    first = next(chunks, None)  # input errors surface before a cluster starts
-    if first is not None:
-        _warn_alphabet_mismatch(first, idx)
-    chunks = _prepended([first], chunks) if first is not None else iter(())
+    reading = dict(max_length=idx.meta.max_query_length - max_errors, check_symbols=approx is not None,
+                   strict=strict)
+    settings = RecordSettings(max_hits, group.tag if group is not None else "", approx, strict, return_hits)
     t0 = time.perf_counter()
     result = MappingResult()
-    kept: list[tuple[ChunkHits, ReadChunk]] = []
+    kept: list[tuple[ChunkHits | ChunkAlignments, list[str], int]] = []
     out = writer = None
     if sam_path is not None:
-        out = Output(sam_path, inputs=[reads], index=idx.path)
-        writer = SamWriter(out.file, contig_names, max_hits, device=prepare_device(), name=out.name,
-                               read_group=group, after_failure=out.after_failure)
+        out = Output(sam_path, inputs=paths, index=idx.path)
+        writer = SamWriter(out.file, name=out.name, after_failure=out.after_failure)
     try:
         if writer is not None:
-            writer.write_header(sam.header(idx.meta, argv, group))
+            writer.write(sam.header(idx.meta, argv, group).encode())
         if first is not None:  # no reads, no cluster: the SAM file is its header
             with _client(client, scheduler, processes, threads) as c:
                 n_workers = require_device_workers(c)
@@ -233,8 +243,8 @@ def map_reads(
                     schedule.n_workers = n_workers
                 before = device_stats(c)
                 try:
-                    _run(c, idx, chunks, writer, in_flight, result, kept if return_hits else None, block_major,
-                         approx, strict, progress)
+                    _run(c, idx, sources, writer, in_flight, result, kept if return_hits else None, block_major,
+                         reading, settings, progress)
                 except BaseException:
                     if out is not None:
                         out.discard()  # at once: closing the cluster takes a while, and a SIGKILL may follow
@@ -264,25 +274,19 @@ def map_reads(
     return result
 
 
-def _warn_alphabet_mismatch(chunk: ReadChunk, idx: Index, sample: int = 1 << 16) -> None:
-    """Warn when the first reads look like DNA against a protein or text index, or like
-    protein against a DNA index: both map (nearly) nothing, without an error."""
-    lengths = chunk.lengths[np.cumsum(chunk.lengths, dtype=np.int64) <= sample]
-    if not lengths.sum():
-        return
-    starts = chunk.offsets[:lengths.size].astype(np.int64)
-    at = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths[:-1], dtype=np.int64)]), lengths)
-    seq = chunk.data[at + np.arange(at.size)]
-    nucleotides = np.isin(seq, np.frombuffer(b"ACGTNacgtn", np.uint8)).mean()
-    name = idx.alphabet.name
-    if name != "dna" and nucleotides == 1.0:
-        warnings.warn(f"the reads hold only A, C, G, T and N, as DNA does, but the index is of the {name} "
-                      "alphabet: DNA reads map to a DNA index (built with 'dmap index REF -o INDEX')",
-                      DmapWarning, stacklevel=3)
-    elif name == "dna" and nucleotides < 0.5:
-        warnings.warn(f"{100 * (1 - nucleotides):.0f}% of the first reads' symbols are not A, C, G, T or N, "
-                      "as in protein or text, but the index is of DNA: they count as N and map nowhere "
-                      "(build the index with --alphabet protein or text)", DmapWarning, stacklevel=3)
+def reads_paths(reads: str | os.PathLike | list) -> list[str]:
+    """The reads files of a run, in order: a path (``-`` for standard input), a list of paths,
+    or several paths joined by commas (a path that exists as it is is taken whole)."""
+    if isinstance(reads, list | tuple):
+        paths = [os.fspath(p) for p in reads]
+    else:
+        path = os.fspath(reads)
+        paths = [path] if path == STDIN or os.path.exists(path) or "," not in path else path.split(",")
+    if not paths or any(p == "" for p in paths):
+        raise DmapError(f"no reads file in {reads!r}")
+    if STDIN in paths and len(paths) > 1:
+        raise DmapError("standard input ('-') can only be the one reads file")
+    return paths
 
 
 def _total(stats: dict[str, dict], key: str) -> int:
@@ -342,63 +346,55 @@ def _prepended(first: list, rest: Iterator):
     yield from rest
 
 
-def _run(client, idx, chunks, writer, in_flight, result, kept, block_major=True,
-         approx: Approximate | None = None, strict: bool = False, progress: Progress | None = None) -> None:
+def _run(client, idx, sources, writer, in_flight, result, kept, block_major, reading: dict,
+         settings: RecordSettings, progress: Progress | None = None) -> None:
     """Submit chunks from this thread; a writer thread takes results in input order.
 
-    Reading/encoding the next chunks overlaps with formatting and writing
-    the finished ones.  The queue holds at most ``in_flight`` chunks, so
-    memory stays bounded whatever the input size.
+    Planning the next chunks overlaps with writing the finished ones.  The
+    queue holds at most ``in_flight`` chunks, so memory stays bounded
+    whatever the input size.
     """
     path = idx.path
     dev = {DEVICE_RESOURCE: 1}
     home = block_homes(client, idx)
+    approx = settings.approx
     done = object()
     pending: queue.Queue = queue.Queue(maxsize=in_flight)
     failure: list[BaseException] = []
     stopped = threading.Event()
 
-    def submit(chunk: ReadChunk) -> None:
-        encoded = chunk.encoded() if approx is not None else chunk.read_bytes()
-        reads_f = client.scatter(encoded, hash=False)
-        seed_edits = 0  # edits per FM seed: 0 for exact search (and for exact mapping)
-        if approx is not None and approx.engine == "phash":
-            seeds_f = client.scatter(neighborhood_patterns(encoded.lengths, approx.window, approx.delta), hash=False)
-        elif approx is not None:
-            seeds, seed_edits = approx.seeds_for(encoded.lengths)
-            seeds_f, queries_f = client.scatter([seeds, seeds.encoded(encoded)], hash=False)
+    def submit(source: Source) -> None:
+        number = source.number
+        if isinstance(source, RawBlock):  # read by this process from a stream: its bytes go to a worker
+            source = client.scatter(source, hash=False)
+        # Reading first: a chunk's other tasks wait for it.  Reading takes no device, but asks for
+        # none of it on a device worker: a task with a resource restriction is sent to a worker as
+        # soon as it is submitted, where Dask would hold back tasks without dependencies (its
+        # queuing of root tasks) and feed the device one chunk at a time, undoing block-major order.
+        chunk = client.submit(read_task, path, source, **reading, pure=False, resources={DEVICE_RESOURCE: 0},
+                              priority=block_priority(0, number, in_flight) + 1 if block_major else -number)
+        queries = chunk if approx is None else client.submit(seeds_task, chunk, approx, pure=False,
+                                                                priority=-number)
         located = []
-        searched = chunk.searched
-        for b in range(idx.n_blocks if len(encoded) else 0):  # a chunk of skipped reads alone needs no device
+        for b in range(idx.n_blocks):
             # Block-major among the chunks in flight (BowMapCL 4.4.1): a device
             # works through one block for all of them before the next, so a
             # device that cannot hold every block reloads each once per
             # window of chunks instead of once per chunk.
-            prio = block_priority(b, chunk.number, in_flight) if block_major else -chunk.number
+            prio = block_priority(b, number, in_flight) if block_major else -number
             place = {"workers": [home[b]], "allow_other_workers": True} if home else {}
             task = dict(resources=dev, pure=False, priority=prio, **place)
             if approx is not None and approx.engine == "phash":
-                loc = client.submit(neighborhood_task, path, b, reads_f, seeds_f, approx.neighborhood_errors, **task)
+                loc = client.submit(neighborhood_task, path, b, queries, approx.neighborhood_errors, **task)
             else:
-                if seed_edits:
-                    s = client.submit(edit_search_task, path, b, queries_f, seed_edits, **task)
-                else:
-                    s = client.submit(search_task, path, b, queries_f if approx else reads_f, **task)
-                loc = client.submit(locate_task, path, b, s, **task)
+                loc = client.submit(locate_task, path, b, client.submit(search_task, path, b, queries, **task),
+                                    **task)
             if approx is not None:
-                loc = client.submit(verify_task, path, b, reads_f, seeds_f, loc, approx.max_errors, approx.eqx, **task)
+                loc = client.submit(verify_task, path, b, queries, loc, approx.max_errors, approx.eqx, **task)
             located.append(loc)
-        if approx is None:
-            merged = client.submit(merge_task, path, len(chunk), located, searched, pure=False,
-                                   priority=-chunk.number)
-        else:
-            f = chunk.fields
-            hashes = name_hashes(f.data, f.name_off, f.name_len)
-            merged = client.submit(merge_alignments_task, path, len(chunk), located, approx.max_errors,
-                                   approx.report_all, approx.max_hits, searched,
-                                   hashes if searched is None else hashes[searched], pure=False,
-                                   priority=-chunk.number)
-        pending.put((merged, chunk, time.perf_counter()))
+        finished = client.submit(finish_task, path, chunk, located, settings, resources=dev, pure=False,
+                                 priority=-number)
+        pending.put((finished, time.perf_counter()))
 
     def write_in_order() -> None:
         bytes_done = 0
@@ -406,26 +402,23 @@ def _run(client, idx, chunks, writer, in_flight, result, kept, block_major=True,
             while (item := pending.get()) is not done:
                 if stopped.is_set():  # the submitter failed or was interrupted: drop the rest
                     continue
-                fut, chunk, started = item
-                hits: ChunkHits | ChunkAlignments = fut.result()
-                if hits.bad.size:  # found by the search kernel (the first chunk's were found on the host)
-                    if strict:
-                        raise chunk.unknown_symbol_error(int(hits.bad[0]))
-                    chunk.unmappable["unknown symbol"] = chunk.unmappable.get("unknown symbol", 0) + hits.bad.size
+                fut, started = item
+                chunk: ChunkOutput = fut.result()
+                if chunk.warning is not None:
+                    warnings.warn(chunk.warning, DmapWarning, stacklevel=2)
                 for why, n in chunk.unmappable.items():
                     result.unmappable[why] = result.unmappable.get(why, 0) + n
                 if writer is not None:
-                    writer.write_records(chunk, hits)
-                counts = hits.counts()
-                result.n_reads += len(chunk)
-                result.n_mapped += int((counts > 0).sum())
-                result.n_hits += len(hits)
+                    writer.write(chunk.records)
+                if kept is not None:
+                    kept.append((chunk.hits, chunk.names, result.n_reads))
+                result.n_reads += chunk.n_reads
+                result.n_mapped += chunk.n_mapped
+                result.n_hits += chunk.n_hits
                 result.chunk_seconds.append(time.perf_counter() - started)
                 if progress is not None:
                     bytes_done += chunk.file_bytes
                     progress.update(result.n_reads, bytes_done)
-                if kept is not None:
-                    kept.append((hits, chunk))
         except BaseException as e:  # handed to the submitting thread
             failure.append(e)
             while pending.get() is not done:  # unblock the submitter
@@ -434,10 +427,10 @@ def _run(client, idx, chunks, writer, in_flight, result, kept, block_major=True,
     thread = threading.Thread(target=write_in_order, name="dmap-sam-writer", daemon=True)
     thread.start()
     try:
-        for chunk in chunks:
+        for source in sources:
             if failure:
                 break
-            submit(chunk)
+            submit(source)
     except BaseException:
         stopped.set()
         raise

@@ -110,14 +110,13 @@ UNMAPPABLE = ("empty", "too long", "unknown symbol")
 class ReadChunk:
     """A chunk of reads: the file's bytes and where each field lies in them.
 
-    ``first`` is the 0-based number of the chunk's first read in the input,
-    so chunks can be put back in input order.  ``names``, ``seqs`` and
+    ``number`` is the chunk's place in the input, so chunks can be put
+    back in input order.  ``names``, ``seqs`` and
     ``quals`` are built on first use (the exact path never needs them: the
     SAM kernel reads ``data`` directly).
     """
 
     number: int
-    first: int
     fields: ReadFields
     table: np.ndarray  # byte -> code (Alphabet.read_table)
     alphabet: str  # its name, for error messages
@@ -247,7 +246,7 @@ def encode_reads(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Encode reads into flat codes, offsets, lengths and the raw bytes (tests and benchmarks)."""
     fields = ReadFields.from_strings(names, seqs, None)
-    chunk = ReadChunk(0, 0, fields, alphabet.read_table, alphabet.name)
+    chunk = ReadChunk(0, fields, alphabet.read_table, alphabet.name)
     chunk.check_symbols()
     enc = chunk.encoded()
     lo = int(fields.seq_off[0]) if len(fields) else 0

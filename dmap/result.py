@@ -8,7 +8,6 @@ import numpy as np
 
 from .approx.alignments import ChunkAlignments
 from .hits import ChunkHits
-from .reads import ReadChunk
 
 
 @dataclass
@@ -59,15 +58,16 @@ class MappingResult:
         return self.n_reads / self.seconds if self.seconds else 0.0
 
 
-def collect_hits(results: list[tuple[ChunkHits | ChunkAlignments, ReadChunk]], contig_names: list[str],
-                  approximate: bool) -> Hits:
+def collect_hits(results: list[tuple[ChunkHits | ChunkAlignments, list[str], int]], contig_names: list[str],
+                 approximate: bool) -> Hits:
+    """The hits of a run from each chunk's hits, read names and number of its first read."""
     reads, names, contigs, pos, strand, dist, cigar = [], [], [], [], [], [], []
-    for h, chunk in results:
+    for h, chunk_names, first in results:
         if approximate:
             dist.append(h.distance)
             cigar += h.cigar
-        reads.append(h.read + chunk.first)
-        names += [chunk.names[i] for i in h.read.tolist()]
+        reads.append(h.read + first)
+        names += [chunk_names[i] for i in h.read.tolist()]
         contigs += [contig_names[c] for c in h.contig.tolist()]
         pos.append(h.position)
         strand.append(np.where(h.strand == 1, "-", "+"))

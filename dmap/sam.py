@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -240,66 +239,45 @@ def contig_name_columns(contig_names: list[str]) -> tuple[np.ndarray, np.ndarray
     return data, offsets.astype(np.uint32), lengths.astype(np.uint32)
 
 
-# The SAM kernel writes at most this many bytes at a time (a record longer
-# than that goes alone), and each batch is written out before the next: the
-# records of a 100,000-read chunk took a 29 MB buffer, grown twice as the
-# first chunks grew, and fresh pages cost 1.5-3 ms per MB on a VM whose idle
-# memory goes back to its host (docs/performance.md).  8 MB also
-# stays in the L3 cache between the kernel's writes and the copy to the file.
-SAM_BATCH_BYTES = 8 << 20
-
-
 def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_names: list[str],
                           max_hits: int | None = None,
                           name_columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-                          buffer: Callable[[int], np.ndarray] | None = None,
-                          batch_bytes: int = SAM_BATCH_BYTES, tail: str = "",
-                          pick: np.ndarray | None = None) -> Iterator[np.ndarray]:
-    """SAM records of a chunk, written by ``kernels/sam_records.cl``, in batches.
+                          tail: str = "", pick: np.ndarray | None = None) -> np.ndarray:
+    """SAM records of a chunk, written by ``kernels/sam_records.cl``: the bytes of
+    :func:`format_records` as a uint8 array, at a third of the host CPU time
+    (building each line in Python was the largest host cost of a run).
 
-    Yields the bytes of :func:`format_records` (as uint8 arrays, to be
-    written without a copy), whole records of at most ``batch_bytes`` at a
-    time, at a third of the host CPU time: building each line in Python was
-    the largest host cost of a run.  A batch is valid until the next is
-    asked for.  ``name_columns``: :func:`contig_name_columns` of
-    ``contig_names``, made once per run by :class:`SamWriter` (a draft
-    assembly has hundreds of thousands of contigs).  ``buffer(n)``: a uint8
-    array of ``n`` bytes to write a batch into, instead of a new one.
-    ``tail`` and ``pick`` as in :func:`format_records`.
+    ``name_columns``: :func:`contig_name_columns` of ``contig_names``, made
+    once per index by the caller (a draft assembly has hundreds of thousands
+    of contigs).  ``tail`` and ``pick`` as in :func:`format_records`.
     """
     cols = record_columns(hits, max_hits, pick)
     n = cols.read.size
+    if n == 0:
+        return np.zeros(0, dtype=np.uint8)
     f = chunk.fields
     has_qual = f.qual_off is not None
     rnames, rname_off, rname_len = name_columns or contig_name_columns(contig_names)
     tail_bytes = np.frombuffer(tail.encode() or b"\0", np.uint8)  # OpenCL buffers are never empty
     ends = np.cumsum(record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual, len(tail)), dtype=np.uint64)
+    starts = np.zeros(n, dtype=np.uint64)
+    starts[1:] = ends[:-1]
     letters = _letters(chunk.alphabet)
     # Names, sequences and qualities all lie in the chunk's bytes, sent once.
     # The buffers must outlive the kernels: OpenCL kernels need not retain their arguments.
-    chunk_args = [device.upload(a) for a in (f.data, f.name_off, f.name_len, f.seq_off, f.seq_len,
-                                             f.qual_off if has_qual else f.seq_off)]
-    chunk_args += [np.uint32(has_qual)]
-    chunk_args += [device.upload(a) for a in (rnames, rname_off, rname_len, letters, _COMPLEMENT[letters])]
-    chunk_args += [np.uint32(_mapped_letters(chunk.alphabet)), device.upload(tail_bytes), np.uint32(len(tail))]
+    args = [device.upload(a) for a in (f.data, f.name_off, f.name_len, f.seq_off, f.seq_len,
+                                       f.qual_off if has_qual else f.seq_off)]
+    args += [np.uint32(has_qual)]
+    args += [device.upload(a) for a in (rnames, rname_off, rname_len, letters, _COMPLEMENT[letters])]
+    args += [np.uint32(_mapped_letters(chunk.alphabet)), device.upload(tail_bytes), np.uint32(len(tail))]
     columns = [cols.read.astype(np.uint32), cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh, cols.x0]
-    program = device.program("sam_records.cl", {})
-    lo = 0
-    while lo < n:
-        base = int(ends[lo - 1]) if lo else 0
-        hi = max(int(np.searchsorted(ends, base + batch_bytes, side="right")), lo + 1)
-        total = int(ends[hi - 1]) - base
-        starts = np.empty(hi - lo, dtype=np.uint64)
-        starts[0] = 0
-        np.subtract(ends[lo:hi - 1], base, out=starts[1:])
-        out = buffer(total) if buffer is not None else np.empty(total, dtype=np.uint8)
-        out_buf = device.output(out)  # on a CPU the kernel writes into `out` itself
-        batch_args = [device.upload(a[lo:hi]) for a in columns] + [device.upload(starts)]
-        device.run(program, "sam_records", [*chunk_args, *batch_args, np.uint32(hi - lo), out_buf], hi - lo,
-                   wait=False)  # the read-back waits
-        device.read_back(out_buf, out)
-        yield out
-        lo = hi
+    args += [device.upload(a) for a in columns] + [device.upload(starts)]
+    out = np.empty(int(ends[-1]), dtype=np.uint8)
+    out_buf = device.output(out)  # on a CPU the kernel writes into `out` itself
+    device.run(device.program("sam_records.cl", {}), "sam_records", [*args, np.uint32(n), out_buf], n,
+               wait=False)  # the read-back waits
+    device.read_back(out_buf, out)
+    return out
 
 
 def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_names: list[str],

@@ -1,29 +1,14 @@
-"""Writing a SAM file: the header, then each chunk's records in input order, formatted on
-this process's OpenCL device (``kernels/sam_records.cl``) when it has one, with only
-the file's tail kept in the page cache."""
+"""Writing the SAM output: the header, then each chunk's records (formatted by the
+workers, :func:`dmap.tasks.finish_task`) in input order, with only the file's tail
+kept in the page cache."""
 
 from __future__ import annotations
 
 import io
 import os
 import stat
-from concurrent.futures import Future, ThreadPoolExecutor
 
-import numpy as np
-
-from .approx.alignments import ChunkAlignments
-from .device import local_device
 from .errors import OutputError
-from .hits import ChunkHits
-from .reads import ReadChunk
-from .sam import (
-    ReadGroup,
-    contig_name_columns,
-    format_alignment_records,
-    format_records,
-    format_records_device,
-    primaries,
-)
 
 # Bytes at the end of a SAM file being written that are left in the page
 # cache: two SAM batches.  Against 64 MB, the pages dropped come back sooner,
@@ -80,69 +65,24 @@ class PageCacheLimit:
             self.fd = None  # a file system that refuses the advice is written as usual
 
 
-def prepare_device() -> Future:
-    """This process's device (:func:`dmap.device.local_device`) with the SAM
-    kernel built, made in a background thread.
-
-    The OpenCL context (0.06-0.07 s) and the kernel's build from the binary
-    cache (0.04 s) then overlap the cluster's start and the first chunk's
-    search, instead of delaying both (docs/performance.md).
-    """
-    def make():
-        device = local_device()
-        if device is not None:
-            device.program("sam_records.cl", {})
-        return device
-
-    # An exception in make() is raised by future.result(), in the writer.
-    pool = ThreadPoolExecutor(1, thread_name_prefix="dmap-sam-device")
-    future = pool.submit(make)
-    pool.shutdown(wait=False)  # the thread ends when make() returns
-    return future
-
-
 class SamWriter:
-    """Writes a SAM file: header, then records chunk by chunk.
+    """Writes the SAM output's bytes: the header, then records chunk by chunk.
 
-    Records are formatted by ``sam_records.cl`` on this process's OpenCL
-    device when it has one, else in Python (the same bytes).  Only the last
-    :data:`CACHED_TAIL` bytes of a regular file stay in the page cache
-    (:class:`PageCacheLimit`).
+    Only the last :data:`CACHED_TAIL` bytes of a regular file stay in the
+    page cache (:class:`PageCacheLimit`).
     """
 
-    def __init__(self, file, contig_names: list[str], max_hits: int | None, device=None, name: str | None = None,
-                 read_group: ReadGroup | None = None, after_failure: str = "no output was written"):
-        """``device``: a :class:`dmap.device.Device`, None, or a future of either
-        (:func:`prepare_device`), waited for at the first records.  ``name``:
-        the output's name in error messages (default: the file's).
-        ``read_group``: its tag ends every record.  ``after_failure``: what a
-        failed write leaves, for its message (:attr:`dmap.output.Output.after_failure`)."""
+    def __init__(self, file, name: str | None = None, after_failure: str = "no output was written"):
+        """``name``: the output's name in error messages (default: the file's).
+        ``after_failure``: what a failed write leaves, for its message
+        (:attr:`dmap.output.Output.after_failure`)."""
         self.after_failure = after_failure
-        self.tail = read_group.tag if read_group is not None else ""
         self.file = file
         self.name = name or getattr(file, "name", "the SAM output")
-        self.contig_names = contig_names
-        self.max_hits = max_hits
-        self._device = device
-        self._name_columns = None  # contig_name_columns, made at the first records formatted on the device
         self._cache = PageCacheLimit(file)
-        self._records = np.empty(0, dtype=np.uint8)
 
-    def _records_buffer(self, nbytes: int) -> np.ndarray:
-        """An array for a batch of records (:data:`SAM_BATCH_BYTES`), reused
-        from batch to batch (each is written out before the next is formatted):
-        new ones came as fresh pages, which the kernel zeroes first."""
-        if self._records.size < nbytes:
-            self._records = np.empty(nbytes + nbytes // 8, dtype=np.uint8)  # room for slightly longer batches
-        return self._records[:nbytes]
-
-    @property
-    def device(self):
-        if isinstance(self._device, Future):
-            self._device = self._device.result()
-        return self._device
-
-    def _write(self, data) -> None:
+    def write(self, data) -> None:
+        """Write ``data`` (bytes or a uint8 array)."""
         # An OSError here is the output's (disk full, a closed pipe), told
         # apart from the OSErrors of a Dask cluster that went away.
         try:
@@ -152,21 +92,3 @@ class SamWriter:
                 self._cache.wrote(self.file.tell())
         except OSError as e:
             raise OutputError.writing(self.name, e, self.after_failure) from None
-
-    def write_header(self, text: str) -> None:
-        self._write(text.encode())
-
-    def write_records(self, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments) -> None:
-        if isinstance(hits, ChunkAlignments):
-            self._write(format_alignment_records(chunk, hits, self.contig_names, self.tail).encode())
-            return
-        pick = primaries(chunk, hits.counts())
-        if self.device is not None:
-            if self._name_columns is None:
-                self._name_columns = contig_name_columns(self.contig_names)
-            for records in format_records_device(self.device, chunk, hits, self.contig_names, self.max_hits,
-                                                 self._name_columns, self._records_buffer, tail=self.tail,
-                                                 pick=pick):
-                self._write(records)
-        else:
-            self._write(format_records(chunk, hits, self.contig_names, self.max_hits, self.tail, pick).encode())

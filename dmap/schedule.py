@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 
+from .splits import COMPRESSED
+
 # The largest chunk of reads in exact mapping (chunks grow to it, see
 # GuidedChunks).  Each chunk costs tens of milliseconds beyond its reads
 # (Dask tasks, kernel launches, buffers), and a launch's last work-groups
@@ -37,8 +39,6 @@ DEFAULT_CHUNK_SIZE = 200_000
 DEFAULT_APPROX_CHUNK_SIZE = 50_000
 
 
-
-COMPRESSED = (".gz", ".bgz", ".bz2", ".xz", ".zst")
 # Reads in the first chunk.  It is read and checked before the cluster
 # starts: 200,000 reads took 0.26-0.34 s (docs/performance.md).
 FIRST_CHUNK_SIZE = 25_000
@@ -56,10 +56,11 @@ class GuidedChunks:
     compressed input grows to ``max_size`` and stays there.
     """
 
-    def __init__(self, path: str | os.PathLike, max_size: int, min_size: int = 1000,
+    def __init__(self, paths: str | os.PathLike | list, max_size: int, min_size: int = 1000,
                  first_size: int = FIRST_CHUNK_SIZE):
-        path = os.fspath(path)
-        self.total_bytes = None if path.endswith(COMPRESSED) or not os.path.isfile(path) else os.path.getsize(path)
+        paths = [os.fspath(p) for p in (paths if isinstance(paths, list | tuple) else [paths])]
+        plain = all(not p.endswith(COMPRESSED) and os.path.isfile(p) for p in paths)
+        self.total_bytes = sum(os.path.getsize(p) for p in paths) if plain else None
         self.max_size = max_size
         self.min_size = min(min_size, max_size)
         self.first_size = min(first_size, max_size)

@@ -1,13 +1,14 @@
-"""The functions Dask runs: search and locate on a worker's device, then
-merge/dedup per chunk.  Graph construction is in pipeline.py; these
-functions only compute.  Workers get only encoded reads (numpy arrays) and
-return hit arrays: names, sequences and qualities stay with the client,
-which writes the SAM.
+"""The functions Dask runs: a chunk's reads read and parsed, searched and
+located on a worker's device, then merged (dedup across blocks) and written
+as SAM records.  Graph construction is in pipeline.py; these functions only
+compute.  The reads stay on the workers from the read to the records: the
+client gets each chunk's finished bytes and counts (:class:`ChunkOutput`).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -16,15 +17,20 @@ from .approx.alignments import BlockAlignments, ChunkAlignments, align_block, me
 from .approx.candidates import Regions, candidate_regions
 from .approx.patterns import pattern_matrix
 from .approx.seeds import Seeds
+from .approx.settings import Approximate
 from .approx.verify import myers_distances
 from .device import current_device
+from .fastx import alphabet_mismatch, read_chunk
 from .hits import BlockHits, ChunkHits, merge_block_hits
 from .index.store import Index
 from .locate import locate_rows, split_located
-from .neighborhood.search import seed_and_filter, upload_neighborhood
-from .reads import EncodedReads, ReadBytes
+from .mapq import name_hashes
+from .neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
+from .reads import EncodedReads, ReadChunk
+from .sam import contig_name_columns, format_alignment_records, format_records_device, primaries
 from .search.edits import SeedIntervals, search_with_edits
 from .search.exact import bad_queries, search_block
+from .splits import Source
 
 
 @lru_cache(maxsize=8)
@@ -37,16 +43,49 @@ def cached_index(path: str) -> Index:
     return _open(path, os.path.getmtime(os.path.join(path, "zarr.json")))
 
 
-def search_task(index_path: str, block: int, chunk: EncodedReads | ReadBytes) -> np.ndarray:
-    """Exact intervals ``(n_queries, 2)`` of a chunk (reads or seeds) in one block, on this worker's device."""
+@dataclass
+class ChunkSeeds:
+    """What approximate mapping searches for a chunk: its reads as codes, their seeds (FM engine)
+    or neighborhood patterns (``phash``), the seeds as codes, and the edits per seed."""
+
+    reads: EncodedReads
+    seeds: Seeds
+    queries: EncodedReads | None  # the seeds' codes (FM engine)
+    seed_edits: int = 0
+
+
+def read_task(index_path: str, source: Source, max_length: int, check_symbols: bool, strict: bool) -> ReadChunk:
+    """A chunk of the input read and parsed on this worker (:func:`dmap.fastx.read_chunk`)."""
+    return read_chunk(source, cached_index(index_path).alphabet, max_length, check_symbols, strict)
+
+
+def seeds_task(chunk: ReadChunk, approx: Approximate) -> ChunkSeeds:
+    """The seeds (or neighborhood patterns) of a chunk's searched reads."""
+    reads = chunk.encoded()
+    if approx.engine == "phash":
+        return ChunkSeeds(reads, neighborhood_patterns(reads.lengths, approx.window, approx.delta), None)
+    seeds, seed_edits = approx.seeds_for(reads.lengths)
+    return ChunkSeeds(reads, seeds, seeds.encoded(reads), seed_edits)
+
+
+def search_task(index_path: str, block: int, queries: ReadChunk | ChunkSeeds) -> np.ndarray | SeedIntervals:
+    """Intervals of a chunk's reads (exact mapping) or seeds in one block, on this worker's device:
+    exact intervals ``(n_queries, 2)``, or with seeds searched with edits, every string within
+    that many edits of each (:func:`dmap.search.edits.search_with_edits`)."""
     index = cached_index(index_path)
     device = current_device()
     blk = device.block(index, block)
-    if isinstance(chunk, ReadBytes):  # reads: translated, checked and mostly located on the device
-        found = search_block(device, blk, chunk.data, chunk.offsets, chunk.lengths, index.alphabet.n_strands,
-                             table=chunk.table, text=_early_stop_text(device, index, block))
-    else:
-        found = search_block(device, blk, chunk.codes, chunk.offsets, chunk.lengths, index.alphabet.n_strands)
+    ns = index.alphabet.n_strands
+    if isinstance(queries, ReadChunk):  # reads: translated, checked and mostly located on the device
+        reads = queries.read_bytes()
+        found = search_block(device, blk, reads.data, reads.offsets, reads.lengths, ns, table=reads.table,
+                             text=_early_stop_text(device, index, block)) if len(reads) else np.zeros(0, np.int64)
+        return found.reshape(-1, 2)
+    q = queries.queries
+    if queries.seed_edits:
+        return search_with_edits(device, blk, device.reverse_occ(index, block), q.codes, q.offsets, q.lengths, ns,
+                                 queries.seed_edits)
+    found = search_block(device, blk, q.codes, q.offsets, q.lengths, ns) if len(q) else np.zeros(0, np.int64)
     return found.reshape(-1, 2)
 
 
@@ -62,16 +101,8 @@ def _early_stop_text(device, index: Index, block: int):
     return device.block_text(index, block) if _bytes_with_texts(index) <= device.block_budget else None
 
 
-def edit_search_task(index_path: str, block: int, seeds: EncodedReads, max_edits: int) -> SeedIntervals:
-    """Intervals of every string within ``max_edits`` edits of each seed in one block, on this worker's device."""
-    index = cached_index(index_path)
-    device = current_device()
-    return search_with_edits(device, device.block(index, block), device.reverse_occ(index, block), seeds.codes,
-                             seeds.offsets, seeds.lengths, index.alphabet.n_strands, max_edits)
-
-
 def locate_task(index_path: str, block: int, intervals: np.ndarray | SeedIntervals) -> BlockHits:
-    """Positions of every interval row (of :func:`search_task` or :func:`edit_search_task`), on this worker's device."""
+    """Positions of every interval row (of :func:`search_task`), on this worker's device."""
     index = cached_index(index_path)
     device = current_device()
     blk = device.block(index, block)
@@ -90,8 +121,9 @@ def locate_task(index_path: str, block: int, intervals: np.ndarray | SeedInterva
                      bad=bad)
 
 
-def neighborhood_task(index_path: str, block: int, reads: EncodedReads, patterns: Seeds, errors: int) -> BlockHits:
+def neighborhood_task(index_path: str, block: int, seeds: ChunkSeeds, errors: int) -> BlockHits:
     """Window positions matching a chunk's patterns (seed exact, neighborhood within ``errors``) in one block."""
+    reads, patterns = seeds.reads, seeds.seeds
     index = cached_index(index_path)
     device = current_device()
     store = device.neighborhood(index, block, upload_neighborhood)
@@ -102,24 +134,14 @@ def neighborhood_task(index_path: str, block: int, reads: EncodedReads, patterns
     return BlockHits(block, index.meta.blocks[block].start, index.own_length(block), query, positions)
 
 
-def merge_task(index_path: str, n_reads: int, parts: list[BlockHits], searched: np.ndarray | None = None) -> ChunkHits:
-    """Deduplicate a chunk's hits across block overlaps; contig coordinates.
-
-    ``searched``: the chunk-local numbers of the reads that were searched
-    (:attr:`dmap.reads.ReadChunk.searched`), None for all ``n_reads``.
-    """
-    index = cached_index(index_path)
-    n = n_reads if searched is None else searched.size
-    return merge_block_hits(parts, n, index.alphabet.n_strands, index.contig_offsets).renumbered(searched, n_reads)
-
-
-def verify_task(index_path: str, block: int, reads: EncodedReads, seeds: Seeds, located: BlockHits,
+def verify_task(index_path: str, block: int, chunk_seeds: ChunkSeeds, located: BlockHits,
                 max_errors: int, eqx: bool = False) -> BlockAlignments:
     """Candidate regions of a block's seed hits, verified by Myers' kernel, traced back to alignments.
 
     ``seeds`` and ``located`` come from either engine: FM-index seeds
     (search + locate) or neighborhood patterns (:func:`neighborhood_task`).
     """
+    reads, seeds = chunk_seeds.reads, chunk_seeds.seeds
     index = cached_index(index_path)
     device = current_device()
     meta = index.meta
@@ -151,16 +173,77 @@ def verify_task(index_path: str, block: int, reads: EncodedReads, seeds: Seeds, 
     return found
 
 
-def merge_alignments_task(index_path: str, n_reads: int, parts: list[BlockAlignments], max_errors: int,
-                          report_all: bool, max_hits: int | None, searched: np.ndarray | None = None,
-                          name_hash: np.ndarray | None = None) -> ChunkAlignments:
-    """A chunk's alignments: loci joined across blocks, best per locus, ranked per read
-    (``searched`` as in :func:`merge_task`; ``name_hash`` of the searched reads, to choose
-    a primary among equals)."""
+@dataclass(frozen=True)
+class RecordSettings:
+    """How the chunks' records are written (from :func:`dmap.map_reads`' options)."""
+
+    max_hits: int | None
+    tail: str  # ends every record: the read group's tag (dmap.sam.ReadGroup.tag), or ""
+    approx: Approximate | None
+    strict: bool
+    keep_hits: bool  # return the hits and read names too (MappingResult.hits)
+
+
+@dataclass
+class ChunkOutput:
+    """What a chunk sends back to the client: its SAM records, ready to be written, and its counts."""
+
+    number: int
+    records: np.ndarray  # uint8
+    n_reads: int
+    n_mapped: int
+    n_hits: int
+    file_bytes: int
+    unmappable: dict[str, int] = field(default_factory=dict)
+    hits: ChunkHits | ChunkAlignments | None = None  # with RecordSettings.keep_hits
+    names: list[str] | None = None  # the chunk's read names, with keep_hits
+    warning: str | None = None  # chunk 0: the reads do not look like the index's alphabet
+
+
+def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | BlockAlignments],
+                settings: RecordSettings) -> ChunkOutput:
+    """A chunk's hits merged across blocks (:func:`dmap.hits.merge_block_hits`, or
+    :func:`dmap.approx.alignments.merge_alignments` ranking loci) and written as SAM records."""
     index = cached_index(index_path)
-    n = n_reads if searched is None else searched.size
-    return merge_alignments(parts, n, index.alphabet.n_strands, index.contig_offsets, max_errors, report_all,
-                            max_hits, name_hash).renumbered(searched, n_reads)
+    searched = chunk.searched
+    n = len(chunk) if searched is None else searched.size
+    ns = index.alphabet.n_strands
+    approx = settings.approx
+    if approx is None:
+        hits = merge_block_hits(parts, n, ns, index.contig_offsets)
+    else:
+        f = chunk.fields
+        hashes = name_hashes(f.data, f.name_off, f.name_len)  # to choose a primary among equals
+        hits = merge_alignments(parts, n, ns, index.contig_offsets, approx.max_errors, approx.report_all,
+                                approx.max_hits, hashes if searched is None else hashes[searched])
+    hits = hits.renumbered(searched, len(chunk))
+    unmappable = dict(chunk.unmappable)
+    if hits.bad.size:  # found by the search kernel (chunk 0's were found when it was read)
+        if settings.strict:
+            raise chunk.unknown_symbol_error(int(hits.bad[0]))
+        unmappable["unknown symbol"] = unmappable.get("unknown symbol", 0) + int(hits.bad.size)
+    counts = hits.counts()
+    return ChunkOutput(chunk.number, _records(index, chunk, hits, settings), len(chunk), int((counts > 0).sum()),
+                       len(hits), chunk.file_bytes, unmappable,
+                       hits if settings.keep_hits else None, chunk.names if settings.keep_hits else None,
+                       alphabet_mismatch(chunk, index.alphabet.name) if chunk.number == 0 else None)
+
+
+@lru_cache(maxsize=8)
+def _contig_names(index: Index) -> tuple[list[str], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The index's contig names, and as the SAM kernel takes them (a draft assembly has hundreds of
+    thousands of contigs: made once per index)."""
+    names = [c.name for c in index.meta.contigs]
+    return names, contig_name_columns(names)
+
+
+def _records(index: Index, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments, settings: RecordSettings) -> np.ndarray:
+    """A chunk's SAM records as bytes: exact hits formatted by ``sam_records.cl`` on this worker's device."""
+    names, columns = _contig_names(index)
+    if isinstance(hits, ChunkAlignments):
+        return np.frombuffer(format_alignment_records(chunk, hits, names, settings.tail).encode(), np.uint8)
+    return format_records_device(current_device(), chunk, hits, names, settings.max_hits, columns,
+                                 tail=settings.tail, pick=primaries(chunk, hits.counts()))
 
 
 @lru_cache(maxsize=8)

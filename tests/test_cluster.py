@@ -11,7 +11,7 @@ import time
 import pytest
 from helpers import genome_case, require_device_parts, write_fasta, write_fastq
 
-from dmap.fastx import iter_read_chunks
+from dmap.splits import plan_input
 from dmap.tasks import search_task
 
 HERE = os.path.dirname(__file__)
@@ -312,7 +312,7 @@ class _SubmittedGate:
 
     @staticmethod
     def chunks(*args, **kwargs):
-        yield from iter_read_chunks(*args, **kwargs)
+        yield from plan_input(*args, **kwargs)
         _SubmittedGate.submitted.set()
 
     @staticmethod
@@ -333,7 +333,7 @@ def test_block_major_order_reloads_fewer_blocks(tmp_path, monkeypatch):
                       max_query_length=50)
     block_bytes = max(idx.load_block(b).nbytes for b in range(idx.n_blocks))
     monkeypatch.setenv("DMAP_BLOCK_BUDGET", str(int(block_bytes * 1.5)))  # room for one block
-    monkeypatch.setattr(dmap.pipeline, "iter_read_chunks", _SubmittedGate.chunks)
+    monkeypatch.setattr(dmap.pipeline, "plan_input", _SubmittedGate.chunks)
     monkeypatch.setattr(dmap.pipeline, "search_task", _SubmittedGate.search_task)
     n_chunks = 8000 // 500
     loads, sams = {}, {}

@@ -60,7 +60,7 @@ def test_copied_and_shared_buffers_give_the_same_results(zero_copy):
     hits = kernel_hits(device, single_block(codes, alphabet), codes, alphabet, reads)
     assert hits == brute_force_hits([("t", text)], reads, alphabet)
     read, position, strand = (np.array(col, dtype=np.int64) for col in zip(*[(r, p, s) for r, _, p, s in sorted(hits)]))
-    chunk = ReadChunk(0, 0, ReadFields.from_strings([f"r{i}" for i in range(len(reads))], reads,
+    chunk = ReadChunk(0, ReadFields.from_strings([f"r{i}" for i in range(len(reads))], reads,
                                                    ["I" * len(r) for r in reads]), alphabet.read_table, "dna")
     chunk_hits = ChunkHits(read, strand.astype(np.int8), np.zeros(read.size, np.int64), position, len(reads))
     assert b"".join(b.tobytes() for b in format_records_device(device, chunk, chunk_hits, ["t"])) == \

@@ -3,6 +3,7 @@
 import gzip
 import mmap
 import os
+import re
 
 import dnaio
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dmap import fastx
+from dmap import fastx, splits
 from dmap.alphabet import get_alphabet
 from dmap.errors import InputFormatError
 from dmap.fastx import iter_read_chunks, split_fastq
@@ -44,50 +45,89 @@ def dnaio_records(path):
         return [(r.id, r.sequence, r.qualities) for r in f]
 
 
-def chunk_records(path, chunk_size, sizes=None):
-    """Every record, in chunks of ``chunk_size`` or of ``sizes`` in turn."""
+def chunk_records(path, chunk_size, sizes=None, fastq=True):
+    """Every record, in chunks of about ``chunk_size`` reads or of ``sizes`` in turn."""
     next_size = None if sizes is None else lambda done, _: sizes[len(seen) % len(sizes)]
     out, seen = [], []
     for chunk in iter_read_chunks(path, DNA, chunk_size, next_size=next_size):
         seen.append(len(chunk))
-        out += list(zip(chunk.names, chunk.seqs, chunk.quals))
+        out += list(zip(chunk.names, chunk.seqs, chunk.quals if fastq else [None] * len(chunk)))
+    return out
+
+
+def split_records(path, cuts, fastq=True):
+    """Every record of the file read as the splits between ``cuts``, each read as a worker reads it."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        origin = splits._skip_head(np.frombuffer(f.read(splits.SNIFF_BYTES), np.uint8), str(path))
+    bounds = [origin] + sorted(c for c in cuts if origin < c < size) + [size]
+    out = []
+    for k, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        chunk = fastx.read_chunk(splits.FileSplit(k, str(path), lo, hi, fastq, origin, size), DNA)
+        out += list(zip(chunk.names, chunk.seqs, chunk.quals if fastq else [None] * len(chunk)))
     return out
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=fastq_files(), chunk_size=st.integers(1, 30), piece=st.sampled_from([800, 1500, 1 << 20]),
-       gz=st.booleans(), sizes=st.none() | st.lists(st.integers(1, 12), min_size=1, max_size=4))
-def test_chunks_hold_what_dnaio_reads(tmp_path, monkeypatch, text, chunk_size, piece, gz, sizes):
-    # Small pieces (each holds at least two records) put records of one chunk in several pieces,
-    # and split pieces between chunks; chunk sizes that change (as GuidedChunks makes them) change
-    # the records each piece is cut to.
-    monkeypatch.setattr(fastx, "PIECE_BYTES", piece)
+@given(text=fastq_files(), chunk_size=st.integers(1, 30), gz=st.booleans(),
+       sizes=st.none() | st.lists(st.integers(1, 9), min_size=1, max_size=4))
+def test_chunks_hold_what_dnaio_reads(tmp_path, text, chunk_size, gz, sizes):
+    # Plain files are cut into byte ranges, gzip into blocks of whole records read in this process;
+    # chunk sizes that change (as GuidedChunks makes them) change the cuts.
     path = tmp_path / ("r.fq.gz" if gz else "r.fq")
     path.write_bytes(gzip.compress(text) if gz else text)
     assert chunk_records(path, chunk_size, sizes) == dnaio_records(path)
 
 
-def test_a_chunk_is_one_piece_of_the_file(tmp_path, monkeypatch):
-    # After the first piece, pieces are cut to the records the next chunk needs, so chunks are not
-    # joined from pieces: each chunk's buffer holds its own records' bytes and no others.
-    monkeypatch.setattr(fastx, "PIECE_BYTES", 64)
-    record = b"@r\nACGTACGT\n+\nIIIIIIII\n"  # 23 bytes: a 64-byte piece holds 2
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=fastq_files())
+def test_a_split_at_any_byte_reads_every_record_once(tmp_path, text):
+    # Quality lines that start with '@' or '+', '+' lines that repeat the name, CRLF, no final
+    # newline: wherever a file is cut, the worker on each side finds the same record boundary.
+    path = tmp_path / "r.fq"
+    path.write_bytes(text)
+    want = dnaio_records(path)
+    for cut in range(len(text) + 1):
+        assert split_records(path, [cut]) == want, cut
+    assert split_records(path, range(0, len(text), 7)) == want
+
+
+def test_quality_lines_that_look_like_records(tmp_path):
+    # Every quality line starts with '@' and the next with '+' ('+' lines repeating the name): only
+    # a check of whole records tells a name line from a quality line.
+    records = [f"@r{i}\nACGT\n+r{i}\n@+@I\n" if i % 2 else f"@r{i}\nACGT\n+\n+@II\n" for i in range(12)]
+    text = "".join(records).encode()
+    (tmp_path / "r.fq").write_bytes(text)
+    want = dnaio_records(tmp_path / "r.fq")
+    for cut in range(len(text) + 1):
+        assert split_records(tmp_path / "r.fq", [cut]) == want, cut
+
+
+def test_fasta_split_at_any_byte(tmp_path):
+    text = b"\xef\xbb\xbf\n>a x\nACGT\nAC\n>b\nGG\n>c\nG\n>d desc\nTTTT\n\n\n"
+    (tmp_path / "r.fa").write_bytes(text)
+    want = [("a", "ACGTAC", None), ("b", "GG", None), ("c", "G", None), ("d", "TTTT", None)]
+    for cut in range(len(text) + 1):
+        assert split_records(tmp_path / "r.fa", [cut], fastq=False) == want, cut
+    assert chunk_records(tmp_path / "r.fa", 1, fastq=False) == want
+
+
+def test_a_chunk_holds_its_own_records_bytes(tmp_path):
+    # A worker maps the range of its split's records and no more: the chunks in flight bound the memory.
+    record = b"@r\nACGTACGT\n+\nIIIIIIII\n"
     (tmp_path / "r.fq").write_bytes(record * 1000)
-    sizes = iter([7, 100, 3, 50, 201, 9, 300])  # odd sizes: without the cut, pieces would straddle chunks
+    sizes = iter([7, 100, 3, 50, 201, 9, 300])
     chunks = list(iter_read_chunks(tmp_path / "r.fq", DNA, 1000, next_size=lambda *_: next(sizes, 1000)))
-    assert [len(c) for c in chunks] == [7, 100, 3, 50, 201, 9, 300, 330]  # the first size comes from next_size too
-    for chunk in chunks[1:]:
+    assert [len(c) for c in chunks] == [7, 100, 3, 50, 201, 9, 300, 330]  # records of one size: exact
+    for chunk in chunks:
         assert chunk.fields.data.size == len(chunk) * len(record)
 
 
-@given(st.binary(max_size=200), st.integers(0, 50))
-def test_low_bytes_in_a_reused_scratch_array(data, extra):
-    data = np.frombuffer(data, np.uint8)
-    scratch = np.ones(data.size + extra, dtype=bool)  # left over from a longer piece
+def test_low_bytes():
+    data = np.frombuffer(bytes(range(256)) * 2, np.uint8)
     expected = [i for i, b in enumerate(data) if b <= 32 or b >= 128]  # control bytes and non-ASCII
-    for positions, values in (fastx._low_bytes(data), fastx._low_bytes(data, scratch)):
-        assert positions.tolist() == expected
-        assert values.tolist() == [data[i] for i in expected]
+    positions, values = fastx._low_bytes(data)
+    assert positions.tolist() == expected and values.tolist() == [data[i] for i in expected]
 
 
 def test_plain_records_take_the_numpy_path():
@@ -113,33 +153,31 @@ def test_fasta_reads(tmp_path):
     b"@r3\nACGT\n+\nIIII\n@r4\nAC",  # truncated
     b"@r3\nACGT\n+r9\nIIII\n",  # '+' line names another read
 ])
-def test_errors_in_later_pieces_are_dnaios_for_the_whole_file(tmp_path, monkeypatch, bad):
-    monkeypatch.setattr(fastx, "PIECE_BYTES", 40)
+def test_errors_in_later_chunks_are_dnaios(tmp_path, bad):
+    # A malformed record found in a later chunk is dnaio's error, with where its chunk begins.
     path = tmp_path / "r.fq"
-    path.write_bytes(b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIIII\n" + bad)
+    good = b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIIII\n"
+    path.write_bytes(good + bad)
     with pytest.raises(dnaio.FileFormatError) as want:
         dnaio_records(path)
     with pytest.raises(InputFormatError) as e:
         list(iter_read_chunks(path, DNA, 1))
-    assert str(e.value).endswith(str(want.value))
+    # The chunk holding the bad record begins at it, or at a record before it when that one's
+    # end cannot be told apart from the damage; the line is counted from there.
+    found = re.fullmatch(rf"reads file {re.escape(repr(str(path)))} is malformed: (.*) \(line (\d+) of the "
+                         r"records from byte (\d+)\)", str(e.value), re.DOTALL)
+    assert found and found[1] == want.value.message, str(e.value)
+    assert want.value.line + 1 == int(found[2]) + good.count(b"\n", 0, int(found[3])), str(e.value)
 
 
-def test_a_record_longer_than_a_piece_is_an_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(fastx, "PIECE_BYTES", 64)
+def test_a_record_longer_than_the_limit_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(splits, "MAX_RECORD_BYTES", 64)
     path = tmp_path / "r.fq"
-    path.write_bytes(b"@r1\nACGT\n+\nIIII\n@r2\n" + b"A" * 60 + b"\n+\n" + b"I" * 60 + b"\n")
+    path.write_bytes(b"@r1\nACGT\n+\nIIII\n@r2\n" + b"A" * 100 + b"\n+\n" + b"I" * 100 + b"\n")
     with pytest.raises(InputFormatError, match="holds a record over 64 bytes long"):
         list(iter_read_chunks(path, DNA, 10))
-
-
-@pytest.mark.parametrize("piece", [17, 18, 34, 35])
-def test_a_file_ending_where_a_piece_ends(tmp_path, monkeypatch, piece):
-    # Records of 17 bytes: the file ends at a piece's end, with and without its last newline.
-    monkeypatch.setattr(fastx, "PIECE_BYTES", piece)
-    path = tmp_path / "r.fq"
-    for text in (b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIIII\n", b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIIII"):
-        path.write_bytes(text)
-        assert chunk_records(path, 1) == [("r1", "ACGT", "IIII"), ("r2", "ACGT", "IIII")]
+    with pytest.raises(InputFormatError, match="holds a record over 64 bytes long"):
+        list(iter_read_chunks(path, DNA, 1))
 
 
 @pytest.mark.parametrize("name", ["r.fq", "r.fa"])
@@ -180,17 +218,15 @@ def test_reads_that_cannot_be_searched_are_skipped_unless_strict(tmp_path):
 
 
 @pytest.mark.parametrize("gz", [False, True])
-def test_a_plain_file_is_mapped_a_piece_at_a_time(tmp_path, monkeypatch, gz):
+def test_a_plain_file_is_mapped_a_split_at_a_time(tmp_path, gz):
     # A regular, uncompressed file's chunks lie in the page cache (read-only mappings, each of its own
-    # piece's pages, so that the chunks in flight bound the memory); gzip is read into new arrays.
-    # The first chunk is joined from pieces read before the bytes per record were known.
-    monkeypatch.setattr(fastx, "PIECE_BYTES", 10_000)
+    # split's pages, so that the chunks in flight bound the memory); gzip is read into new arrays.
     record = b"@r\nACGTACGT\n+\nIIIIIIII\n"
     path = tmp_path / ("r.fq.gz" if gz else "r.fq")
     path.write_bytes(gzip.compress(record * 3000) if gz else record * 3000)
     chunks = list(iter_read_chunks(path, DNA, 1000))
     assert [len(c) for c in chunks] == [1000, 1000, 1000]
-    for chunk in chunks[1:]:
+    for chunk in chunks:
         data = chunk.fields.data
         assert data.flags.writeable == gz
         if not gz:

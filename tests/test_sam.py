@@ -6,7 +6,6 @@ import io
 import os
 import shutil
 import subprocess
-from concurrent.futures import Future
 
 import numpy as np
 import pytest
@@ -14,17 +13,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmap.alphabet import get_alphabet
-from dmap.errors import DeviceError, OutputError
+from dmap.errors import OutputError
 from dmap.hits import ChunkHits
 from dmap.mapq import mapping_quality
 from dmap.reads import ReadChunk, ReadFields
 from dmap.sam import format_records, format_records_device, record_columns
-from dmap.sam_writer import PageCacheLimit, SamWriter, prepare_device
+from dmap.sam_writer import PageCacheLimit, SamWriter
 
 
 def make_chunk(seqs, quals, names):
     dna = get_alphabet("dna")
-    return ReadChunk(0, 0, ReadFields.from_strings(names, seqs, quals), dna.read_table, dna.name)
+    return ReadChunk(0, ReadFields.from_strings(names, seqs, quals), dna.read_table, dna.name)
 
 
 @st.composite
@@ -61,34 +60,8 @@ def test_device_formatter_equals_python(device, case):
     for tail in ("", "\tRG:Z:lane1"):
         want = format_records(chunk, hits, contigs, max_hits, tail, pick).encode()
         got = format_records_device(device, chunk, hits, contigs, max_hits, tail=tail, pick=pick)
-        assert b"".join(b.tobytes() for b in got) == want
+        assert got.tobytes() == want
     assert b"\t\t" not in want and b"1" not in b"".join(line.split(b"\t")[9] for line in want.splitlines())
-    # In batches of whole records, of a few bytes (one record each) or a few records.
-    for batch_bytes in (1, 200, 1000):
-        batches = [b.tobytes() for b in format_records_device(device, chunk, hits, contigs, max_hits,
-                                                                batch_bytes=batch_bytes, tail=tail, pick=pick)]
-        assert b"".join(batches) == want
-        assert all(b.endswith(b"\n") and (len(b) <= batch_bytes or b.count(b"\n") == 1) for b in batches)
-
-
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(cases=st.lists(chunks_and_hits(), min_size=2, max_size=5))
-def test_writer_reuses_its_records_buffer_between_chunks(tmp_path, device, cases):
-    """Chunks of any sizes in a row, through one reused buffer: exactly the records of each, in order."""
-    contigs = ["chr1", "a_much_longer_contig_name|with:symbols", "c"]
-    path = tmp_path / "out.sam"
-    with open(path, "wb") as f:
-        writer = SamWriter(f, contigs, 2, device=device)
-        for chunk, hits, _, _ in cases:
-            writer.write_records(chunk, hits)
-            buffer = writer._records
-            writer.write_records(chunk, hits)  # the same size again: the same buffer
-            assert writer._records is buffer
-    from dmap.sam import primaries
-
-    want = b"".join(2 * format_records(chunk, hits, contigs, 2, pick=primaries(chunk, hits.counts())).encode()
-                    for chunk, hits, _, _ in cases)
-    assert path.read_bytes() == want
 
 
 @settings(max_examples=100, deadline=None)
@@ -173,27 +146,9 @@ def test_a_pipe_is_written_without_page_cache_advice():
     read_end, write_end = os.pipe()
     with open(write_end, "wb") as w, open(read_end, "rb") as r:
         assert PageCacheLimit(w).fd is None
-        SamWriter(w, ["chr1"], None).write_header("@HD\tVN:1.6\n")
+        SamWriter(w).write(b"@HD\tVN:1.6\n")
         w.flush()
         assert r.read(11) == b"@HD\tVN:1.6\n"
-
-
-def test_the_writer_waits_for_a_device_made_in_the_background(tmp_path):
-    chunk = make_chunk(["ACGT", "GGCA"], ["IIII", "#5?I"], ["r1", "r2"])
-    hits = ChunkHits(np.array([1]), np.array([1], dtype=np.int8), np.array([0]), np.array([7]), 2)
-    future = prepare_device()
-    with open(tmp_path / "out.sam", "wb") as f:
-        SamWriter(f, ["chr1"], None, device=future).write_records(chunk, hits)
-    assert future.done()
-    assert (tmp_path / "out.sam").read_bytes() == format_records(chunk, hits, ["chr1"]).encode()
-
-
-def test_a_device_that_failed_in_the_background_fails_the_writer(tmp_path):
-    failed = Future()
-    failed.set_exception(DeviceError("no OpenCL platform"))
-    with open(tmp_path / "out.sam", "wb") as f, pytest.raises(DeviceError, match="no OpenCL platform"):
-        SamWriter(f, ["chr1"], None, device=failed).write_records(make_chunk(["ACGT"], ["IIII"], ["r1"]),
-                                                                  ChunkHits(*[np.zeros(0, dtype=np.int64)] * 4, 1))
 
 
 def test_a_failed_write_is_an_output_error_naming_the_output():
@@ -205,9 +160,9 @@ def test_a_failed_write_is_an_output_error_naming_the_output():
         def write(self, data):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    writer = SamWriter(Full(), ["chr1"], None, name="/data/out.sam")
+    writer = SamWriter(Full(), name="/data/out.sam")
     with pytest.raises(OutputError, match="cannot write '/data/out.sam': No space left on device"):
-        writer.write_header("@HD\tVN:1.6\n")
+        writer.write(b"@HD\tVN:1.6\n")
 
 
 @pytest.mark.parametrize("dtype", [np.uint32, np.int64])

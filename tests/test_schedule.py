@@ -1,5 +1,8 @@
 """Guided chunk sizes: small chunks first, doubling up to half the full size, then growing by a
-tenth of the reads done, shrinking toward the end (with several workers), every read once."""
+tenth of the reads done, shrinking toward the end (with several workers), every read once.
+
+Sizes are chosen in reads and cut in bytes, with the bytes per record of the file's start: the
+records here are all of one size, so the chunks hold exactly the reads chosen."""
 
 import gzip
 import shutil
@@ -18,7 +21,7 @@ def sizes(path, max_size, workers, first_size=None):
 
 
 def test_chunks_shrink_toward_the_end(tmp_path):
-    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 20_000, [f"read{i}" for i in range(20_000)])
+    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 20_000, [f"read{i:05d}" for i in range(20_000)])
     got = sizes(tmp_path / "r.fq", 2000, 2)
     assert sum(got) == 20_000
     assert got[0] == 2000 and got[-2] == 100 and got[-1] <= 100
@@ -38,7 +41,7 @@ GROWTH = [250, 250, 500, 1000] + [1000] * 9 + [1100, 1210, 1331, 1464, 1610, 177
 
 
 def test_chunks_grow_from_the_first_size(tmp_path):
-    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 40_000, [f"read{i}" for i in range(40_000)])
+    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 40_000, [f"read{i:05d}" for i in range(40_000)])
     got = sizes(tmp_path / "r.fq", 2000, 2, first_size=250)
     assert sum(got) == 40_000
     assert got[:len(GROWTH)] == GROWTH
@@ -53,13 +56,13 @@ def test_chunks_grow_from_the_first_size(tmp_path):
 
 def test_one_worker_chunks_grow_and_do_not_shrink(tmp_path):
     # With nothing to balance, small chunks at the end only cost Dask tasks and kernel launches.
-    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 40_000, [f"read{i}" for i in range(40_000)])
+    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 40_000, [f"read{i:05d}" for i in range(40_000)])
     got = sizes(tmp_path / "r.fq", 2000, 1, first_size=250)
     assert got == GROWTH + [2000] * 8 + [40_000 - sum(GROWTH) - 8 * 2000]
 
 
 def test_a_first_chunk_of_the_full_size_stays_so(tmp_path):
-    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 20_000, [f"read{i}" for i in range(20_000)])
+    write_fastq(tmp_path / "r.fq", ["ACGT" * 25] * 20_000, [f"read{i:05d}" for i in range(20_000)])
     assert sizes(tmp_path / "r.fq", 2000, 1) == [2000] * 10
 
 

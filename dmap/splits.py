@@ -1,0 +1,378 @@
+"""Cutting the reads input into chunks that the workers read.
+
+A regular, uncompressed file is cut into byte ranges (:class:`FileSplit`):
+the process that runs ``dmap run`` only does arithmetic on the file's size,
+and the worker that gets a range maps it, starts at the first record that
+begins in it and reads on to the end of the record that straddles its end
+(:func:`record_start`: both neighbours of a cut find the same record
+boundary, so every record is read exactly once, whatever the cuts).  This
+is how Hadoop-BAM's ``FastqInputFormat`` splits FASTQ; dmap's check of the
+record structure is stricter (below).
+
+Any other input (gzip, a pipe, standard input) cannot be cut without
+reading it: the client reads it as blocks of whole records
+(:class:`RawBlock`, cut at the newlines of whole FASTQ records or before a
+FASTA ``>``) and hands them on unparsed, so such input limits a run to what
+one process can read and decompress.
+
+Chunk sizes are chosen in reads (:class:`dmap.schedule.GuidedChunks`) and
+turned into bytes with the bytes per record of the file's first 64 KiB, so
+a split holds about the reads asked for; a block from a stream holds
+exactly that many.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+from xopen import xopen
+
+from .errors import InputFormatError
+from .mapfile import map_bytes
+
+STDIN = "-"  # a reads path that means standard input
+COMPRESSED = (".gz", ".bgz", ".bz2", ".xz", ".zst")
+SNIFF_BYTES = 1 << 16  # the bytes per record are estimated from a file's first 64 KiB
+# The longest record dmap reads (a record of a reads file, far longer than any index maps).
+MAX_RECORD_BYTES = 4 << 20
+# Records checked after a candidate FASTQ record start (see record_start).
+CHAIN = 4
+_BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, as some editors write
+_BLANK = np.frombuffer(b"\n\r \t", np.uint8)
+
+
+@dataclass(frozen=True)
+class FileSplit:
+    """Bytes ``start`` to ``end`` of a regular file, read by a worker: the records that begin in them."""
+
+    number: int  # the chunk's place in the run's output
+    path: str
+    start: int
+    end: int
+    fastq: bool
+    origin: int  # where the file's first record begins (after a byte-order mark and blank lines)
+    size: int  # the file's size when it was planned
+
+
+@dataclass
+class RawBlock:
+    """Whole records read from a stream by the client, not parsed."""
+
+    number: int
+    path: str
+    offset: int  # of the block's first byte in the (decompressed) stream
+    data: np.ndarray
+    fastq: bool
+
+
+Source = FileSplit | RawBlock
+
+
+def check_path(path: str, what: str) -> None:
+    """Refuse a missing file or a directory with one clear line."""
+    if path == STDIN:
+        return
+    if not os.path.exists(path):
+        raise InputFormatError(f"{what} file {path!r} does not exist")
+    if os.path.isdir(path):
+        raise InputFormatError(f"{what} path {path!r} is a directory, not a FASTA/FASTQ file")
+
+
+def open_reads(path: str):
+    """A binary reader of the reads file ``path`` (``-``: standard input; gzip etc. decompressed)."""
+    try:
+        return xopen(path, "rb")
+    except OSError as e:
+        raise InputFormatError(f"reads file {path!r} cannot be read: {e}") from None
+
+
+def fill(f, view: memoryview, path: str) -> int:
+    """Read from ``f`` until ``view`` is full or the file ends; the bytes read."""
+    done = 0
+    try:
+        while done < len(view) and (got := f.readinto(view[done:])):
+            done += got
+    except (EOFError, OSError) as e:  # a damaged gzip stream
+        raise InputFormatError(f"reads file {path!r} is malformed: {e}") from None
+    return done
+
+
+def _skip_head(head: np.ndarray, path: str) -> int:
+    """Bytes before the first record of a file starting with ``head``: a byte-order mark,
+    then blank lines; ``head.size`` when it holds nothing else."""
+    skip = 0
+    if head[:1].tobytes() == _BOM[:1]:
+        if head[:3].tobytes() != _BOM:
+            raise InputFormatError(f"reads file {path!r} is not FASTA or FASTQ: it starts with byte 0xEF")
+        skip = 3
+    text = np.flatnonzero(~np.isin(head[skip:], _BLANK))
+    return skip + int(text[0]) if text.size else head.size
+
+
+def _record_format(first: int, path: str) -> bool:
+    """True for FASTQ (``@``), False for FASTA (``>``); anything else is refused."""
+    if first in (ord("@"), ord(">")):
+        return first == ord("@")
+    shown = repr(chr(first)) if 32 < first < 127 else f"byte 0x{first:02X}"
+    raise InputFormatError(f"reads file {path!r} is not FASTA or FASTQ: its first record starts with "
+                           f"{shown}, not '@' (FASTQ) or '>' (FASTA)")
+
+
+def _bytes_per_record(head: np.ndarray, fastq: bool) -> float:
+    """Bytes per record of the whole records at the start of ``head`` (which begins with a record)."""
+    end, records = _block_end(head, fastq, head.size, False)
+    return max(1.0, end / records) if end else float(max(1, head.size))
+
+
+def _mappable(f) -> int | None:
+    """The size of the regular, uncompressed file ``f`` reads (from :func:`open_reads`), if it can be mapped."""
+    raw = getattr(f, "raw", None)
+    if not isinstance(raw, io.FileIO):
+        return None
+    st = os.fstat(raw.fileno())
+    # A file whose size is 0 but that holds bytes is not a plain file (e.g. under /proc).
+    if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+        return None
+    try:
+        map_bytes(raw.fileno(), 0, 1)
+    except (OSError, ValueError):  # some file systems cannot map files
+        return None
+    return st.st_size
+
+
+def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterator[Source]:
+    """The chunks of the reads files ``paths``, in order, numbered from 0.
+
+    ``next_size(reads_done, bytes_done)`` chooses each chunk's reads
+    (:class:`dmap.schedule.GuidedChunks`).  Regular files give
+    :class:`FileSplit` s, planned without reading more than their first
+    64 KiB; streams give :class:`RawBlock` s.  Empty files give nothing.
+    """
+    done = [0, 0, 0]  # chunks, reads and bytes planned so far
+
+    def wanted() -> int:
+        return max(1, next_size(done[1], done[2]))
+
+    for path in paths:
+        check_path(path, "reads")
+        with open_reads(path) as f:
+            head = np.zeros(SNIFF_BYTES, dtype=np.uint8)
+            n = fill(f, memoryview(head), path)
+            head = head[:n]
+            origin = _skip_head(head, path)
+            if origin == head.size:
+                if n < SNIFF_BYTES:
+                    continue  # no records
+                raise InputFormatError(f"reads file {path!r} is not FASTA or FASTQ: it starts with "
+                                       f"{SNIFF_BYTES} blank bytes")
+            fastq = _record_format(int(head[origin]), path)
+            per_record = _bytes_per_record(head[origin:], fastq)
+            size = _mappable(f) if not path.endswith(COMPRESSED) else None
+            if size is not None:
+                at = origin
+                while at < size:
+                    want = wanted()
+                    end = min(size, at + max(1, round(want * per_record)))
+                    yield FileSplit(done[0], path, at, end, fastq, origin, size)
+                    done[:] = done[0] + 1, done[1] + want, done[2] + end - at
+                    at = end
+                continue
+            for offset, data, records in _stream_blocks(f, path, head[origin:], origin, fastq, per_record, wanted):
+                yield RawBlock(done[0], path, offset, data, fastq)
+                done[:] = done[0] + 1, done[1] + records, done[2] + data.size
+
+
+def _stream_blocks(f, path: str, head: np.ndarray, offset: int, fastq: bool, per_record: float,
+                   wanted: Callable[[], int]) -> Iterator[tuple[int, np.ndarray, int]]:
+    """(offset, bytes, records) of consecutive blocks of ``wanted()`` whole records of a stream
+    (fewer in the last), which has yielded ``head`` already.
+
+    A FASTQ block ends after its records' fourth newlines (the stream is read
+    from its start, so the newlines count its lines); a FASTA block ends
+    before the ``>`` of the next record.  Each block is a new array: the
+    chunks in flight keep theirs.
+    """
+    carry = head
+    at_end = False
+    while carry.size or not at_end:
+        n = wanted()
+        size = max(carry.size + (0 if at_end else SNIFF_BYTES), int(n * per_record * 1.01) + SNIFF_BYTES)
+        while True:
+            buf = np.empty(size, dtype=np.uint8)
+            buf[:carry.size] = carry
+            got = carry.size if at_end else carry.size + fill(f, memoryview(buf)[carry.size:], path)
+            at_end = at_end or got < size
+            data = buf[:got]
+            cut, records = _block_end(data, fastq, n, at_end)
+            if cut is not None:
+                break
+            if size > n * MAX_RECORD_BYTES:
+                raise InputFormatError(f"reads file {path!r} holds a record over {MAX_RECORD_BYTES} bytes "
+                                       "long, far longer than any index maps")
+            carry, size = data, size * 2  # not one whole record yet: read on
+        if cut:
+            yield offset, data[:cut], records
+        offset += cut
+        carry = data[cut:]
+        if at_end and (cut == 0 or not records_end(carry, fastq)):
+            return  # the rest is blank lines
+
+
+def _block_end(data: np.ndarray, fastq: bool, n: int, at_end: bool) -> tuple[int | None, int]:
+    """Where a block of at most ``n`` whole records of ``data`` ends, and its records;
+    None when ``data`` holds no whole record and more is to come."""
+    if fastq:
+        nl = np.flatnonzero(data == 10)
+        whole = nl.size // 4
+        if at_end and whole <= n:  # the rest of the stream, a last line without its newline included
+            return records_end(data, True), whole + (data.size > (nl[-1] + 1 if nl.size else 0))
+        if whole == 0:
+            return None, 0
+        k = min(whole, n)
+        return int(nl[4 * k - 1]) + 1, k
+    starts = np.flatnonzero(data == ord(">"))
+    starts = starts[(starts == 0) | (data[np.maximum(starts - 1, 0)] == 10)]
+    if starts.size > n:
+        return int(starts[n]), n
+    if at_end:
+        return records_end(data, False), starts.size
+    return (None, 0) if starts.size <= 1 else (int(starts[-1]), starts.size - 1)
+
+
+class _File:
+    """A regular reads file a worker reads: byte ranges mapped from the page cache (or
+    read, where the file system cannot map files)."""
+
+    def __init__(self, split: FileSplit):
+        self.path, self.size = split.path, split.size
+        try:
+            self.fd = os.open(split.path, os.O_RDONLY)
+        except OSError as e:
+            raise InputFormatError(f"reads file {split.path!r} cannot be read: {e}") from None
+        if os.fstat(self.fd).st_size < split.size:
+            os.close(self.fd)
+            raise InputFormatError(f"reads file {split.path!r} was cut short while dmap read it")
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def bytes(self, lo: int, hi: int) -> np.ndarray:
+        """Bytes ``lo`` to ``hi`` (read-only where mapped)."""
+        if hi <= lo:
+            return np.empty(0, dtype=np.uint8)
+        try:
+            return map_bytes(self.fd, lo, hi - lo)
+        except (OSError, ValueError):
+            out = np.empty(hi - lo, dtype=np.uint8)
+            got = os.preadv(self.fd, [memoryview(out)], lo)
+            if got < out.size:
+                raise InputFormatError(f"reads file {self.path!r} was cut short while dmap read it") from None
+            return out
+
+
+def record_start(file: _File, pos: int, fastq: bool, origin: int) -> int:
+    """The offset of the first record that begins at or after ``pos`` (the file's size if none does).
+
+    A FASTA record begins at a line starting with ``>``.  A FASTQ quality
+    line may start with ``@`` (or a sequence line, in a text alphabet, with
+    ``@`` or ``+``), so a line starting with ``@`` begins a record only if
+    the lines from it form whole records: ``@`` name, sequence, ``+`` line,
+    quality as long as the sequence, for :data:`CHAIN` records or up to the
+    end of the file.  Reading on from a wrong line would need that many
+    sequence lines in a row to look like names or ``+`` lines.
+    """
+    if pos <= origin:
+        return origin
+    window = SNIFF_BYTES
+    while True:
+        hi = min(file.size, pos + window)
+        data = file.bytes(pos - 1, hi)
+        nl = np.flatnonzero(data == 10) + (pos - 1)  # newlines at pos - 1 or later: lines start after them
+        found = _first_record(data, pos - 1, nl, hi == file.size, fastq)
+        if found is not None:
+            return found
+        if window > CHAIN * 4 * MAX_RECORD_BYTES:
+            raise InputFormatError(f"reads file {file.path!r} holds a record over {MAX_RECORD_BYTES} bytes long "
+                                   f"(after byte {pos}), far longer than any index maps, or is not FASTQ there")
+        window *= 2
+
+
+def _first_record(data: np.ndarray, base: int, nl: np.ndarray, at_end: bool, fastq: bool) -> int | None:
+    """The first record start among the lines of ``data`` (file bytes from ``base``) that begin
+    after its newlines ``nl``; the end of the file when there is none, or None when
+    ``data`` is too short to tell."""
+    end = base + data.size
+    starts = nl + 1
+    if at_end and (nl.size == 0 or nl[-1] != end - 1):
+        nl = np.append(nl, end)  # the last line, without its newline
+    else:
+        starts = starts[:-1] if starts.size and starts[-1] == end else starts
+    lines = min(starts.size, nl.size - 1 if not at_end else nl.size)  # lines with a known end
+    if not fastq:
+        first = starts[data[np.minimum(starts - base, data.size - 1)] == ord(">")] if starts.size else starts
+        if first.size:
+            return int(first[0])
+        return end if at_end else None
+    # Line j runs from starts[j] to nl[j + 1] (its newline); its first byte and length:
+    first_byte = data[np.minimum(starts[:lines] - base, data.size - 1)]
+    length = nl[1:lines + 1] - starts[:lines] if lines else np.zeros(0, np.int64)
+    first_byte = np.where(length > 0, first_byte, 0)
+    for j in range(lines):
+        if first_byte[j] != ord("@"):
+            continue
+        ok = True
+        for r in range(CHAIN):
+            k = j + 4 * r
+            if k >= lines:
+                if not at_end or k < starts.size:
+                    return None  # records beyond what was read
+                break  # the file ends after whole records
+            if k + 3 >= lines:
+                ok = False  # a record cut short by the end of the file
+                break
+            if first_byte[k] != ord("@") or first_byte[k + 2] != ord("+") or length[k + 1] != length[k + 3]:
+                ok = False
+                break
+        if ok:
+            return int(starts[j])
+    return end if at_end else None
+
+
+def split_bytes(split: FileSplit) -> tuple[np.ndarray, int]:
+    """The records of ``split`` as bytes, and their offset in the file (on the worker)."""
+    file = _File(split)
+    try:
+        begin = record_start(file, split.start, split.fastq, split.origin)
+        end = record_start(file, split.end, split.fastq, split.origin) if split.end < split.size else split.size
+        data = file.bytes(begin, max(begin, end))
+        if end == split.size:
+            data = data[:records_end(data, split.fastq)]
+        return data, begin
+    finally:
+        file.close()
+
+
+def records_end(data: np.ndarray, fastq: bool) -> int:
+    """Where the last record of a file's last bytes ``data`` ends: blank lines after it are
+    dropped (an editor may leave them), while the empty sequence and quality lines
+    of an empty read still count.
+
+    In FASTQ the line of the last non-blank byte is rounded up to a whole
+    four-line record (counting the lines of ``data``, which begins at a
+    record); a blank tail longer than 4 kB is left for the parser to refuse.
+    """
+    tail = data[-4096:]
+    text = np.flatnonzero(~np.isin(tail, _BLANK))
+    if not text.size:
+        return 0 if tail.size == data.size else data.size
+    last = data.size - tail.size + int(text[-1])
+    if not fastq:
+        return last + 1
+    newlines = np.flatnonzero(data == 10)
+    lines = -(-(int(np.searchsorted(newlines, last)) + 1) // 4) * 4
+    return int(newlines[lines - 1]) + 1 if lines <= newlines.size else data.size
