@@ -239,7 +239,9 @@ def index_info(index_path):
 def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, max_errors, report_all, eqx,
         engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes, threads, read_group,
         strict, quiet):
-    """Map READS (FASTQ/FASTA, optionally .gz) against INDEX and write SAM (to standard output without -o)."""
+    """Map READS (FASTQ/FASTA, optionally .gz; '-' for standard input) against INDEX and write SAM
+    (to standard output without -o).  Several single-end files map as one run, in order, given as
+    one comma-separated list: a.fq,b.fq.gz."""
     if verbose:
         _show_dmap_logs()
     else:
@@ -250,6 +252,7 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
         limit_cpu_threads(threads)  # before OpenCL starts
     from .pipeline import map_reads  # distributed, zarr, pyopencl: the bulk of the start
     from .progress import Progress, input_size
+    from .splits import reads_paths
 
     startup_done()
     in_flight = None
@@ -259,6 +262,7 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
         cfg = read_cluster_file(cluster_file)
         scheduler, in_flight = cfg.scheduler_address, cfg.in_flight
         chunk_size = chunk_size or cfg.chunk_size
+    reads = reads_paths(reads)
     progress = None if quiet else Progress("reads", "mapped", input_size(reads))
     try:
         res = map_reads(index_path, reads, sam_path=output, max_hits=max_hits, max_errors=max_errors,

@@ -58,7 +58,7 @@ from .progress import Progress
 from .result import MappingResult, collect_hits
 from .sam_writer import SamWriter
 from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, GuidedChunks
-from .splits import STDIN, RawBlock, Source, plan_input
+from .splits import RawBlock, Source, plan_input, reads_paths
 from .tasks import (
     ChunkOutput,
     RecordSettings,
@@ -272,21 +272,6 @@ def map_reads(
         result.hits = collect_hits(kept, contig_names, approx is not None)
     result.seconds = time.perf_counter() - t0
     return result
-
-
-def reads_paths(reads: str | os.PathLike | list) -> list[str]:
-    """The reads files of a run, in order: a path (``-`` for standard input), a list of paths,
-    or several paths joined by commas (a path that exists as it is is taken whole)."""
-    if isinstance(reads, list | tuple):
-        paths = [os.fspath(p) for p in reads]
-    else:
-        path = os.fspath(reads)
-        paths = [path] if path == STDIN or os.path.exists(path) or "," not in path else path.split(",")
-    if not paths or any(p == "" for p in paths):
-        raise DmapError(f"no reads file in {reads!r}")
-    if STDIN in paths and len(paths) > 1:
-        raise DmapError("standard input ('-') can only be the one reads file")
-    return paths
 
 
 def _total(stats: dict[str, dict], key: str) -> int:

@@ -95,15 +95,17 @@ class Progress:
                 pass
 
 
-def input_size(path: str | os.PathLike) -> int | None:
-    """The size of an uncompressed regular reads file, else None (a pipe, gzip)."""
-    try:
-        path = os.fspath(path)
-        if path == "-" or not os.path.isfile(path):
-            return None
-        with open(path, "rb") as f:
-            if f.read(2) == b"\x1f\x8b":
+def input_size(paths: list[str]) -> int | None:
+    """The size of uncompressed regular reads files, else None (a pipe, gzip)."""
+    total = 0
+    for path in paths:
+        try:
+            if path == "-" or not os.path.isfile(path):
                 return None
-        return os.path.getsize(path)
-    except OSError:
-        return None
+            with open(path, "rb") as f:
+                if f.read(2) == b"\x1f\x8b":
+                    return None
+            total += os.path.getsize(path)
+        except OSError:
+            return None
+    return total

@@ -73,6 +73,24 @@ class RawBlock:
 Source = FileSplit | RawBlock
 
 
+def reads_paths(reads: str | os.PathLike | list) -> list[str]:
+    """The reads files of a run, in order: a path (``-`` for standard input), a list of paths,
+    or several paths joined by commas (a path that exists as it is is taken whole); each
+    checked to exist."""
+    if isinstance(reads, list | tuple):
+        paths = [os.fspath(p) for p in reads]
+    else:
+        path = os.fspath(reads)
+        paths = [path] if path == STDIN or os.path.exists(path) or "," not in path else path.split(",")
+    if not paths or any(p == "" for p in paths):
+        raise InputFormatError(f"no reads file in {reads!r}")
+    if STDIN in paths and len(paths) > 1:
+        raise InputFormatError("standard input ('-') can only be the one reads file")
+    for path in paths:  # all of them before the first is mapped
+        check_path(path, "reads")
+    return paths
+
+
 def check_path(path: str, what: str) -> None:
     """Refuse a missing file or a directory with one clear line."""
     if path == STDIN:

@@ -49,6 +49,21 @@ def test_index_info_and_run(index, tmp_path):
                                                   ("read1", "chrB", "5")]
 
 
+def test_several_reads_files_map_as_one_run_in_order(index, tmp_path):
+    write_fastq(tmp_path / "a.fq", ["GCATGCAAG"], ["a0"])
+    write_fastq(tmp_path / "b.fq", ["GGGGCCCC", "TTTTGGGG"], ["b0", "b1"])
+    (tmp_path / "b.fq.gz").write_bytes(gzip.compress((tmp_path / "b.fq").read_bytes()))
+    r = dmap_cmd("run", index, f"{tmp_path / 'a.fq'},{tmp_path / 'b.fq.gz'},{tmp_path / 'a.fq'}")
+    assert r.returncode == 0, r.stderr
+    assert [line.split("\t")[0] for line in r.stdout.splitlines() if not line.startswith("@")] == [
+        "a0", "b0", "b0", "b1", "b1", "a0"]
+    # A missing file is found before the first is mapped, also when the output is a stream.
+    r = dmap_cmd("run", index, f"{tmp_path / 'a.fq'},{tmp_path / 'missing.fq'}")
+    assert r.returncode == 1 and r.stdout == "" and "does not exist" in r.stderr, r.stderr
+    assert_clean_failure(dmap_cmd("run", index, f"{tmp_path / 'a.fq'},{tmp_path / 'missing.fq'}", "-o",
+                                  tmp_path / "o.sam"), tmp_path / "o.sam", "missing.fq", "does not exist")
+
+
 @pytest.mark.parametrize("compress", [False, True])
 def test_reads_from_standard_input(index, tmp_path, compress):
     write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC"])

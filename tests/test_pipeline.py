@@ -123,3 +123,43 @@ def test_the_first_chunk_is_not_kept_once_handed_out():
     del handed_out
     assert gone() is None
     assert list(chunks) == rest
+
+
+@pytest.mark.parametrize("max_errors", [0, 2])
+def test_the_output_does_not_depend_on_how_the_input_is_cut(tmp_path, client, max_errors):
+    """The same records, byte for byte (but @PG), whatever the chunk size (so wherever the file is
+    split), whether the reads come as one file, several files in a comma-separated list, gzip read
+    by this process or a list of paths, and with guided or fixed chunks."""
+    import gzip
+
+    rng = np.random.default_rng(11)
+    contigs = [("chr1", random_contig(rng, "dna", 3000)), ("chr2", random_contig(rng, "dna", 1500))]
+    write_fasta(tmp_path / "ref.fa", contigs)
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", block_length=1000, max_query_length=60)
+    reads = sample_reads(rng, contigs, 400, 20, 55, "dna")
+    # Quality lines starting with '@' and '+', as a cut must not take for a record's start.
+    with open(tmp_path / "r.fq", "w") as f:
+        for i, seq in enumerate(reads):
+            f.write(f"@r{i} c\n{seq}\n+\n{('@+' * len(seq))[:len(seq)]}\n")
+    text = (tmp_path / "r.fq").read_bytes()
+    records = text.split(b"\n@r")
+    parts = [b"\n@r".join(records[:150]) + b"\n", b"@r" + b"\n@r".join(records[150:151]) + b"\n",
+             b"@r" + b"\n@r".join(records[151:])]
+    for k, part in enumerate(parts):
+        (tmp_path / f"p{k}.fq").write_bytes(part)
+    (tmp_path / "r.fq.gz").write_bytes(gzip.compress(text))
+
+    def sam(reads_arg, **options):
+        out = tmp_path / "o.sam"
+        dmap.map_reads(idx, reads_arg, sam_path=out, client=client, max_errors=max_errors, return_hits=False,
+                       **options)
+        return [line for line in out.read_text().splitlines() if not line.startswith("@PG")]
+
+    want = sam(tmp_path / "r.fq", chunk_size=100_000)
+    assert len([r for r in want if not r.startswith("@")]) >= len(reads)
+    for chunk_size in (1, 7, 64):
+        assert sam(tmp_path / "r.fq", chunk_size=chunk_size, guided=False) == want, chunk_size
+    assert sam(tmp_path / "r.fq", chunk_size=50) == want
+    assert sam(",".join(str(tmp_path / f"p{k}.fq") for k in range(3)), chunk_size=33) == want
+    assert sam([tmp_path / "p0.fq", tmp_path / "p1.fq", tmp_path / "p2.fq"], chunk_size=100_000) == want
+    assert sam(tmp_path / "r.fq.gz", chunk_size=29) == want

@@ -27,6 +27,7 @@ def test_no_share_without_a_size_and_nothing_between_intervals():
 def test_input_size(tmp_path):
     (tmp_path / "r.fq").write_bytes(b"@r\nA\n+\nI\n")
     (tmp_path / "r.fq.gz").write_bytes(gzip.compress(b"@r\nA\n+\nI\n"))
-    assert input_size(tmp_path / "r.fq") == 9
-    assert input_size(tmp_path / "r.fq.gz") is None and input_size("-") is None
-    assert input_size(tmp_path / "missing") is None
+    assert input_size([str(tmp_path / "r.fq")]) == 9
+    assert input_size([str(tmp_path / "r.fq")] * 2) == 18  # several files map as one run
+    assert input_size([str(tmp_path / "r.fq.gz")]) is None and input_size(["-"]) is None
+    assert input_size([str(tmp_path / "r.fq"), str(tmp_path / "missing")]) is None
