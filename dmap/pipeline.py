@@ -33,6 +33,7 @@ Dask side of dmap can be read in one place; what the tasks compute is in
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import queue
 import threading
@@ -56,7 +57,7 @@ from .index.store import Index, open_index
 from .output import Output
 from .progress import Progress
 from .result import MappingResult, collect_hits
-from .sam_writer import SamWriter
+from .sam_writer import Parts, SamWriter
 from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, GuidedChunks
 from .splits import RawBlock, Source, plan_input, reads_paths
 from .tasks import (
@@ -68,7 +69,9 @@ from .tasks import (
     read_task,
     search_task,
     seeds_task,
+    summary_task,
     verify_task,
+    write_at_task,
 )
 
 
@@ -226,6 +229,7 @@ def map_reads(
     reading = dict(max_length=idx.meta.max_query_length - max_errors, check_symbols=approx is not None,
                    strict=strict)
     settings = RecordSettings(max_hits, group.tag if group is not None else "", approx, strict, return_hits)
+    parts = None
     t0 = time.perf_counter()
     result = MappingResult()
     kept: list[tuple[ChunkHits | ChunkAlignments, list[str], int]] = []
@@ -237,6 +241,9 @@ def map_reads(
         if writer is not None:
             writer.write(sam.header(idx.meta, argv, group).encode())
         if first is not None:  # no reads, no cluster: the SAM file is its header
+            if writer is not None:
+                parts = Parts.create(out.tmp)
+                settings = dataclasses.replace(settings, parts=parts, in_place=out.tmp is not None)
             with _client(client, scheduler, processes, threads) as c:
                 n_workers = require_device_workers(c)
                 if schedule is not None:
@@ -268,6 +275,8 @@ def map_reads(
     finally:
         if out is not None:
             out.discard()  # after commit(): nothing left to do
+        if parts is not None:
+            parts.remove()
     if return_hits:
         result.hits = collect_hits(kept, contig_names, approx is not None)
     result.seconds = time.perf_counter() - t0
@@ -379,7 +388,19 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
             located.append(loc)
         finished = client.submit(finish_task, path, chunk, located, settings, resources=dev, pure=False,
                                  priority=-number)
-        pending.put((finished, time.perf_counter()))
+        # Written in place, the records stay on the worker: this process gets the counts alone.
+        summary = client.submit(summary_task, finished, pure=False, priority=-number) if settings.in_place else None
+        pending.put((finished, summary, time.perf_counter()))
+
+    placed: list = []  # (write_at_task, finish_task, offset) of the chunks being written in place
+
+    def place(wait: bool) -> None:
+        """Take the finished writes in place (all of them with ``wait``); a chunk whose worker
+        did not see the output file is written here."""
+        while placed and (wait or placed[0][0].done()):
+            written, fut, offset = placed.pop(0)
+            if not written.result():
+                writer.write_at(offset, fut.result().records)
 
     def write_in_order() -> None:
         bytes_done = 0
@@ -387,13 +408,20 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
             while (item := pending.get()) is not done:
                 if stopped.is_set():  # the submitter failed or was interrupted: drop the rest
                     continue
-                fut, started = item
-                chunk: ChunkOutput = fut.result()
+                fut, summary, started = item
+                chunk: ChunkOutput = (summary or fut).result()
                 if chunk.warning is not None:
                     warnings.warn(chunk.warning, DmapWarning, stacklevel=2)
                 for why, n in chunk.unmappable.items():
                     result.unmappable[why] = result.unmappable.get(why, 0) + n
-                if writer is not None:
+                if writer is not None and settings.in_place:
+                    offset = writer.reserve(chunk.nbytes)
+                    placed.append((client.submit(write_at_task, fut, settings.parts, writer.path, offset, pure=False,
+                                                 priority=-chunk.number), fut, offset))
+                    place(wait=False)
+                elif writer is not None and chunk.part is not None:
+                    writer.write_part(chunk.part, chunk.nbytes)
+                elif writer is not None:
                     writer.write(chunk.records)
                 if kept is not None:
                     kept.append((chunk.hits, chunk.names, result.n_reads))
@@ -404,6 +432,7 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
                 if progress is not None:
                     bytes_done += chunk.file_bytes
                     progress.update(result.n_reads, bytes_done)
+            place(wait=True)
         except BaseException as e:  # handed to the submitting thread
             failure.append(e)
             while pending.get() is not done:  # unblock the submitter

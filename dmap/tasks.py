@@ -7,6 +7,7 @@ client gets each chunk's finished bytes and counts (:class:`ChunkOutput`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -28,6 +29,7 @@ from .mapq import name_hashes
 from .neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
 from .reads import EncodedReads, ReadChunk
 from .sam import contig_name_columns, format_alignment_records, format_records_device, primaries
+from .sam_writer import Parts, write_at, write_part
 from .search.edits import SeedIntervals, search_with_edits
 from .search.exact import bad_queries, search_block
 from .splits import Source
@@ -182,6 +184,10 @@ class RecordSettings:
     approx: Approximate | None
     strict: bool
     keep_hits: bool  # return the hits and read names too (MappingResult.hits)
+    parts: Parts | None = None  # where workers that see it write their records (dmap.sam_writer.Parts)
+    # The output is a regular file that the workers that see it write into, each chunk at its offset
+    # (write_at_task): the records are then kept on the worker, not written to a part file.
+    in_place: bool = False
 
 
 @dataclass
@@ -189,7 +195,9 @@ class ChunkOutput:
     """What a chunk sends back to the client: its SAM records, ready to be written, and its counts."""
 
     number: int
-    records: np.ndarray  # uint8
+    records: np.ndarray  # uint8; empty when they are in ``part``
+    part: str | None  # the part file holding the records (dmap.sam_writer.Parts)
+    nbytes: int  # of the records
     n_reads: int
     n_mapped: int
     n_hits: int
@@ -223,10 +231,30 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
             raise chunk.unknown_symbol_error(int(hits.bad[0]))
         unmappable["unknown symbol"] = unmappable.get("unknown symbol", 0) + int(hits.bad.size)
     counts = hits.counts()
-    return ChunkOutput(chunk.number, _records(index, chunk, hits, settings), len(chunk), int((counts > 0).sum()),
+    records = _records(index, chunk, hits, settings)
+    part = None
+    if settings.parts is not None and not settings.in_place and settings.parts.usable():
+        part, records = write_part(settings.parts, chunk.number, records), records[:0]
+    return ChunkOutput(chunk.number, records, part, int(records.size) if part is None else os.path.getsize(part),
+                       len(chunk), int((counts > 0).sum()),
                        len(hits), chunk.file_bytes, unmappable,
                        hits if settings.keep_hits else None, chunk.names if settings.keep_hits else None,
                        alphabet_mismatch(chunk, index.alphabet.name) if chunk.number == 0 else None)
+
+
+def summary_task(out: ChunkOutput) -> ChunkOutput:
+    """A chunk's output without its records, for the client (they stay on the worker until
+    :func:`write_at_task` writes them)."""
+    return dataclasses.replace(out, records=out.records[:0])
+
+
+def write_at_task(out: ChunkOutput, parts: Parts, path: str, offset: int) -> bool:
+    """Write a chunk's records into the output file ``path`` at ``offset``; False (nothing written)
+    where this worker does not see the run's files."""
+    if not parts.usable():
+        return False
+    write_at(path, offset, out.records)
+    return True
 
 
 @lru_cache(maxsize=8)

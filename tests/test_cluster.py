@@ -114,6 +114,30 @@ def test_worker_killed_mid_run_gives_the_same_sam(real_cluster, mapping_case, tm
     assert sam_body(tmp_path / "killed.sam") == sam_body(tmp_path / "clean.sam")
 
 
+def test_workers_write_the_records_to_a_file_a_pipe_and_a_fifo(real_cluster, mapping_case, tmp_path):
+    """Worker processes write a file output's records in place and a stream's to part files that
+    the client copies in order: the same bytes either way, and no part file is left."""
+    address, _ = real_cluster
+    run = [*mapping_case, "--scheduler", address]
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    os.mkdir(tmp_path / "tmp")
+    (tmp_path / "out").mkdir()
+    subprocess.run([*run, "-o", str(tmp_path / "out" / "file.sam")], check=True, capture_output=True, timeout=300,
+                   env=env)
+    piped = subprocess.run(run, check=True, capture_output=True, timeout=300, env=env).stdout
+    os.mkfifo(tmp_path / "fifo")
+    with open(tmp_path / "from_fifo", "wb") as f:
+        reader = subprocess.Popen(["cat", str(tmp_path / "fifo")], stdout=f)
+        subprocess.run([*run, "-o", str(tmp_path / "fifo")], check=True, capture_output=True, timeout=300, env=env)
+        reader.wait(timeout=60)
+    from_fifo = (tmp_path / "from_fifo").read_bytes()
+    want = sam_body(tmp_path / "out" / "file.sam")
+    assert len(want) > 60_000
+    assert [x for x in piped.decode().splitlines() if not x.startswith("@PG")] == want
+    assert [x for x in from_fifo.decode().splitlines() if not x.startswith("@PG")] == want
+    assert os.listdir(tmp_path / "tmp") == [] and os.listdir(tmp_path / "out") == ["file.sam"]
+
+
 def test_two_jobs_share_one_cluster(real_cluster, mapping_case, tmp_path):
     address, _ = real_cluster
     run = [*mapping_case, "--scheduler", address]

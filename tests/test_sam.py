@@ -173,3 +173,47 @@ def test_digits_count_decimal_digits(dtype):
     x = np.array(values, dtype=dtype)
     assert _digits(x).tolist() == [len(str(v)) for v in values]
     assert _digits(np.zeros(0, dtype=dtype)).size == 0
+
+
+def test_parts_are_used_by_other_processes_that_see_them(tmp_path):
+    """A worker in the client's process hands its records over in memory; one elsewhere writes a
+    part file only where it sees the run's marker (a directory of the same name on another host
+    lacks it)."""
+    import multiprocessing
+
+    from dmap.sam_writer import Parts
+
+    parts = Parts.create(str(tmp_path / "out.sam.partial-1"))
+    assert os.path.dirname(parts.directory) == str(tmp_path) and not parts.usable()
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        assert pool.apply(parts.usable)
+        os.unlink(os.path.join(parts.directory, parts.marker))
+        assert not pool.apply(parts.usable)
+    parts.remove()
+    assert os.listdir(tmp_path) == []
+
+
+def test_chunks_written_in_place_and_copied_from_parts(tmp_path):
+    """The header through the file object, then chunks at reserved offsets in any order and from
+    part files: the bytes in order."""
+    from dmap.sam_writer import write_at
+
+    path = tmp_path / "out.sam"
+    chunks = [b"r1\tx\n" * 3, b"", b"r2\ty\n", b"r3\tzz\n" * 100]
+    with open(path, "wb") as f:
+        writer = SamWriter(f)
+        writer.write(b"@HD\tVN:1.6\n")
+        offsets = [writer.reserve(len(c)) for c in chunks]
+        for offset, c in reversed(list(zip(offsets, chunks))):
+            write_at(str(path), offset, np.frombuffer(c, np.uint8))
+    assert path.read_bytes() == b"@HD\tVN:1.6\n" + b"".join(chunks)
+    read_end, write_end = os.pipe()
+    with open(write_end, "wb") as w, open(read_end, "rb") as r:
+        writer = SamWriter(w)
+        writer.write(b"@HD\n")
+        for k, c in enumerate(chunks):
+            (tmp_path / f"{k}.part").write_bytes(c)
+            writer.write_part(str(tmp_path / f"{k}.part"), len(c))
+        w.close()
+        assert r.read() == b"@HD\n" + b"".join(chunks)
+    assert not list(tmp_path.glob("*.part"))

@@ -1,0 +1,140 @@
+"""CPU time of each process of a cluster run: the client (``dmap run --scheduler``), the
+scheduler and the worker, as real processes, per extra million reads.
+
+    python3 benchmarks/client_cpu.py [--work /tmp/dmap-bench] [--small 1000000] [--large 3000000]
+                                     [--max-errors 0] [--repeat 2]
+
+Starts ``dask scheduler`` and one ``dask worker --resources opencl=1
+--preload dmap.worker`` (on the whole PoCL device), maps a small and a large
+set of E. coli reads (``../shared/bench/make_reads.py``; with
+``--max-errors K``, K substitutions per read) through them, and reports each
+process's CPU seconds (user + system) per run and per extra million reads:
+(large - small) / (large - small reads in millions), the medians of
+``--repeat`` rounds.  What does not grow with the input (imports, the
+cluster connection, the index's first load) cancels out.
+
+The client only plans byte ranges and writes the bytes the workers
+formatted, so its share should be small: the number that says whether
+adding workers adds speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+ECOLI = "/usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz"
+MAKE_READS = HERE.parent.parent / "shared" / "bench" / "make_reads.py"
+
+
+def cpu(proc: psutil.Process) -> float:
+    """CPU seconds so far of a process and the processes under it (``dask worker`` runs its
+    worker in a child process, under a nanny)."""
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def reads_file(work: Path, ref: Path, n: int, errors: int) -> Path:
+    path = work / (f"exact_{n}_100.fq" if not errors else f"sub{errors}_{n}_100.fq")
+    if not path.exists():
+        subprocess.run([sys.executable, str(MAKE_READS), str(ref), "-n", str(n), "-l", "100", "--seed", "1",
+                        "--errors", str(errors), "-o", str(path), "--truth", str(path.with_suffix(".tsv"))],
+                       check=True)
+    return path
+
+
+def run_once(index: Path, reads: Path, out: str, address: str, options: list[str],
+             scheduler: psutil.Process, worker: psutil.Process) -> dict:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    s0, w0, t0 = cpu(scheduler), cpu(worker), time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "dmap", "run", str(index), str(reads), "-o", out, "-q",
+                        "--scheduler", address, *options], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if r.returncode:
+        raise SystemExit(r.stderr)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    time.sleep(0.5)  # the worker's last heartbeat and cleanup of the run
+    return {"client": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+            "scheduler": cpu(scheduler) - s0, "worker": cpu(worker) - w0, "wall": wall}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", default="/tmp/dmap-bench")
+    ap.add_argument("--small", type=int, default=1_000_000)
+    ap.add_argument("--large", type=int, default=3_000_000)
+    ap.add_argument("--max-errors", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--output", default="sam", choices=["sam"], help="output format")
+    args = ap.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    ref = work / "ecoli.fa"
+    if not ref.exists():
+        with gzip.open(ECOLI, "rt") as f:
+            ref.write_text(f.read())
+    index = work / "ecoli.dmap"
+    if not index.exists():
+        subprocess.run([sys.executable, "-m", "dmap", "index", str(ref), "-o", str(index), "-q"], check=True)
+    sizes = {"small": args.small, "large": args.large}
+    files = {k: reads_file(work, ref, n, args.max_errors) for k, n in sizes.items()}
+    options = ["-e", str(args.max_errors)] if args.max_errors else []
+    port = 8700 + os.getpid() % 80
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", str(port), "--no-dashboard"], stderr=subprocess.DEVNULL)]
+    try:
+        time.sleep(2)
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "2",
+                                       "--no-dashboard", "--resources", "opencl=1", "--preload", "dmap.worker"],
+                                      stderr=subprocess.DEVNULL))
+        subprocess.run([sys.executable, "-c", f"from distributed import Client; "
+                        f"Client('{address}', timeout=60).wait_for_workers(1, timeout=60)"], check=True, timeout=120)
+        scheduler, worker = (psutil.Process(p.pid) for p in procs)
+        runs: dict[str, list[dict]] = {k: [] for k in sizes}
+        with tempfile.TemporaryDirectory(dir=work) as tmp:
+            run_once(index, files["small"], f"{tmp}/warm.sam", address, options, scheduler, worker)  # kernels built
+            for _ in range(args.repeat):
+                for k in sizes:
+                    runs[k].append(run_once(index, files[k], f"{tmp}/{k}.sam", address, options, scheduler, worker))
+                    os.unlink(f"{tmp}/{k}.sam")
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            p.wait(timeout=30)
+    extra = (args.large - args.small) / 1e6
+    print(f"# {'exact' if not args.max_errors else f'-e {args.max_errors}'} 100-bp E. coli reads, "
+          f"{args.output.upper()}; real dask scheduler + 1 worker (2 threads); {os.cpu_count()} CPUs; "
+          f"medians of {args.repeat}")
+    print("\n| process | CPU s, small | CPU s, large | CPU s per extra M reads | share |")
+    print("|---|---|---|---|---|")
+    med = {k: {p: statistics.median(r[p] for r in rs) for p in ("client", "scheduler", "worker", "wall")}
+           for k, rs in runs.items()}
+    per = {p: (med["large"][p] - med["small"][p]) / extra for p in ("client", "scheduler", "worker")}
+    for p in ("client", "scheduler", "worker"):
+        print(f"| {p} | {med['small'][p]:.2f} | {med['large'][p]:.2f} | {per[p]:.3f} | "
+              f"{100 * per[p] / sum(per.values()):.0f}% |")
+    print(f"\nwall: {med['small']['wall']:.2f} s ({args.small:,} reads), {med['large']['wall']:.2f} s "
+          f"({args.large:,} reads); the client's share caps a run on many devices at "
+          f"{sum(per.values()) / max(per['client'], 1e-9):.0f}x one device")
+
+
+if __name__ == "__main__":
+    main()
