@@ -241,11 +241,13 @@ def map_reads(
         if writer is not None:
             writer.write(sam.header(idx.meta, argv, group).encode())
         if first is not None:  # no reads, no cluster: the SAM file is its header
-            if writer is not None:
-                parts = Parts.create(out.tmp)
-                settings = dataclasses.replace(settings, parts=parts, in_place=out.tmp is not None)
             with _client(client, scheduler, processes, threads) as c:
                 n_workers = require_device_workers(c)
+                # Workers in other processes write the records themselves; those in this
+                # process (the embedded cluster) hand them over in memory, without a copy.
+                if writer is not None and any(pid != os.getpid() for pid in c.run(os.getpid).values()):
+                    parts = Parts.create(out.tmp)
+                    settings = dataclasses.replace(settings, parts=parts, in_place=out.tmp is not None)
                 if schedule is not None:
                     schedule.n_workers = n_workers
                 before = device_stats(c)
