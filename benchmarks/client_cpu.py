@@ -21,7 +21,6 @@ adding workers adds speed.
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import resource
 import statistics
@@ -32,10 +31,7 @@ import time
 from pathlib import Path
 
 import psutil
-
-HERE = Path(__file__).resolve().parent
-ECOLI = "/usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz"
-MAKE_READS = HERE.parent.parent / "shared" / "bench" / "make_reads.py"
+from exact_vs_bowtie import ecoli_reference, simulated_reads  # this script's directory is on sys.path
 
 
 def cpu(proc: psutil.Process) -> float:
@@ -49,15 +45,6 @@ def cpu(proc: psutil.Process) -> float:
         except psutil.NoSuchProcess:
             pass
     return total
-
-
-def reads_file(work: Path, ref: Path, n: int, errors: int) -> Path:
-    path = work / (f"exact_{n}_100.fq" if not errors else f"sub{errors}_{n}_100.fq")
-    if not path.exists():
-        subprocess.run([sys.executable, str(MAKE_READS), str(ref), "-n", str(n), "-l", "100", "--seed", "1",
-                        "--errors", str(errors), "-o", str(path), "--truth", str(path.with_suffix(".tsv"))],
-                       check=True)
-    return path
 
 
 def run_once(index: Path, reads: Path, out: str, address: str, options: list[str],
@@ -85,16 +72,12 @@ def main() -> None:
     ap.add_argument("--output", default="sam", choices=["sam"], help="output format")
     args = ap.parse_args()
     work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    ref = work / "ecoli.fa"
-    if not ref.exists():
-        with gzip.open(ECOLI, "rt") as f:
-            ref.write_text(f.read())
+    ref = ecoli_reference(work)
     index = work / "ecoli.dmap"
     if not index.exists():
         subprocess.run([sys.executable, "-m", "dmap", "index", str(ref), "-o", str(index), "-q"], check=True)
     sizes = {"small": args.small, "large": args.large}
-    files = {k: reads_file(work, ref, n, args.max_errors) for k, n in sizes.items()}
+    files = {k: simulated_reads(work, ref, n, 100, args.max_errors) for k, n in sizes.items()}
     options = ["-e", str(args.max_errors)] if args.max_errors else []
     port = 8700 + os.getpid() % 80
     address = f"tcp://127.0.0.1:{port}"

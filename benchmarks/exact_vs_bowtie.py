@@ -120,6 +120,26 @@ def compile_dmap() -> None:
     compileall.compile_dir(Path(dmap.__file__).parent, quiet=1)
 
 
+def ecoli_reference(work: Path) -> Path:
+    """E. coli as FASTA in ``work`` (made once)."""
+    work.mkdir(parents=True, exist_ok=True)
+    ref = work / "ecoli.fa"
+    if not ref.exists():
+        with gzip.open(ECOLI, "rt") as f:
+            ref.write_text(f.read())
+    return ref
+
+
+def simulated_reads(work: Path, ref: Path, n: int, length: int, errors: int = 0) -> Path:
+    """``n`` reads of ``length`` from ``ref`` with ``errors`` substitutions each, made once (seed 1)."""
+    reads = work / (f"exact_{n}_{length}.fq" if not errors else f"sub{errors}_{n}_{length}.fq")
+    if not reads.exists():
+        subprocess.run([sys.executable, str(MAKE_READS), str(ref), "-n", str(n), "-l", str(length), "--seed", "1",
+                        "--errors", str(errors), "-o", str(reads), "--truth", str(reads.with_suffix(".tsv"))],
+                       check=True)
+    return reads
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reads", type=int, default=1_000_000)
@@ -130,15 +150,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="bowtie -p: give it every core of the machine")
     args = ap.parse_args()
     work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
-    ref = work / "ecoli.fa"
-    if not ref.exists():
-        with gzip.open(ECOLI, "rt") as f:
-            ref.write_text(f.read())
-    reads = work / f"exact_{args.reads}_{args.length}.fq"
-    if not reads.exists():
-        subprocess.run([sys.executable, str(MAKE_READS), str(ref), "-n", str(args.reads), "-l", str(args.length),
-                        "--seed", "1", "-o", str(reads), "--truth", str(reads.with_suffix(".tsv"))], check=True)
+    ref = ecoli_reference(work)
+    reads = simulated_reads(work, ref, args.reads, args.length)
 
     print(f"# {args.reads} exact {args.length}-bp reads vs E. coli; {os.cpu_count()} CPUs")
     compile_dmap()
