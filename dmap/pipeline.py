@@ -25,7 +25,7 @@ submitted at a time (backpressure: memory stays bounded on any input size),
 and chunks are written in input order.
 
 The graph, its submission with backpressure and the writer that takes the
-results in input order stay together here (about 420 lines) so that the
+results in input order stay together here (about 460 lines) so that the
 Dask side of dmap can be read in one place; what the tasks compute is in
 :mod:`dmap.tasks`, and the results and settings have modules of their own.
 """
