@@ -23,7 +23,7 @@ from .alphabet import INVALID, Alphabet
 from .errors import InputFormatError
 from .reads import MAX_NAME_LENGTH, ReadChunk, ReadFields, reads_with_unknown_symbols
 from .schedule import DEFAULT_CHUNK_SIZE
-from .splits import FileSplit, Source, check_path, plan_input, split_bytes
+from .splits import FileSplit, Source, check_path, plan_input, reads_paths, split_bytes
 
 
 def _open(source, what: str, name: str):
@@ -90,8 +90,7 @@ def encode_reference(name: str, seq: bytes, alphabet: Alphabet) -> np.ndarray:
     return codes
 
 
-def split_fastq(data: np.ndarray, low: tuple[np.ndarray, np.ndarray] | None = None,
-                newlines: np.ndarray | None = None) -> ReadFields | None:
+def split_fastq(data: np.ndarray) -> ReadFields | None:
     """The fields of plain four-line FASTQ records, found with numpy.
 
     Returns None for anything but the plain form (a non-ASCII byte, a
@@ -99,17 +98,15 @@ def split_fastq(data: np.ndarray, low: tuple[np.ndarray, np.ndarray] | None = No
     then lets dnaio parse the buffer, so dnaio stays the judge of what is
     valid.  Like dnaio, a name ends at the first space or tab, a line's
     trailing ``\\r`` is dropped, and the last line may lack its newline.
-    ``low``: :func:`_low_bytes` of ``data``, and ``newlines`` the positions
-    in it of the newlines, if known.
     """
     if data.size == 0:
         return None
     # One pass (_low_bytes) finds every newline, space and tab, other control
     # bytes and any byte that is not ASCII: no pass of its own for each.
-    low, low_bytes = _low_bytes(data) if low is None else low
+    low, low_bytes = _low_bytes(data)
     if (low_bytes >= 128).any():
         return None
-    nl = low[low_bytes == 10] if newlines is None else newlines
+    nl = low[low_bytes == 10]
     if nl.size == 0 or nl[-1] != data.size - 1:
         nl = np.append(nl, data.size)
     if nl.size % 4:
@@ -273,8 +270,7 @@ def iter_read_chunks(
     """
     if chunk_size < 1:
         raise InputFormatError(f"chunk size must be at least 1, not {chunk_size}")
-    paths = [os.fspath(p) for p in (paths if isinstance(paths, list | tuple) else [paths])]
-    for source in plan_input(paths, next_size or (lambda *_: chunk_size)):
+    for source in plan_input(reads_paths(paths), next_size or (lambda *_: chunk_size)):
         chunk = read_chunk(source, alphabet, max_length, check_symbols, strict)
         if len(chunk):
             yield chunk

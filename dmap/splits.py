@@ -164,7 +164,7 @@ def _mappable(f) -> int | None:
 
 
 def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterator[Source]:
-    """The chunks of the reads files ``paths``, in order, numbered from 0.
+    """The chunks of the reads files ``paths`` (checked by :func:`reads_paths`), in order, numbered from 0.
 
     ``next_size(reads_done, bytes_done)`` chooses each chunk's reads
     (:class:`dmap.schedule.GuidedChunks`).  Regular files give
@@ -177,7 +177,6 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
         return max(1, next_size(done[1], done[2]))
 
     for path in paths:
-        check_path(path, "reads")
         with open_reads(path) as f:
             head = np.zeros(SNIFF_BYTES, dtype=np.uint8)
             n = fill(f, memoryview(head), path)
