@@ -192,8 +192,10 @@ def index_info(index_path):
 @click.argument("index_path", metavar="INDEX", type=click.Path())
 @click.argument("reads", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", default="-", show_default=True, type=click.Path(dir_okay=False),
-              help="SAM file to write, or '-' for standard output (a FIFO or device is written in place; an "
+              help="SAM or BAM file to write, or '-' for standard output (a FIFO or device is written in place; an "
                    "existing file only if dmap wrote it).")
+@click.option("-O", "--output-format", type=click.Choice(["sam", "bam"]), default=None,
+              help="SAM text or BAM (BGZF-compressed, DNA only) [default: BAM for an output ending .bam, else SAM].")
 @click.option("--max-hits", "-k", type=int, default=None, help="Report at most K hits per read [default: all].")
 @click.option("--chunk-size", type=int, default=None,
               help=f"Most reads per task; chunks grow to it [default: {DEFAULT_CHUNK_SIZE}; "
@@ -236,11 +238,11 @@ def index_info(index_path):
                    "outside the alphabet) instead of writing it unmapped.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on standard error; errors only.")
 @_user_errors
-def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file, max_errors, report_all, eqx,
-        engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes, threads, read_group,
-        strict, quiet):
+def run(index_path, reads, output, output_format, max_hits, chunk_size, scheduler, cluster_file, max_errors,
+        report_all, eqx, engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes, threads,
+        read_group, strict, quiet):
     """Map READS (FASTQ/FASTA, optionally .gz; '-' for standard input) against INDEX and write SAM
-    (to standard output without -o).  Several single-end files map as one run, in order, given as
+    or BAM (to standard output without -o).  Several single-end files map as one run, in order, given as
     one comma-separated list: a.fq,b.fq.gz."""
     if verbose:
         _show_dmap_logs()
@@ -265,7 +267,8 @@ def run(index_path, reads, output, max_hits, chunk_size, scheduler, cluster_file
     reads = reads_paths(reads)
     progress = None if quiet else Progress("reads", "mapped", input_size(reads))
     try:
-        res = map_reads(index_path, reads, sam_path=output, max_hits=max_hits, max_errors=max_errors,
+        res = map_reads(index_path, reads, sam_path=output, output_format=output_format, max_hits=max_hits,
+                        max_errors=max_errors,
                         report_all=report_all, eqx=eqx, engine=engine, delta=delta,
                         neighborhood_errors=neighborhood_errors,
                         seed_edits=None if seed_edits == "auto" else int(seed_edits),

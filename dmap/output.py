@@ -21,12 +21,16 @@ run's inputs or lies inside the index.
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import stat
+import zlib
 from collections.abc import Iterable
 
-from .errors import OutputError
+from .bam import sam_header_text
+from .bgzf import is_bgzf
+from .errors import DmapError, OutputError
 
 STDOUT = "-"
 # Descriptor paths: written through a duplicate of that descriptor.
@@ -45,10 +49,47 @@ def _descriptor(path: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+FORMATS = ("sam", "bam")
+
+
+def record_format(path: str | os.PathLike, chosen: str | None, alphabet: str) -> str:
+    """The output's format: ``chosen`` ("sam" or "bam"), else BAM for a name ending ``.bam``, else SAM.
+
+    Raises
+    ------
+    dmap.errors.DmapError
+        An unknown format, or BAM for reads that are not DNA (BAM stores bases as 4-bit
+        nucleotide codes).
+    """
+    fmt = chosen if chosen is not None else ("bam" if os.fspath(path).lower().endswith(".bam") else "sam")
+    if fmt not in FORMATS:
+        raise DmapError(f"output format {fmt!r} is not one of {', '.join(FORMATS)}")
+    if fmt == "bam" and alphabet != "dna":
+        raise DmapError(f"BAM stores sequences as nucleotide codes and cannot hold {alphabet} reads; "
+                        "write SAM (--output-format sam, or an output name not ending .bam)")
+    return fmt
+
+
+def _bam_written_by_dmap(path: str) -> bool:
+    """Whether the BGZF file ``path`` is BAM whose header has dmap's ``@PG`` line."""
+    try:
+        with gzip.open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) == 8:
+                head += f.read(min(int.from_bytes(head[4:8], "little", signed=True), _HEADER_SCAN_BYTES))
+    except (OSError, EOFError, zlib.error):
+        return False
+    text = sam_header_text(head)
+    return text is not None and any(line.startswith("@PG\tID:dmap") for line in text.split("\n"))
+
+
 def written_by_dmap(path: str) -> bool:
-    """Whether the regular file ``path`` is empty or a SAM file whose header has dmap's ``@PG`` line."""
+    """Whether the regular file ``path`` is empty, or a SAM or BAM file whose header has dmap's ``@PG`` line."""
     try:
         with open(path, "rb") as f:
+            if is_bgzf(f.read(16)):
+                return _bam_written_by_dmap(path)
+            f.seek(0)
             seen = 0
             for line in f:
                 if seen == 0 and not line.startswith(b"@HD\t"):
@@ -128,8 +169,8 @@ class Output:
             raise OutputError(f"output {path!r} lies inside the index {os.fspath(index)!r}; "
                               "choose another output name")
         if os.path.exists(self.target) and not written_by_dmap(self.target):
-            raise OutputError(f"output {path!r} exists and is not a SAM file written by dmap; dmap replaces only "
-                              "its own output: remove it or choose another name")
+            raise OutputError(f"output {path!r} exists and is not a SAM or BAM file written by dmap; dmap "
+                              "replaces only its own output: remove it or choose another name")
 
     @property
     def is_file(self) -> bool:

@@ -46,7 +46,7 @@ from distributed import Client
 from distributed.client import FutureCancelledError
 from distributed.comm.core import CommClosedError
 
-from . import sam
+from . import bam, bgzf, sam
 from .approx.alignments import ChunkAlignments
 from .approx.settings import MAX_ERRORS_LIMIT, approximate_settings
 from .cluster import connect, embedded_client, require_device_workers
@@ -54,7 +54,7 @@ from .device import DEVICE_PLUGIN, DEVICE_RESOURCE
 from .errors import ClusterError, DmapError, DmapWarning
 from .hits import ChunkHits
 from .index.store import Index, open_index
-from .output import Output
+from .output import Output, record_format
 from .progress import Progress
 from .result import MappingResult, collect_hits
 from .sam_writer import Parts, SamWriter
@@ -92,6 +92,7 @@ def map_reads(
     reads: str | os.PathLike | list,
     *,
     sam_path: str | os.PathLike | None = None,
+    output_format: str | None = None,
     client: Client | None = None,
     scheduler: str | None = None,
     max_hits: int | None = None,
@@ -127,6 +128,9 @@ def map_reads(
         Write SAM here: a file (written under a temporary name and renamed at
         the end; an existing file is replaced only if dmap wrote it), a FIFO
         or device, or ``"-"`` for standard output (see :mod:`dmap.output`).
+    output_format
+        ``"sam"`` or ``"bam"`` (BGZF-compressed, :mod:`dmap.bam`; DNA indexes
+        only); by default BAM for a ``sam_path`` ending ``.bam``, else SAM.
     client, scheduler
         A Dask client, or a scheduler address to connect to; with neither, an
         embedded cluster with one worker per local OpenCL device is started.
@@ -213,6 +217,7 @@ def map_reads(
         raise DmapError(f"--max-errors {max_errors} leaves no read length within the index's maximum query "
                         f"length {idx.meta.max_query_length}")
     contig_names = [c.name for c in idx.meta.contigs]
+    as_bam = sam_path is not None and record_format(sam_path, output_format, idx.alphabet.name) == "bam"
     if chunk_size is None:
         chunk_size = DEFAULT_CHUNK_SIZE if approx is None else DEFAULT_APPROX_CHUNK_SIZE
     if chunk_size < 1:
@@ -228,7 +233,8 @@ def map_reads(
     # Exact mapping checks the symbols of every chunk but the first in the search kernel.
     reading = dict(max_length=idx.meta.max_query_length - max_errors, check_symbols=approx is not None,
                    strict=strict)
-    settings = RecordSettings(max_hits, group.tag if group is not None else "", approx, strict, return_hits)
+    settings = RecordSettings(max_hits, group.tag if group is not None else "", approx, strict, return_hits,
+                              bam=as_bam)
     parts = None
     t0 = time.perf_counter()
     result = MappingResult()
@@ -239,7 +245,9 @@ def map_reads(
         writer = SamWriter(out.file, name=out.name, after_failure=out.after_failure)
     try:
         if writer is not None:
-            writer.write(sam.header(idx.meta, argv, group).encode())
+            head = sam.header(idx.meta, argv, group)
+            writer.write(bgzf.compress(bam.header(head, contig_names, [c.length for c in idx.meta.contigs]))
+                         if as_bam else head.encode())
         if first is not None:  # no reads, no cluster: the SAM file is its header
             with _client(client, scheduler, processes, threads) as c:
                 n_workers = require_device_workers(c)
@@ -264,6 +272,8 @@ def map_reads(
                 if approx is not None:
                     result.candidates = {k: _total(after, k) - _total(before, k) for k in ("seed hits", "regions")}
         if out is not None:
+            if as_bam:
+                writer.write_end(bgzf.EOF)
             out.commit()
             result.sam_path = out.target or out.name
     # Writes raise OutputError (SamWriter), so an OSError here is Dask's: e.g.

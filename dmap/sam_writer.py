@@ -173,6 +173,14 @@ class SamWriter:
         except OSError as e:
             raise OutputError.writing(self.name, e, self.after_failure) from None
 
+    def write_end(self, data: bytes) -> None:
+        """Write ``data`` after everything else (BGZF's end-of-file block): after the chunks
+        reserved by :meth:`reserve`, or at the end of what was written."""
+        if self._end is None:
+            self.write(data)
+        else:
+            self.write_at(self.reserve(len(data)), data)
+
     def write_part(self, path: str, nbytes: int) -> None:
         """Copy the part file ``path`` (``nbytes`` long) into the output, inside the kernel, and remove it."""
         try:

@@ -1,6 +1,6 @@
 """The functions Dask runs: a chunk's reads read and parsed, searched and
 located on a worker's device, then merged (dedup across blocks) and written
-as SAM records.  Graph construction is in pipeline.py; these functions only
+as SAM records (or BAM in BGZF blocks).  Graph construction is in pipeline.py; these functions only
 compute.  The reads stay on the workers from the read to the records: the
 client gets each chunk's finished bytes and counts (:class:`ChunkOutput`).
 """
@@ -14,12 +14,14 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import bgzf
 from .approx.alignments import BlockAlignments, ChunkAlignments, align_block, merge_alignments
 from .approx.candidates import Regions, candidate_regions
 from .approx.patterns import pattern_matrix
 from .approx.seeds import Seeds
 from .approx.settings import Approximate
 from .approx.verify import myers_distances
+from .bam import References, encode_records_device
 from .device import current_device
 from .fastx import alphabet_mismatch, read_chunk
 from .hits import BlockHits, ChunkHits, merge_block_hits
@@ -188,11 +190,13 @@ class RecordSettings:
     # The output is a regular file that the workers that see it write into, each chunk at its offset
     # (write_at_task): the records are then kept on the worker, not written to a part file.
     in_place: bool = False
+    bam: bool = False  # records encoded as BAM and compressed into whole BGZF blocks (dmap.bam, dmap.bgzf)
 
 
 @dataclass
 class ChunkOutput:
-    """What a chunk sends back to the client: its SAM records, ready to be written, and its counts."""
+    """What a chunk sends back to the client: its SAM records (or BGZF blocks of BAM records), ready to
+    be written, and its counts."""
 
     number: int
     records: np.ndarray  # uint8; empty when they are in ``part``
@@ -258,20 +262,26 @@ def write_at_task(out: ChunkOutput, parts: Parts, path: str, offset: int) -> boo
 
 
 @lru_cache(maxsize=8)
-def _contig_names(index: Index) -> tuple[list[str], tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The index's contig names, and as the SAM kernel takes them (a draft assembly has hundreds of
-    thousands of contigs: made once per index)."""
+def _contig_names(index: Index) -> tuple[list[str], tuple[np.ndarray, np.ndarray, np.ndarray], References]:
+    """The index's contig names, as the SAM kernel takes them, and as BAM looks them up (a draft
+    assembly has hundreds of thousands of contigs: made once per index)."""
     names = [c.name for c in index.meta.contigs]
-    return names, contig_name_columns(names)
+    return names, contig_name_columns(names), References.of(names)
 
 
 def _records(index: Index, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments, settings: RecordSettings) -> np.ndarray:
-    """A chunk's SAM records as bytes: exact hits formatted by ``sam_records.cl`` on this worker's device."""
-    names, columns = _contig_names(index)
+    """A chunk's records as bytes: SAM (exact hits formatted by ``sam_records.cl`` on this worker's
+    device), or with ``settings.bam`` those records as BAM in BGZF blocks."""
+    names, columns, references = _contig_names(index)
     if isinstance(hits, ChunkAlignments):
-        return np.frombuffer(format_alignment_records(chunk, hits, names, settings.tail).encode(), np.uint8)
-    return format_records_device(current_device(), chunk, hits, names, settings.max_hits, columns,
-                                 tail=settings.tail, pick=primaries(chunk, hits.counts()))
+        text = np.frombuffer(format_alignment_records(chunk, hits, names, settings.tail).encode(), np.uint8)
+    else:
+        text = format_records_device(current_device(), chunk, hits, names, settings.max_hits, columns,
+                                     tail=settings.tail, pick=primaries(chunk, hits.counts()))
+    if not settings.bam:
+        return text
+    records = encode_records_device(current_device(), text, references)
+    return np.frombuffer(bgzf.compress(records), np.uint8)
 
 
 @lru_cache(maxsize=8)

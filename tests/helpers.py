@@ -4,7 +4,9 @@ block, and checks of the tools that are installed.  Fixtures are in conftest.py.
 
 from __future__ import annotations
 
+import gzip
 import shutil
+import struct
 import subprocess
 
 import numpy as np
@@ -157,3 +159,23 @@ def genome_case(directory, seed: int, size: int, read_length: int, n_reads: int,
     starts = rng.integers(0, size - read_length, size=n_reads)
     write_fastq(directory / "r.fq", [genome[s : s + read_length] for s in starts])
     return dmap.build_index(directory / "ref.fa", directory / "idx", **index_options)
+
+
+def bam_parts(data: bytes) -> tuple[str, bytes]:
+    """A BAM file's (BGZF bytes) SAM header text and the bytes of its records, decompressed."""
+    raw = gzip.decompress(data)
+    assert raw[:4] == b"BAM\x01"
+    (l_text,) = struct.unpack_from("<i", raw, 4)
+    at = 8 + l_text
+    (n_ref,) = struct.unpack_from("<i", raw, at)
+    at += 4
+    for _ in range(n_ref):
+        (l_name,) = struct.unpack_from("<i", raw, at)
+        at += 4 + l_name + 4
+    return raw[8:8 + l_text].decode(), raw[at:]
+
+
+def htslib_bam(sam: bytes) -> bytes:
+    """What htslib (``samtools view -b``) makes of SAM text with a header, as BGZF bytes."""
+    return subprocess.run(["samtools", "view", "--no-PG", "-b", "-"], input=sam, capture_output=True,
+                          check=True).stdout

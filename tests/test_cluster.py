@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from helpers import genome_case, require_device_parts, write_fasta, write_fastq
+from helpers import bam_parts, genome_case, htslib_bam, require_device_parts, write_fasta, write_fastq
 
 from dmap.splits import plan_input
 from dmap.tasks import search_task
@@ -136,6 +136,21 @@ def test_workers_write_the_records_to_a_file_a_pipe_and_a_fifo(real_cluster, map
     assert [x for x in piped.decode().splitlines() if not x.startswith("@PG")] == want
     assert [x for x in from_fifo.decode().splitlines() if not x.startswith("@PG")] == want
     assert os.listdir(tmp_path / "tmp") == [] and os.listdir(tmp_path / "out") == ["file.sam"]
+
+
+def test_workers_write_bam_in_place_and_to_a_stream(real_cluster, mapping_case, tmp_path):
+    """BAM from worker processes: each chunk's BGZF blocks written in place in a file, or through part
+    files to a stream, then the end-of-file block; the records are the SAM output's."""
+    address, _ = real_cluster
+    run = [*mapping_case, "--scheduler", address]
+    subprocess.run([*run, "-o", str(tmp_path / "o.sam")], check=True, capture_output=True, timeout=300)
+    subprocess.run([*run, "-o", str(tmp_path / "o.bam")], check=True, capture_output=True, timeout=300)
+    piped = subprocess.run([*run, "-O", "bam"], check=True, capture_output=True, timeout=300).stdout
+    want = bam_parts(htslib_bam((tmp_path / "o.sam").read_bytes()))[1]
+    assert len(want) > 1_000_000
+    assert bam_parts((tmp_path / "o.bam").read_bytes())[1] == want
+    assert bam_parts(piped)[1] == want
+    subprocess.run(["samtools", "quickcheck", "-v", str(tmp_path / "o.bam")], check=True)
 
 
 def test_two_jobs_share_one_cluster(real_cluster, mapping_case, tmp_path):

@@ -1,0 +1,351 @@
+"""BAM output: SAM records encoded as BAM (SAM specification, section 4.2), in bulk.
+
+A chunk's SAM records, as the workers format them (:mod:`dmap.sam`), are
+parsed and encoded with whole-array numpy operations: no Python object per
+record.  Encoding the text keeps one source of truth for every field (the
+SAM formatters, exact and approximate alike) and makes the contract easy to
+check: the encoded bytes equal what ``samtools view -b`` (htslib) makes of the
+same SAM, down to the integer tag types and the ``bin`` field
+(``tests/test_bam.py``).
+
+BAM holds SEQ as 4-bit nucleotide codes (``=ACMGRSVTWYHKDBN``): lower case
+becomes upper case and any other letter ``N``, as htslib does; reads of
+other alphabets (protein, text) can only be written as SAM.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import DmapError
+
+MAGIC = b"BAM\x01"
+# A record's fixed fields after block_size (its first 4 bytes): 32 bytes, little-endian, packed.
+_FIXED = np.dtype([("block_size", "<i4"), ("ref_id", "<i4"), ("pos", "<i4"), ("l_read_name", "u1"),
+                   ("mapq", "u1"), ("bin", "<u2"), ("n_cigar_op", "<u2"), ("flag", "<u2"), ("l_seq", "<i4"),
+                   ("next_ref_id", "<i4"), ("next_pos", "<i4"), ("tlen", "<i4")])
+# byte -> 4-bit base code; letters outside "=ACMGRSVTWYHKDBN" (either case) are N (15), as in htslib.
+_NT16 = np.full(256, 15, dtype=np.uint8)
+for _i, _c in enumerate(b"=ACMGRSVTWYHKDBN"):
+    _NT16[_c] = _NT16[ord(chr(_c).lower())] = _i
+_NT16[ord("=")] = 0
+# byte -> CIGAR operation code, 255 for a byte that is not one.
+_CIGAR_OP = np.full(256, 255, dtype=np.uint8)
+for _i, _c in enumerate(b"MIDNSHP=X"):
+    _CIGAR_OP[_c] = _i
+_CONSUMES_REFERENCE = np.array([1, 0, 1, 1, 0, 0, 0, 1, 1], dtype=bool)  # M D N = X
+MAX_READ_NAME = 254  # l_read_name is one byte and counts the NUL
+
+
+@dataclass(frozen=True)
+class References:
+    """Contig names -> BAM reference ids, looked up for a whole column at once."""
+
+    sorted_names: np.ndarray  # bytes dtype ("S"), sorted
+    ids: np.ndarray  # reference id of each sorted name
+
+    @classmethod
+    def of(cls, names: list[str]) -> References:
+        encoded = np.array([n.encode() for n in names], dtype=bytes) if names else np.zeros(0, "S1")
+        order = np.argsort(encoded, kind="stable")
+        return cls(encoded[order], order.astype(np.int32))
+
+    def lookup(self, text: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+        """Reference id of each field ``text[start:start+length]``; -1 for ``*``."""
+        width = max(int(length.max(initial=1)), 1)
+        fields = _fixed_width(text, start, length, width).view(f"S{width}").ravel()
+        star = (length == 1) & (text[start] == ord("*"))
+        at = np.searchsorted(self.sorted_names, fields)
+        at_c = np.minimum(at, max(self.sorted_names.size - 1, 0))
+        found = (at < self.sorted_names.size) & (self.sorted_names[at_c] == fields) if self.sorted_names.size \
+            else np.zeros(fields.size, dtype=bool)
+        if not (found | star).all():
+            bad = int(np.flatnonzero(~(found | star))[0])
+            name = bytes(text[start[bad]:start[bad] + length[bad]]).decode(errors="replace")
+            raise DmapError(f"BAM: reference name {name!r} is not in the header")
+        out = np.full(fields.size, -1, dtype=np.int32)
+        out[found] = self.ids[at_c[found]]
+        return out
+
+
+def header(sam_header: str, names: list[str], lengths: list[int]) -> bytes:
+    """A BAM header (uncompressed): the SAM header text and the reference list."""
+    text = sam_header.encode()
+    parts = [MAGIC, struct.pack("<i", len(text)), text, struct.pack("<i", len(names))]
+    for name, length in zip(names, lengths):
+        n = name.encode() + b"\0"
+        parts += [struct.pack("<i", len(n)), n, struct.pack("<i", length)]
+    return b"".join(parts)
+
+
+def sam_header_text(head: bytes) -> str | None:
+    """The SAM header text of a BAM file's decompressed first bytes ``head``, or None when they do not
+    start one (or hold less than the whole text)."""
+    if head[:4] != MAGIC or len(head) < 8:
+        return None
+    (l_text,) = struct.unpack_from("<i", head, 4)
+    if l_text < 0 or len(head) < 8 + l_text:
+        return None
+    return head[8:8 + l_text].decode(errors="replace")
+
+
+def _ragged(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every segment, concatenated."""
+    lengths = lengths.astype(np.int64)
+    before = np.cumsum(lengths) - lengths
+    return np.repeat(starts.astype(np.int64) - before, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+
+
+def _fixed_width(text: np.ndarray, start: np.ndarray, length: np.ndarray, width: int) -> np.ndarray:
+    """Fields as rows of ``width`` bytes, zero-padded."""
+    cols = np.arange(width)
+    inside = cols < length[:, None]
+    at = np.where(inside, start[:, None] + cols, 0)
+    return np.where(inside, text[at], 0).astype(np.uint8)
+
+
+def _integers(text: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Decimal integer fields (an optional leading ``-``) as int64; any other byte is an error."""
+    negative = (length > 0) & (text[start] == ord("-"))
+    start, length = start + negative, length - negative
+    if (length < 1).any() or (length > 18).any():
+        raise DmapError("BAM: an integer field is empty or too long")
+    # Right-aligned in rows of `width` digits, leading columns zero: one product with the powers of ten.
+    width = int(length.max(initial=1))
+    cols = np.arange(width)
+    at = (start + length - width)[:, None] + cols
+    digits = text[np.clip(at, 0, text.size - 1)].astype(np.int64) - ord("0")
+    digits[cols < (width - length)[:, None]] = 0
+    if ((digits < 0) | (digits > 9)).any():
+        raise DmapError("BAM: an integer field holds a byte that is not a digit")
+    value = digits @ (10 ** np.arange(width - 1, -1, -1, dtype=np.int64))
+    return np.where(negative, -value, value)
+
+
+def _reg2bin(beg: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The BAI bin of each interval [beg, end) (SAM specification, section 5.3)."""
+    end = end - 1
+    out = np.zeros(beg.size, dtype=np.int64)
+    todo = np.ones(beg.size, dtype=bool)
+    for shift, first in ((14, 4681), (17, 585), (20, 73), (23, 9), (26, 1)):
+        same = todo & ((beg >> shift) == (end >> shift))
+        out[same] = first + (beg[same] >> shift)
+        todo &= ~same
+    return out
+
+
+def _integer_tag_types(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The type letter and width htslib gives an ``i`` tag: the smallest of c/s/i for a negative
+    value, of C/S/I otherwise."""
+    neg = value < 0
+    kind = np.where(neg, np.where(value >= -(1 << 7), ord("c"), np.where(value >= -(1 << 15), ord("s"), ord("i"))),
+                    np.where(value < (1 << 8), ord("C"), np.where(value < (1 << 16), ord("S"), ord("I"))))
+    width = np.where((kind == ord("c")) | (kind == ord("C")), 1, np.where((kind == ord("s")) | (kind == ord("S")),
+                                                                           2, 4))
+    return kind.astype(np.uint8), width.astype(np.int64)
+
+
+@dataclass
+class _Layout:
+    """Parsed SAM records and where each part of their BAM records goes (one entry per record,
+    per CIGAR operation or per tag): what :func:`encode_records` and ``bam_records.cl`` write."""
+
+    text: np.ndarray
+    fixed: np.ndarray  # _FIXED, per record
+    start: np.ndarray  # int64: where each BAM record starts
+    size: int  # bytes of all the BAM records
+    name_start: np.ndarray
+    name_len: np.ndarray
+    cigar: np.ndarray  # "<u4", every record's operations in turn
+    cigar_first: np.ndarray  # each record's first operation in ``cigar``
+    seq_start: np.ndarray
+    seq_len: np.ndarray
+    qual_start: np.ndarray
+    has_qual: np.ndarray  # bool: QUAL is not "*"
+    tag_first: np.ndarray  # each record's first tag in the tag columns
+    n_tags: np.ndarray
+    tag_start: np.ndarray  # the tag's field in ``text`` ("TG:T:value")
+    tag_kind: np.ndarray  # BAM type letter (c C s S i I Z A)
+    tag_value: np.ndarray  # int64: an integer tag's value
+    tag_width: np.ndarray  # an integer tag's bytes
+    value_len: np.ndarray  # a Z tag's length
+
+
+def _layout(text: np.ndarray, refs: References) -> _Layout:
+    """Parse SAM records ``text`` (whole lines) field by field, with numpy over all of them at once."""
+    if text[-1] != ord("\n"):
+        raise DmapError("BAM: the SAM records do not end with a line break")
+    ends = np.flatnonzero((text == ord("\t")) | (text == ord("\n")))  # every field ends at one
+    starts = np.empty_like(ends)
+    starts[0], starts[1:] = 0, ends[:-1] + 1
+    lengths = ends - starts
+    last = np.flatnonzero(text[ends] == ord("\n"))  # each record's last field
+    n = last.size
+    first = np.empty_like(last)
+    first[0], first[1:] = 0, last[:-1] + 1
+    n_fields = last - first + 1
+    if (n_fields < 11).any():
+        raise DmapError("BAM: a SAM record has fewer than 11 fields")
+
+    def field(k: int) -> tuple[np.ndarray, np.ndarray]:
+        return starts[first + k], lengths[first + k]
+
+    def is_star(k: int) -> np.ndarray:
+        s, length = field(k)
+        return (length == 1) & (text[s] == ord("*"))
+
+    name_start, name_len = field(0)
+    if (name_len > MAX_READ_NAME).any() or (name_len < 1).any():
+        raise DmapError(f"BAM: a read name is empty or longer than {MAX_READ_NAME} bytes; write SAM instead")
+    flag = _integers(text, *field(1))
+    ref_id = refs.lookup(text, *field(2))
+    pos = _integers(text, *field(3)) - 1
+    mapq = _integers(text, *field(4))
+    rnext_start, rnext_len = field(6)
+    same = (rnext_len == 1) & (text[rnext_start] == ord("="))
+    next_ref_id = np.where(same, ref_id, refs.lookup(text, np.where(same, field(2)[0], rnext_start),
+                                                     np.where(same, field(2)[1], rnext_len)))
+    next_pos = _integers(text, *field(7)) - 1
+    tlen = _integers(text, *field(8))
+
+    # CIGAR: every operation's length and code, then per record its count and reference span.
+    cig_start, cig_len = field(5)
+    cig_len = np.where(is_star(5), 0, cig_len)
+    cig_bytes = _ragged(cig_start, cig_len)
+    ops_at = np.flatnonzero(_CIGAR_OP[text[cig_bytes]] != 255)
+    op_pos = cig_bytes[ops_at]
+    op_record = np.repeat(np.arange(n), cig_len)[ops_at]
+    n_cigar = np.bincount(op_record, minlength=n)
+    if (n_cigar > 0xFFFF).any():
+        raise DmapError("BAM: a CIGAR with more than 65,535 operations")
+    num_start = np.empty_like(op_pos)
+    if op_pos.size:
+        num_start[1:] = op_pos[:-1] + 1
+        first_op = np.ones(op_pos.size, dtype=bool)
+        first_op[1:] = op_record[1:] != op_record[:-1]
+        num_start[first_op] = cig_start[op_record[first_op]]
+    if int(cig_len.sum()) != int((op_pos - num_start + 1).sum()):
+        raise DmapError("BAM: a CIGAR that does not end with an operation")
+    op_len = _integers(text, num_start, op_pos - num_start)
+    op_code = _CIGAR_OP[text[op_pos]].astype(np.int64)
+    ref_span = np.bincount(op_record, weights=op_len * _CONSUMES_REFERENCE[op_code], minlength=n).astype(np.int64)
+
+    seq_start, seq_len = field(9)
+    seq_len = np.where(is_star(9), 0, seq_len)
+    qual_start, qual_len = field(10)
+    has_qual = ~is_star(10)
+    if (has_qual & (qual_len != seq_len)).any():
+        raise DmapError("BAM: a record whose QUAL is not as long as its SEQ")
+
+    # Tags: the fields after the eleventh, "TG:T:value".
+    field_record = np.repeat(np.arange(n), n_fields)
+    tag_field = np.flatnonzero(np.arange(ends.size) - first[field_record] >= 11)
+    t_start, t_len = starts[tag_field], lengths[tag_field]
+    if (t_len < 5).any() or (text[t_start + 2] != ord(":")).any() or (text[t_start + 4] != ord(":")).any():
+        raise DmapError("BAM: a tag that is not TG:TYPE:VALUE")
+    t_type = text[t_start + 3]
+    v_len = t_len - 5
+    is_int, is_str = t_type == ord("i"), t_type == ord("Z")
+    if not (is_int | is_str | (t_type == ord("A"))).all():
+        raise DmapError("BAM: only tags of types i, Z and A are written")
+    value = np.zeros(t_start.size, dtype=np.int64)
+    value[is_int] = _integers(text, t_start[is_int] + 5, v_len[is_int])
+    int_kind, int_width = _integer_tag_types(value)
+    t_size = 3 + np.where(is_int, int_width, np.where(is_str, v_len + 1, 1))
+    n_tags = n_fields - 11
+    tag_first = np.cumsum(n_tags) - n_tags
+
+    seq_bytes = (seq_len + 1) // 2
+    block_size = (_FIXED.itemsize - 4 + name_len + 1 + 4 * n_cigar + seq_bytes + seq_len
+                  + np.bincount(field_record[tag_field], weights=t_size, minlength=n).astype(np.int64))
+    fixed = np.zeros(n, dtype=_FIXED)
+    for key, column in (("block_size", block_size), ("ref_id", ref_id), ("pos", pos), ("l_read_name", name_len + 1),
+                        ("mapq", mapq), ("bin", _reg2bin(pos, pos + np.maximum(ref_span, 1))),
+                        ("n_cigar_op", n_cigar), ("flag", flag), ("l_seq", seq_len), ("next_ref_id", next_ref_id),
+                        ("next_pos", next_pos), ("tlen", tlen)):
+        fixed[key] = column
+    return _Layout(text, fixed, np.cumsum(4 + block_size) - (4 + block_size), int((4 + block_size).sum()),
+                   name_start, name_len, ((op_len << 4) | op_code).astype("<u4"), np.cumsum(n_cigar) - n_cigar,
+                   seq_start, seq_len, qual_start, has_qual, tag_first, n_tags, t_start,
+                   np.where(is_int, int_kind, t_type).astype(np.uint8), value, int_width, v_len)
+
+
+def encode_records(text: np.ndarray, refs: References) -> np.ndarray:
+    """BAM records of SAM records ``text`` (whole lines, each ending ``\\n``; no header), in numpy:
+    the reference for ``bam_records.cl`` (:func:`encode_records_device`).
+
+    Raises
+    ------
+    dmap.errors.DmapError
+        A record BAM cannot hold (a name over 254 bytes, an unknown reference)
+        or that is not SAM; dmap's formatters write neither.
+    """
+    text = np.asarray(text, dtype=np.uint8)
+    if text.size == 0:
+        return np.zeros(0, dtype=np.uint8)
+    lay = _layout(text, refs)
+    out = np.zeros(lay.size, dtype=np.uint8)
+    out[(lay.start[:, None] + np.arange(_FIXED.itemsize)).ravel()] = lay.fixed.view(np.uint8)
+    at = lay.start + _FIXED.itemsize
+    out[_ragged(at, lay.name_len)] = text[_ragged(lay.name_start, lay.name_len)]  # the NUL is already there
+    at = at + lay.name_len + 1
+    n_cigar = lay.fixed["n_cigar_op"].astype(np.int64)
+    out[_ragged(at, 4 * n_cigar)] = lay.cigar.view(np.uint8)
+    at = at + 4 * n_cigar
+    # SEQ: two bases a byte, the first in the high nibble; an odd length leaves the last low nibble 0.
+    seq_len = lay.seq_len
+    seq_bytes = (seq_len + 1) // 2
+    padded = 2 * seq_bytes
+    nibbles = np.zeros(int(padded.sum()), dtype=np.uint8)
+    nibbles[_ragged(np.cumsum(padded) - padded, seq_len)] = _NT16[text[_ragged(lay.seq_start, seq_len)]]
+    out[_ragged(at, seq_bytes)] = (nibbles[0::2] << 4) | nibbles[1::2]
+    at = at + seq_bytes
+    q = lay.has_qual
+    out[_ragged(at[q], seq_len[q])] = text[_ragged(lay.qual_start[q], seq_len[q])] - 33
+    out[_ragged(at[~q], seq_len[~q])] = 0xFF
+    at = at + seq_len
+
+    record = np.repeat(np.arange(at.size), lay.n_tags)
+    size = 3 + np.where(lay.tag_kind == ord("Z"), lay.value_len + 1,
+                        np.where(lay.tag_kind == ord("A"), 1, lay.tag_width))
+    before = np.cumsum(size) - size  # over all the chunk's tags; less the record's first tag's
+    tag_at = at[record] + before - before[lay.tag_first[record]]
+    out[tag_at] = text[lay.tag_start]
+    out[tag_at + 1] = text[lay.tag_start + 1]
+    out[tag_at + 2] = lay.tag_kind
+    is_int = (lay.tag_kind != ord("Z")) & (lay.tag_kind != ord("A"))
+    for width in (1, 2, 4):
+        sel = is_int & (lay.tag_width == width)
+        le = lay.tag_value[sel].astype("<i4").view(np.uint8).reshape(-1, 4)[:, :width]
+        out[(tag_at[sel, None] + 3 + np.arange(width)).ravel()] = le.ravel()
+    z = lay.tag_kind == ord("Z")
+    out[_ragged(tag_at[z] + 3, lay.value_len[z])] = text[_ragged(lay.tag_start[z] + 5, lay.value_len[z])]
+    a = lay.tag_kind == ord("A")
+    out[tag_at[a] + 3] = text[lay.tag_start[a] + 5]
+    return out
+
+
+def encode_records_device(device, text: np.ndarray, refs: References) -> np.ndarray:
+    """The bytes of :func:`encode_records`, written by ``kernels/bam_records.cl`` on ``device``: numpy
+    parses the fields (a few operations per field) and the kernel moves the bytes (names, bases,
+    qualities: most of a record), one work-item per record."""
+    text = np.asarray(text, dtype=np.uint8)
+    if text.size == 0:
+        return np.zeros(0, dtype=np.uint8)
+    lay = _layout(text, refs)
+    n = lay.start.size
+    u32 = lambda a: np.ascontiguousarray(a, dtype=np.uint32)  # noqa: E731
+    # Every column is uploaded and must outlive the kernel (OpenCL kernels need not retain their arguments).
+    args = [device.upload(a) for a in (
+        text, lay.fixed.view(np.uint8), lay.start.astype(np.uint64), u32(lay.name_start), u32(lay.cigar),
+        u32(lay.cigar_first), u32(lay.seq_start), u32(lay.qual_start), lay.has_qual.astype(np.uint8),
+        _NT16, u32(lay.tag_first), u32(lay.n_tags), u32(lay.tag_start), lay.tag_kind,
+        lay.tag_value.astype("<i4"), u32(lay.value_len))]
+    out = np.empty(lay.size, dtype=np.uint8)
+    out_buf = device.output(out)
+    device.run(device.program("bam_records.cl", {}), "bam_records", [*args, np.uint32(n), out_buf], n, wait=False)
+    device.read_back(out_buf, out)
+    return out
