@@ -2,7 +2,7 @@
 scheduler and the worker, as real processes, per extra million reads.
 
     python3 benchmarks/client_cpu.py [--work /tmp/dmap-bench] [--small 1000000] [--large 3000000]
-                                     [--max-errors 0] [--repeat 2]
+                                     [--max-errors 0] [--repeat 2] [--output sam|bam]
 
 Starts ``dask scheduler`` and one ``dask worker --resources opencl=1
 --preload dmap.worker`` (on the whole PoCL device), maps a small and a large
@@ -69,7 +69,7 @@ def main() -> None:
     ap.add_argument("--large", type=int, default=3_000_000)
     ap.add_argument("--max-errors", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--output", default="sam", choices=["sam"], help="output format")
+    ap.add_argument("--output", default="sam", choices=["sam", "bam"], help="output format")
     args = ap.parse_args()
     work = Path(args.work)
     ref = ecoli_reference(work)
@@ -93,11 +93,12 @@ def main() -> None:
         scheduler, worker = (psutil.Process(p.pid) for p in procs)
         runs: dict[str, list[dict]] = {k: [] for k in sizes}
         with tempfile.TemporaryDirectory(dir=work) as tmp:
-            run_once(index, files["small"], f"{tmp}/warm.sam", address, options, scheduler, worker)  # kernels built
+            ext = args.output
+            run_once(index, files["small"], f"{tmp}/warm.{ext}", address, options, scheduler, worker)  # kernels built
             for _ in range(args.repeat):
                 for k in sizes:
-                    runs[k].append(run_once(index, files[k], f"{tmp}/{k}.sam", address, options, scheduler, worker))
-                    os.unlink(f"{tmp}/{k}.sam")
+                    runs[k].append(run_once(index, files[k], f"{tmp}/{k}.{ext}", address, options, scheduler, worker))
+                    os.unlink(f"{tmp}/{k}.{ext}")
     finally:
         for p in reversed(procs):
             p.terminate()

@@ -38,6 +38,21 @@ for _i, _c in enumerate(b"MIDNSHP=X"):
     _CIGAR_OP[_c] = _i
 _CONSUMES_REFERENCE = np.array([1, 0, 1, 1, 0, 0, 0, 1, 1], dtype=bool)  # M D N = X
 MAX_READ_NAME = 254  # l_read_name is one byte and counts the NUL
+# What a record BAM cannot hold, or that is not SAM, by the codes kernels/bam_records.cl uses too.
+_ERRORS = {
+    1: "a SAM record has fewer than 11 fields",
+    2: "an integer field is not a decimal number of at most 18 digits",
+    3: f"a read name is empty or longer than {MAX_READ_NAME} bytes; write SAM instead",
+    4: "a CIGAR with more than 65,535 operations",
+    5: "a CIGAR that does not end with an operation",
+    6: "a record whose QUAL is not as long as its SEQ",
+    7: "a tag that is not TG:TYPE:VALUE",
+    8: "only tags of types i, Z and A are written",
+}
+
+
+def _fail(code: int) -> DmapError:
+    return DmapError(f"BAM: {_ERRORS[code]}")
 
 
 @dataclass(frozen=True)
@@ -112,7 +127,7 @@ def _integers(text: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.nda
     negative = (length > 0) & (text[start] == ord("-"))
     start, length = start + negative, length - negative
     if (length < 1).any() or (length > 18).any():
-        raise DmapError("BAM: an integer field is empty or too long")
+        raise _fail(2)
     # Right-aligned in rows of `width` digits, leading columns zero: one product with the powers of ten.
     width = int(length.max(initial=1))
     cols = np.arange(width)
@@ -120,7 +135,7 @@ def _integers(text: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.nda
     digits = text[np.clip(at, 0, text.size - 1)].astype(np.int64) - ord("0")
     digits[cols < (width - length)[:, None]] = 0
     if ((digits < 0) | (digits > 9)).any():
-        raise DmapError("BAM: an integer field holds a byte that is not a digit")
+        raise _fail(2)
     value = digits @ (10 ** np.arange(width - 1, -1, -1, dtype=np.int64))
     return np.where(negative, -value, value)
 
@@ -174,6 +189,28 @@ class _Layout:
     value_len: np.ndarray  # a Z tag's length
 
 
+def _fixed_fields(name_len, flag, ref_id, pos, mapq, ref_span, n_cigar, seq_len, next_ref_id, next_pos, tlen,
+                  tag_bytes) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each record's fixed fields (``pos`` and ``next_pos`` 0-based), where it starts, and the
+    bytes of all of them."""
+    block_size = (_FIXED.itemsize - 4 + name_len + 1 + 4 * n_cigar + (seq_len + 1) // 2 + seq_len + tag_bytes)
+    fixed = np.zeros(name_len.size, dtype=_FIXED)
+    for key, column in (("block_size", block_size), ("ref_id", ref_id), ("pos", pos), ("l_read_name", name_len + 1),
+                        ("mapq", mapq), ("bin", _reg2bin(pos, pos + np.maximum(ref_span, 1))),
+                        ("n_cigar_op", n_cigar), ("flag", flag), ("l_seq", seq_len), ("next_ref_id", next_ref_id),
+                        ("next_pos", next_pos), ("tlen", tlen)):
+        fixed[key] = column
+    return fixed, np.cumsum(4 + block_size) - (4 + block_size), int((4 + block_size).sum())
+
+
+def _next_ref_ids(refs: References, text: np.ndarray, ref_id: np.ndarray, rname: tuple, rnext: tuple) -> np.ndarray:
+    """RNEXT's reference ids: ``=`` is RNAME's."""
+    rnext_start, rnext_len = rnext
+    same = (rnext_len == 1) & (text[rnext_start] == ord("="))
+    return np.where(same, ref_id, refs.lookup(text, np.where(same, rname[0], rnext_start),
+                                              np.where(same, rname[1], rnext_len)))
+
+
 def _layout(text: np.ndarray, refs: References) -> _Layout:
     """Parse SAM records ``text`` (whole lines) field by field, with numpy over all of them at once."""
     if text[-1] != ord("\n"):
@@ -188,7 +225,7 @@ def _layout(text: np.ndarray, refs: References) -> _Layout:
     first[0], first[1:] = 0, last[:-1] + 1
     n_fields = last - first + 1
     if (n_fields < 11).any():
-        raise DmapError("BAM: a SAM record has fewer than 11 fields")
+        raise _fail(1)
 
     def field(k: int) -> tuple[np.ndarray, np.ndarray]:
         return starts[first + k], lengths[first + k]
@@ -199,15 +236,12 @@ def _layout(text: np.ndarray, refs: References) -> _Layout:
 
     name_start, name_len = field(0)
     if (name_len > MAX_READ_NAME).any() or (name_len < 1).any():
-        raise DmapError(f"BAM: a read name is empty or longer than {MAX_READ_NAME} bytes; write SAM instead")
+        raise _fail(3)
     flag = _integers(text, *field(1))
     ref_id = refs.lookup(text, *field(2))
     pos = _integers(text, *field(3)) - 1
     mapq = _integers(text, *field(4))
-    rnext_start, rnext_len = field(6)
-    same = (rnext_len == 1) & (text[rnext_start] == ord("="))
-    next_ref_id = np.where(same, ref_id, refs.lookup(text, np.where(same, field(2)[0], rnext_start),
-                                                     np.where(same, field(2)[1], rnext_len)))
+    next_ref_id = _next_ref_ids(refs, text, ref_id, field(2), field(6))
     next_pos = _integers(text, *field(7)) - 1
     tlen = _integers(text, *field(8))
 
@@ -220,7 +254,7 @@ def _layout(text: np.ndarray, refs: References) -> _Layout:
     op_record = np.repeat(np.arange(n), cig_len)[ops_at]
     n_cigar = np.bincount(op_record, minlength=n)
     if (n_cigar > 0xFFFF).any():
-        raise DmapError("BAM: a CIGAR with more than 65,535 operations")
+        raise _fail(4)
     num_start = np.empty_like(op_pos)
     if op_pos.size:
         num_start[1:] = op_pos[:-1] + 1
@@ -228,7 +262,7 @@ def _layout(text: np.ndarray, refs: References) -> _Layout:
         first_op[1:] = op_record[1:] != op_record[:-1]
         num_start[first_op] = cig_start[op_record[first_op]]
     if int(cig_len.sum()) != int((op_pos - num_start + 1).sum()):
-        raise DmapError("BAM: a CIGAR that does not end with an operation")
+        raise _fail(5)
     op_len = _integers(text, num_start, op_pos - num_start)
     op_code = _CIGAR_OP[text[op_pos]].astype(np.int64)
     ref_span = np.bincount(op_record, weights=op_len * _CONSUMES_REFERENCE[op_code], minlength=n).astype(np.int64)
@@ -238,19 +272,19 @@ def _layout(text: np.ndarray, refs: References) -> _Layout:
     qual_start, qual_len = field(10)
     has_qual = ~is_star(10)
     if (has_qual & (qual_len != seq_len)).any():
-        raise DmapError("BAM: a record whose QUAL is not as long as its SEQ")
+        raise _fail(6)
 
     # Tags: the fields after the eleventh, "TG:T:value".
     field_record = np.repeat(np.arange(n), n_fields)
     tag_field = np.flatnonzero(np.arange(ends.size) - first[field_record] >= 11)
     t_start, t_len = starts[tag_field], lengths[tag_field]
     if (t_len < 5).any() or (text[t_start + 2] != ord(":")).any() or (text[t_start + 4] != ord(":")).any():
-        raise DmapError("BAM: a tag that is not TG:TYPE:VALUE")
+        raise _fail(7)
     t_type = text[t_start + 3]
     v_len = t_len - 5
     is_int, is_str = t_type == ord("i"), t_type == ord("Z")
     if not (is_int | is_str | (t_type == ord("A"))).all():
-        raise DmapError("BAM: only tags of types i, Z and A are written")
+        raise _fail(8)
     value = np.zeros(t_start.size, dtype=np.int64)
     value[is_int] = _integers(text, t_start[is_int] + 5, v_len[is_int])
     int_kind, int_width = _integer_tag_types(value)
@@ -258,17 +292,11 @@ def _layout(text: np.ndarray, refs: References) -> _Layout:
     n_tags = n_fields - 11
     tag_first = np.cumsum(n_tags) - n_tags
 
-    seq_bytes = (seq_len + 1) // 2
-    block_size = (_FIXED.itemsize - 4 + name_len + 1 + 4 * n_cigar + seq_bytes + seq_len
-                  + np.bincount(field_record[tag_field], weights=t_size, minlength=n).astype(np.int64))
-    fixed = np.zeros(n, dtype=_FIXED)
-    for key, column in (("block_size", block_size), ("ref_id", ref_id), ("pos", pos), ("l_read_name", name_len + 1),
-                        ("mapq", mapq), ("bin", _reg2bin(pos, pos + np.maximum(ref_span, 1))),
-                        ("n_cigar_op", n_cigar), ("flag", flag), ("l_seq", seq_len), ("next_ref_id", next_ref_id),
-                        ("next_pos", next_pos), ("tlen", tlen)):
-        fixed[key] = column
-    return _Layout(text, fixed, np.cumsum(4 + block_size) - (4 + block_size), int((4 + block_size).sum()),
-                   name_start, name_len, ((op_len << 4) | op_code).astype("<u4"), np.cumsum(n_cigar) - n_cigar,
+    tag_bytes = np.bincount(field_record[tag_field], weights=t_size, minlength=n).astype(np.int64)
+    fixed, start, size = _fixed_fields(name_len, flag, ref_id, pos, mapq, ref_span, n_cigar, seq_len, next_ref_id,
+                                       next_pos, tlen, tag_bytes)
+    return _Layout(text, fixed, start, size, name_start, name_len, ((op_len << 4) | op_code).astype("<u4"),
+                   np.cumsum(n_cigar) - n_cigar,
                    seq_start, seq_len, qual_start, has_qual, tag_first, n_tags, t_start,
                    np.where(is_int, int_kind, t_type).astype(np.uint8), value, int_width, v_len)
 
@@ -329,23 +357,46 @@ def encode_records(text: np.ndarray, refs: References) -> np.ndarray:
 
 
 def encode_records_device(device, text: np.ndarray, refs: References) -> np.ndarray:
-    """The bytes of :func:`encode_records`, written by ``kernels/bam_records.cl`` on ``device``: numpy
-    parses the fields (a few operations per field) and the kernel moves the bytes (names, bases,
-    qualities: most of a record), one work-item per record."""
+    """The bytes of :func:`encode_records`, made by ``kernels/bam_records.cl`` on ``device``: a
+    work-item per record parses its line, numpy looks up the reference names and places the
+    records, and a second kernel writes them (parsing in numpy held the interpreter and took
+    twice the time of the rest of the encoding together, docs/performance.md).
+    """
     text = np.asarray(text, dtype=np.uint8)
     if text.size == 0:
         return np.zeros(0, dtype=np.uint8)
-    lay = _layout(text, refs)
-    n = lay.start.size
-    u32 = lambda a: np.ascontiguousarray(a, dtype=np.uint32)  # noqa: E731
-    # Every column is uploaded and must outlive the kernel (OpenCL kernels need not retain their arguments).
-    args = [device.upload(a) for a in (
-        text, lay.fixed.view(np.uint8), lay.start.astype(np.uint64), u32(lay.name_start), u32(lay.cigar),
-        u32(lay.cigar_first), u32(lay.seq_start), u32(lay.qual_start), lay.has_qual.astype(np.uint8),
-        _NT16, u32(lay.tag_first), u32(lay.n_tags), u32(lay.tag_start), lay.tag_kind,
-        lay.tag_value.astype("<i4"), u32(lay.value_len))]
-    out = np.empty(lay.size, dtype=np.uint8)
+    if text[-1] != ord("\n"):
+        raise DmapError("BAM: the SAM records do not end with a line break")
+    line_end = np.flatnonzero(text == ord("\n")).astype(np.uint64)
+    line_start = np.zeros_like(line_end)
+    line_start[1:] = line_end[:-1] + 1
+    n = line_end.size
+    error, name_len, n_cigar, has_qual, tag_bytes = (np.empty(n, np.uint32) for _ in range(5))
+    ints, ref_span = np.empty((n, 5), np.int64), np.empty(n, np.int64)
+    rname, rnext, cigar, tags = (np.empty((n, 2), np.uint64) for _ in range(4))
+    seq = np.empty((n, 3), np.uint64)
+    outputs = [error, name_len, ints, rname, rnext, cigar, n_cigar, ref_span, seq, has_qual, tags, tag_bytes]
+    # The buffers must outlive the kernels: OpenCL kernels need not retain their arguments.
+    inputs = [device.upload(a) for a in (text, line_start, line_end)]
+    buffers = [device.output(a) for a in outputs]
+    program = device.program("bam_records.cl", {})
+    device.run(program, "bam_fields", [*inputs, np.uint32(n), *buffers], n, wait=False)
+    for buf, host in zip(buffers, outputs):
+        device.read_back(buf, host)
+    if error.any():
+        raise _fail(int(error[np.flatnonzero(error)[0]]))
+    ref_id = refs.lookup(text, rname[:, 0].astype(np.int64), rname[:, 1].astype(np.int64))
+    next_ref_id = _next_ref_ids(refs, text, ref_id, (rname[:, 0].astype(np.int64), rname[:, 1].astype(np.int64)),
+                                (rnext[:, 0].astype(np.int64), rnext[:, 1].astype(np.int64)))
+    flag, pos, mapq, pnext, tlen = ints.T
+    seq_len = seq[:, 1].astype(np.int64)
+    fixed, start, size = _fixed_fields(name_len.astype(np.int64), flag, ref_id, pos - 1, mapq, ref_span,
+                                       n_cigar.astype(np.int64), seq_len, next_ref_id, pnext - 1, tlen,
+                                       tag_bytes.astype(np.int64))
+    out = np.empty(size, dtype=np.uint8)
     out_buf = device.output(out)
-    device.run(device.program("bam_records.cl", {}), "bam_records", [*args, np.uint32(n), out_buf], n, wait=False)
+    written = [device.upload(a) for a in (text, fixed.view(np.uint8), start.astype(np.uint64), line_start, cigar,
+                                          seq, has_qual, tags, _NT16)]
+    device.run(program, "bam_records", [*written[:8], written[8], np.uint32(n), out_buf], n, wait=False)
     device.read_back(out_buf, out)
     return out

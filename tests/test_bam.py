@@ -93,7 +93,7 @@ def test_header_is_htslibs():
     ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tAC\tI\n", "QUAL"),
     ("r\t0\tc2\t1\n", "fewer than 11"),
     ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXB:B:c,1\n", "types i, Z and A"),
-    ("r\t0\tc2\tone\t0\t1M\t*\t0\t0\tA\t*\n", "not a digit"),
+    ("r\t0\tc2\tone\t0\t1M\t*\t0\t0\tA\t*\n", "not a decimal number"),
 ])
 def test_records_bam_cannot_hold_raise_one_clear_error(bad, words):
     with pytest.raises(DmapError, match=words):
