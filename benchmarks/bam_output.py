@@ -1,0 +1,77 @@
+"""BAM written by dmap's workers against dmap's SAM piped into samtools, side by side in one run.
+
+    python3 benchmarks/bam_output.py [--reads 1000000] [--max-errors 0] [--repeat 3] [--work /tmp/dmap-bench]
+
+In alternating rounds, on E. coli reads (``../shared/bench/make_reads.py``;
+with ``--max-errors K``, K substitutions per read and ``-e K``):
+
+    dmap run INDEX READS -o dmap.bam                                   (BAM from the workers)
+    dmap run INDEX READS | samtools view -b -@ 2 -o samtools.bam       (SAM, compressed by samtools)
+    dmap run INDEX READS -o dmap.sam                                   (SAM, for reference)
+
+Prints the median wall time, CPU seconds (user + system of every process)
+and output size of each, and checks that both BAM files hold the same
+records (``samtools view`` of each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import resource
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from exact_vs_bowtie import DMAP, compile_dmap, ecoli_reference, measure, simulated_reads
+
+
+def records_digest(path: Path) -> str:
+    view = subprocess.run(["samtools", "view", str(path)], capture_output=True, check=True).stdout
+    return hashlib.sha256(view).hexdigest()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", default="/tmp/dmap-bench")
+    ap.add_argument("--reads", type=int, default=1_000_000)
+    ap.add_argument("--max-errors", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    work = Path(args.work)
+    ref = ecoli_reference(work)
+    index = work / "ecoli.dmap"
+    if not index.exists():
+        subprocess.run([DMAP, "index", str(ref), "-o", str(index), "-q"], check=True)
+    reads = simulated_reads(work, ref, args.reads, 100, args.max_errors)
+    compile_dmap()
+    run = f"{DMAP} run {index} {reads} -q" + (f" -e {args.max_errors}" if args.max_errors else "")
+    piped = "dmap | samtools view -b -@ 2"
+    outputs = {"dmap -o out.bam": work / "dmap.bam", piped: work / "samtools.bam", "dmap -o out.sam": work / "dmap.sam"}
+    commands = {"dmap -o out.bam": f"{run} -o {outputs['dmap -o out.bam']}",
+                piped: f"{run} | samtools view -b -@ 2 -o {outputs[piped]}",
+                "dmap -o out.sam": f"{run} -o {outputs['dmap -o out.sam']}"}
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in commands}
+    for _ in range(args.repeat):
+        for name, cmd in commands.items():
+            outputs[name].unlink(missing_ok=True)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            r = measure(["bash", "-o", "pipefail", "-c", cmd], [reads, index])
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            times[name].append((r["wall"], after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime))
+    same = records_digest(outputs["dmap -o out.bam"]) == records_digest(outputs[piped])
+    print(f"# {args.reads:,} 100-bp E. coli reads, {'exact' if not args.max_errors else f'-e {args.max_errors}'}; "
+          f"medians of {args.repeat}; same records in both BAM files: {same}")
+    print("\n| command | wall s | CPU s | output MB |")
+    print("|---|---|---|---|")
+    for name in commands:
+        wall = statistics.median(w for w, _ in times[name])
+        cpu = statistics.median(c for _, c in times[name])
+        print(f"| `{name}` | {wall:.2f} | {cpu:.2f} | {outputs[name].stat().st_size / 1e6:.1f} |")
+    if not same:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
