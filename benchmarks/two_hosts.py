@@ -2,7 +2,11 @@
 machine only), a scheduler and a worker on "host A", a second worker on
 "host B", each worker on half of the PoCL device.  Maps READS from host A
 and checks that the SAM equals a local run's and that both hosts' workers
-did work.  Needs root (ip netns).
+did work; reports each process's CPU seconds per run (the client's, the
+scheduler's and each worker's, with their children): the workers read
+their own splits of READS and write their records into the output, which
+both hosts see, and the client only plans and schedules.  Needs root
+(ip netns).
 
     python3 benchmarks/two_hosts.py INDEX READS.fq [--repeat 2]
 """
@@ -12,11 +16,15 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+import psutil
+from client_cpu import cpu  # this script's directory is on sys.path
 
 A, B = "10.77.0.1", "10.77.0.2"  # test addresses inside namespaces this script creates
 
@@ -79,10 +87,18 @@ def main(argv: list[str] | None = None) -> dict:
             subprocess.run(in_ns(ns_a, sys.executable, "-c", "from distributed import Client; "
                                  f"Client('tcp://{A}:8786', timeout=60).wait_for_workers(2, timeout=60)"),
                            check=True, capture_output=True, timeout=120)
-            rates = []
+            rates, cpus = [], []
+            names = ["scheduler", f"worker on {A}", f"worker on {B}"]
+            watched = [psutil.Process(p.pid) for p in procs]
             for _ in range(args.repeat):
+                before = [cpu(p) for p in watched]
+                client0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 rate, err = dmap_run(ns_a, index, reads, f"{tmp}/two_hosts.sam", f"tcp://{A}:8786")
+                client1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                time.sleep(0.5)  # the workers' last heartbeats
                 rates.append(rate)
+                cpus.append({"client": client1.ru_utime + client1.ru_stime - client0.ru_utime - client0.ru_stime,
+                             **{n: cpu(p) - b for n, p, b in zip(names, watched, before)}})
             loads = re.search(r"index blocks loaded: (\d+) on (\d+) worker", err)
             local = subprocess.run([sys.executable, "-m", "dmap.cli", "run", index, reads, "-o", f"{tmp}/local.sam"],
                                    capture_output=True, text=True, timeout=600)
@@ -103,9 +119,13 @@ def main(argv: list[str] | None = None) -> dict:
                 p.kill()
         remove_hosts(ns_a, ns_b)
     result = {"reads_per_s": statistics.median(rates), "same_sam_as_local": same,
-              "workers_with_work": int(loads.group(2)) if loads else 0}
+              "workers_with_work": int(loads.group(2)) if loads else 0,
+              "cpu_seconds": {k: statistics.median(c[k] for c in cpus) for k in cpus[0]}}
     print(f"two hosts (namespaces {A} and {B}): {result['reads_per_s']:,.0f} reads/s (median of {args.repeat}); "
           f"workers that loaded the index: {result['workers_with_work']}; SAM equal to a local run: {same}")
+    print("\n| process | CPU s per run |\n|---|---|")
+    for k, v in result["cpu_seconds"].items():
+        print(f"| {k} | {v:.2f} |")
     return result
 
 

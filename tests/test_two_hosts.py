@@ -22,8 +22,9 @@ def can_make_namespaces() -> bool:
 
 
 @pytest.mark.skipif(not can_make_namespaces(), reason="needs root and ip netns")
-def test_two_hosts(tmp_path):
+def test_two_hosts(tmp_path, monkeypatch):
     require_device_parts(2)
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # the script imports its neighbours, as when run there
     genome_case(tmp_path, seed=4, size=100_000, read_length=50, n_reads=200_000)
     spec = importlib.util.spec_from_file_location("two_hosts", SCRIPT)
     two_hosts = importlib.util.module_from_spec(spec)
@@ -31,3 +32,4 @@ def test_two_hosts(tmp_path):
     result = two_hosts.main([str(tmp_path / "idx"), str(tmp_path / "r.fq"), "--repeat", "1"])
     assert result["same_sam_as_local"]
     assert result["workers_with_work"] == 2
+    assert set(result["cpu_seconds"]) == {"client", "scheduler", "worker on 10.77.0.1", "worker on 10.77.0.2"}
