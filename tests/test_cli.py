@@ -576,9 +576,11 @@ def test_termination_signals_leave_nothing_partial(index, tmp_path, sig):
 READ_GROUP = "@RG\\tID:lane1\\tSM:sample1\\tPL:ILLUMINA"
 
 
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
 @pytest.mark.parametrize("errors", ["0", "2"])
-def test_read_group_and_picard_validation(tmp_path, errors):
-    """Exact and approximate output with a read group, odd reads and multi-mapping reads: Picard finds no error."""
+def test_read_group_and_picard_validation(tmp_path, errors, fmt):
+    """Exact and approximate output, SAM and BAM, with a read group, odd reads and multi-mapping reads:
+    Picard finds no error."""
     rng = np.random.default_rng(7)
     genome = "".join(rng.choice(list("ACGT"), size=3000))
     repeat = genome[100:160]
@@ -587,10 +589,10 @@ def test_read_group_and_picard_validation(tmp_path, errors):
     assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "-L", "80").returncode == 0
     reads = [genome[i:i + 50] for i in range(0, 2900, 97)] + [repeat[:50], "", "AC7T", "A" * 90]
     write_fastq(tmp_path / "r.fq", reads)
-    out = tmp_path / "o.sam"
+    out = tmp_path / f"o.{fmt}"
     r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq", "-o", out, "-e", errors, "-R", READ_GROUP)
     assert r.returncode == 0, r.stderr
-    text = out.read_text()
+    text = subprocess.run(["samtools", "view", "-h", str(out)], capture_output=True, text=True, check=True).stdout
     assert "@RG\tID:lane1\tSM:sample1\tPL:ILLUMINA\n" in text
     body = sam_body(text)
     assert len({f[0] for f in body}) == len(reads) and all(f[-1] == "RG:Z:lane1" for f in body)

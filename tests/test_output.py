@@ -41,7 +41,7 @@ def test_only_dmap_output_is_replaced(tmp_path, content, ours):
             out.file.write(b"x")
         assert path.read_bytes() == b"x"
     else:
-        with pytest.raises(OutputError, match="not a SAM file written by dmap"):
+        with pytest.raises(OutputError, match="not a SAM or BAM file written by dmap"):
             Output(path)
         assert path.read_bytes() == content
 
