@@ -1,8 +1,10 @@
 """BAM output: SAM records encoded as BAM (SAM specification, section 4.2), in bulk.
 
 A chunk's SAM records, as the workers format them (:mod:`dmap.sam`), are
-parsed and encoded with whole-array numpy operations: no Python object per
-record.  Encoding the text keeps one source of truth for every field (the
+parsed and encoded in bulk, with no Python object per record: by
+``kernels/bam_records.cl`` (:func:`encode_records_device`, a work-item per
+record), and by whole-array numpy operations in :func:`encode_records`, the
+reference the kernels are tested against.  Encoding the text keeps one source of truth for every field (the
 SAM formatters, exact and approximate alike) and makes the contract easy to
 check: the encoded bytes equal what ``samtools view -b`` (htslib) makes of the
 same SAM, down to the integer tag types and the ``bin`` field
@@ -31,7 +33,6 @@ _FIXED = np.dtype([("block_size", "<i4"), ("ref_id", "<i4"), ("pos", "<i4"), ("l
 _NT16 = np.full(256, 15, dtype=np.uint8)
 for _i, _c in enumerate(b"=ACMGRSVTWYHKDBN"):
     _NT16[_c] = _NT16[ord(chr(_c).lower())] = _i
-_NT16[ord("=")] = 0
 # byte -> CIGAR operation code, 255 for a byte that is not one.
 _CIGAR_OP = np.full(256, 255, dtype=np.uint8)
 for _i, _c in enumerate(b"MIDNSHP=X"):
@@ -168,14 +169,12 @@ class _Layout:
     """Parsed SAM records and where each part of their BAM records goes (one entry per record,
     per CIGAR operation or per tag): what :func:`encode_records` and ``bam_records.cl`` write."""
 
-    text: np.ndarray
     fixed: np.ndarray  # _FIXED, per record
     start: np.ndarray  # int64: where each BAM record starts
     size: int  # bytes of all the BAM records
     name_start: np.ndarray
     name_len: np.ndarray
     cigar: np.ndarray  # "<u4", every record's operations in turn
-    cigar_first: np.ndarray  # each record's first operation in ``cigar``
     seq_start: np.ndarray
     seq_len: np.ndarray
     qual_start: np.ndarray
@@ -211,10 +210,14 @@ def _next_ref_ids(refs: References, text: np.ndarray, ref_id: np.ndarray, rname:
                                               np.where(same, rname[1], rnext_len)))
 
 
-def _layout(text: np.ndarray, refs: References) -> _Layout:
-    """Parse SAM records ``text`` (whole lines) field by field, with numpy over all of them at once."""
+def _check_whole_lines(text: np.ndarray) -> None:
     if text[-1] != ord("\n"):
         raise DmapError("BAM: the SAM records do not end with a line break")
+
+
+def _layout(text: np.ndarray, refs: References) -> _Layout:
+    """Parse SAM records ``text`` (whole lines) field by field, with numpy over all of them at once."""
+    _check_whole_lines(text)
     ends = np.flatnonzero((text == ord("\t")) | (text == ord("\n")))  # every field ends at one
     starts = np.empty_like(ends)
     starts[0], starts[1:] = 0, ends[:-1] + 1
@@ -295,9 +298,8 @@ def _layout(text: np.ndarray, refs: References) -> _Layout:
     tag_bytes = np.bincount(field_record[tag_field], weights=t_size, minlength=n).astype(np.int64)
     fixed, start, size = _fixed_fields(name_len, flag, ref_id, pos, mapq, ref_span, n_cigar, seq_len, next_ref_id,
                                        next_pos, tlen, tag_bytes)
-    return _Layout(text, fixed, start, size, name_start, name_len, ((op_len << 4) | op_code).astype("<u4"),
-                   np.cumsum(n_cigar) - n_cigar,
-                   seq_start, seq_len, qual_start, has_qual, tag_first, n_tags, t_start,
+    return _Layout(fixed, start, size, name_start, name_len, ((op_len << 4) | op_code).astype("<u4"), seq_start,
+                   seq_len, qual_start, has_qual, tag_first, n_tags, t_start,
                    np.where(is_int, int_kind, t_type).astype(np.uint8), value, int_width, v_len)
 
 
@@ -365,8 +367,7 @@ def encode_records_device(device, text: np.ndarray, refs: References) -> np.ndar
     text = np.asarray(text, dtype=np.uint8)
     if text.size == 0:
         return np.zeros(0, dtype=np.uint8)
-    if text[-1] != ord("\n"):
-        raise DmapError("BAM: the SAM records do not end with a line break")
+    _check_whole_lines(text)
     line_end = np.flatnonzero(text == ord("\n")).astype(np.uint64)
     line_start = np.zeros_like(line_end)
     line_start[1:] = line_end[:-1] + 1
@@ -385,9 +386,9 @@ def encode_records_device(device, text: np.ndarray, refs: References) -> np.ndar
         device.read_back(buf, host)
     if error.any():
         raise _fail(int(error[np.flatnonzero(error)[0]]))
-    ref_id = refs.lookup(text, rname[:, 0].astype(np.int64), rname[:, 1].astype(np.int64))
-    next_ref_id = _next_ref_ids(refs, text, ref_id, (rname[:, 0].astype(np.int64), rname[:, 1].astype(np.int64)),
-                                (rnext[:, 0].astype(np.int64), rnext[:, 1].astype(np.int64)))
+    rname, rnext = rname.astype(np.int64).T, rnext.astype(np.int64).T  # (starts, lengths)
+    ref_id = refs.lookup(text, *rname)
+    next_ref_id = _next_ref_ids(refs, text, ref_id, rname, rnext)
     flag, pos, mapq, pnext, tlen = ints.T
     seq_len = seq[:, 1].astype(np.int64)
     fixed, start, size = _fixed_fields(name_len.astype(np.int64), flag, ref_id, pos - 1, mapq, ref_span,
@@ -397,6 +398,6 @@ def encode_records_device(device, text: np.ndarray, refs: References) -> np.ndar
     out_buf = device.output(out)
     written = [device.upload(a) for a in (text, fixed.view(np.uint8), start.astype(np.uint64), line_start, cigar,
                                           seq, has_qual, tags, _NT16)]
-    device.run(program, "bam_records", [*written[:8], written[8], np.uint32(n), out_buf], n, wait=False)
+    device.run(program, "bam_records", [*written, np.uint32(n), out_buf], n, wait=False)
     device.read_back(out_buf, out)
     return out

@@ -18,6 +18,7 @@ import dmap
 from .cluster_file import read_cluster_file
 from .errors import DmapError, DmapWarning, Interrupted, OutputError
 from .index.store import DEFAULT_MAX_QUERY_LENGTH
+from .output import FORMATS
 from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE
 
 
@@ -194,7 +195,7 @@ def index_info(index_path):
 @click.option("-o", "--output", default="-", show_default=True, type=click.Path(dir_okay=False),
               help="SAM or BAM file to write, or '-' for standard output (a FIFO or device is written in place; an "
                    "existing file only if dmap wrote it).")
-@click.option("-O", "--output-format", type=click.Choice(["sam", "bam"]), default=None,
+@click.option("-O", "--output-format", type=click.Choice(FORMATS), default=None,
               help="SAM text or BAM (BGZF-compressed, DNA only) [default: BAM for an output ending .bam, else SAM].")
 @click.option("--max-hits", "-k", type=int, default=None, help="Report at most K hits per read [default: all].")
 @click.option("--chunk-size", type=int, default=None,
