@@ -7,23 +7,26 @@ Steps: extract E. coli (Debian's bowtie-examples), simulate exact reads with
 bowtie and bwa indexes (timed), then map with
 
     dmap run INDEX READS -o dmap.sam                   (embedded local cluster)
+    dmap run INDEX READS -o dmap.sam --scheduler ADDR  (--workers N: N `dask worker` processes on one device)
     bowtie -v 0 -a -p THREADS --sam INDEX READS bowtie.sam   (--threads, default 2: the CPUs of the reference VM)
 
 in alternating rounds (--repeat, default 3), each after removing the
 previous run's output, writing out dirty pages, reading the inputs into the
 page cache and waiting for an idle machine.  Prints the median wall time,
-reads/s and peak RSS (summed over the process tree, sampled every 50 ms)
-and the ratios, checks that both report the same number of alignments, and
-times the search and locate kernels alone (benchmarks/kernel_speed.py).
+reads/s and peak RSS (summed over the process tree, sampled every 50 ms),
+how busy the GPU was (where ``nvidia-smi`` is) and the ratios, checks that
+both report the same number of alignments, and times the search and locate kernels alone (benchmarks/kernel_speed.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import os
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -92,6 +95,7 @@ def measure(cmd: list[str], inputs: list[Path] = (), **kw) -> dict:
             except psutil.Error:
                 pass
 
+    gpu = gpu_sampler()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
     sampler = threading.Thread(target=sample_rss, args=(proc.pid,), daemon=True)
@@ -102,7 +106,54 @@ def measure(cmd: list[str], inputs: list[Path] = (), **kw) -> dict:
     sampler.join()
     if proc.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{err}")
-    return {"wall": wall, "rss_mb": peak / 2**20, "stdout": out, "stderr": err}
+    return {"wall": wall, "rss_mb": peak / 2**20, "stdout": out, "stderr": err, "gpu_busy": gpu_busy(gpu)}
+
+
+def gpu_sampler() -> subprocess.Popen | None:
+    """``nvidia-smi`` sampling the first GPU's utilisation every 100 ms (None without one)."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    return subprocess.Popen(["nvidia-smi", "--id=0", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+                             "-lms", "100"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def gpu_busy(sampler: subprocess.Popen | None) -> float | None:
+    """Mean of the samples: the share of time in which a kernel ran on the GPU, in percent."""
+    if sampler is None:
+        return None
+    sampler.terminate()
+    samples = [int(x) for x in sampler.communicate()[0].split() if x.isdigit()]
+    return statistics.mean(samples) if samples else None
+
+
+@contextlib.contextmanager
+def device_workers(n: int, device: str | None = None, threads: int = 2):
+    """A real ``dask scheduler`` and ``n`` ``dask worker`` processes (``threads`` each) on one
+    OpenCL device (default: the first), for ``dmap run --scheduler``; yields the address.
+
+    Several workers can share one GPU: each has its own context and copy of the index, and
+    reads, merges and formats its own chunks, so the host's cores serve the device.
+    """
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    py = sys.executable
+    procs = [subprocess.Popen([py, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
+                               "--no-dashboard"], stderr=subprocess.DEVNULL)]
+    try:
+        procs.append(subprocess.Popen(
+            [py, "-m", "distributed.cli.dask_worker", address, "--host", "127.0.0.1", "--nworkers", str(n),
+             "--nthreads", str(threads), "--no-dashboard", "--memory-limit", "0", "--resources", "opencl=1",
+             "--preload", "dmap.worker", *(["--dmap-device", device] if device else [])],
+            stderr=subprocess.DEVNULL))
+        subprocess.run([py, "-c", f"from distributed import Client; "
+                        f"Client('{address}', timeout=60).wait_for_workers({n}, timeout=120)"], check=True, timeout=180)
+        yield address
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            p.wait(timeout=60)
 
 
 def compile_dmap() -> None:
@@ -148,6 +199,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="rounds of (dmap, bowtie) runs; medians are reported")
     ap.add_argument("--skip-kernel", action="store_true")
     ap.add_argument("--threads", type=int, default=2, help="bowtie -p: give it every core of the machine")
+    ap.add_argument("--workers", type=int, nargs="*", default=[],
+                    help="also dmap run --scheduler against a real cluster of N worker processes on the first "
+                         "device, for each N (a GPU host's cores: the workers read, merge and format)")
     args = ap.parse_args()
     work = Path(args.work)
     ref = ecoli_reference(work)
@@ -167,37 +221,51 @@ def main() -> None:
         print(f"| {name} | {m['wall']:.2f} | {m['rss_mb']:.0f} |")
 
     bowtie = f"bowtie -v 0 -a -p {args.threads}"
+    dmap_cmd = [DMAP, "run", str(work / "ecoli.dmap"), str(reads), "-o", str(work / "dmap.sam")]
     commands = {
-        "dmap run": [DMAP, "run", str(work / "ecoli.dmap"), str(reads), "-o", str(work / "dmap.sam")],
+        "dmap run": dmap_cmd,
         bowtie: ["bowtie", "-v", "0", "-a", "-p", str(args.threads), "--sam", str(work / "ecoli_bt"), str(reads),
                  str(work / "bowtie.sam")],
     }
     inputs = {"dmap run": [reads, work / "ecoli.dmap"], bowtie: [reads, *work.glob("ecoli_bt.*")]}
-    # Alternate the tools, several rounds: this machine's speed drifts by
-    # 20-30% over minutes, so one run each is not a fair comparison.
-    runs: dict[str, list[dict]] = {name: [] for name in commands}
-    for _ in range(args.repeat):
-        for name, cmd in commands.items():
-            # Each run writes a new file: replacing or truncating the previous
-            # run's 3 GB of SAM cost either tool 0.7-1.1 s on this VM's ext4.
-            Path(cmd[-1]).unlink(missing_ok=True)
-            runs[name].append(measure(cmd, inputs[name]))
+    with contextlib.ExitStack() as stack:
+        for n in args.workers:
+            name = f"dmap run --scheduler, {n} workers"
+            commands[name] = [*dmap_cmd, "--scheduler", stack.enter_context(device_workers(n))]
+            inputs[name] = inputs["dmap run"]
+            measure(commands[name], inputs[name])  # each worker builds its kernels and loads the index
+        # Alternate the tools, several rounds: this machine's speed drifts by
+        # 20-30% over minutes, so one run each is not a fair comparison.
+        runs: dict[str, list[dict]] = {name: [] for name in commands}
+        for _ in range(args.repeat):
+            for name, cmd in commands.items():
+                # Each run writes a new file: replacing or truncating the previous
+                # run's 3 GB of SAM cost either tool 0.7-1.1 s on this VM's ext4.
+                Path(cmd[cmd.index("-o") + 1] if name != bowtie else cmd[-1]).unlink(missing_ok=True)
+                runs[name].append(measure(cmd, inputs[name]))
     med = {name: statistics.median(m["wall"] for m in ms) for name, ms in runs.items()}
     last = {name: ms[-1] for name, ms in runs.items()}
-    dmap_hits = int(re.search(r"mapped, (\d+) hits", last["dmap run"]["stderr"]).group(1))
-    inner = statistics.median(float(re.search(r"hits in ([\d.]+) s", m["stderr"]).group(1)) for m in runs["dmap run"])
     bt_hits = int(re.search(r"Reported (\d+) alignments", last[bowtie]["stderr"]).group(1))
     base = med[bowtie]
-    print(f"\n| mapper | wall s (median of {args.repeat}) | min-max | reads/s | peak RSS MB | speed vs bowtie |")
-    print("|---|---|---|---|---|---|")
+    gpu = any(m["gpu_busy"] is not None for ms in runs.values() for m in ms)
+    print(f"\n| mapper | wall s (median of {args.repeat}) | min-max | reads/s | peak RSS MB | speed vs bowtie |"
+          + (" GPU busy |" if gpu else ""))
+    print("|---|---|---|---|---|---|" + ("---|" if gpu else ""))
     for name, ms in runs.items():
         walls = [m["wall"] for m in ms]
+        busy = [m["gpu_busy"] for m in ms if m["gpu_busy"] is not None]
         print(f"| {name} | {med[name]:.2f} | {min(walls):.2f}-{max(walls):.2f} | {args.reads / med[name]:,.0f} | "
-              f"{max(m['rss_mb'] for m in ms):.0f} | {base / med[name]:.2f}x |")
-    print("\ndmap run inside the process (cluster start included; interpreter start, imports and shutdown "
-          f"excluded): {inner:.2f} s ({args.reads / inner:,.0f} reads/s, "
-          f"{base / inner:.2f}x bowtie); alignments: dmap {dmap_hits}, bowtie {bt_hits}"
-          f"{' (equal)' if dmap_hits == bt_hits else ' (DIFFERENT)'}")
+              f"{max(m['rss_mb'] for m in ms):.0f} | {base / med[name]:.2f}x |"
+              + (f" {statistics.median(busy):.0f}% |" if gpu and busy else " |" if gpu else ""))
+    for name in commands:
+        if name == bowtie:
+            continue
+        hits = int(re.search(r"mapped, (\d+) hits", last[name]["stderr"]).group(1))
+        inner = statistics.median(float(re.search(r"hits in ([\d.]+) s", m["stderr"]).group(1)) for m in runs[name])
+        print(f"\n{name} inside the process (cluster start included; interpreter start, imports and shutdown "
+              f"excluded): {inner:.2f} s ({args.reads / inner:,.0f} reads/s, "
+              f"{base / inner:.2f}x bowtie); alignments: dmap {hits}, bowtie {bt_hits}"
+              f"{' (equal)' if hits == bt_hits else ' (DIFFERENT)'}")
     if not args.skip_kernel:
         wait_idle()
         print("\nkernels alone:")
