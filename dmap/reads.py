@@ -79,6 +79,63 @@ def flat_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, lengths
 
 
+@dataclass
+class FlatStrings:
+    """Many short strings (CIGARs, MD tags) back to back in one byte array, with int64 offsets
+    and lengths: gathered, joined and written in bulk, with no Python object per string.
+    ``data`` holds the strings in order with no gaps (every constructor here packs them)."""
+
+    data: np.ndarray  # uint8
+    offsets: np.ndarray
+    lengths: np.ndarray
+
+    @classmethod
+    def empty(cls) -> FlatStrings:
+        z = np.zeros(0, dtype=np.int64)
+        return cls(np.zeros(0, dtype=np.uint8), z, z)
+
+    @classmethod
+    def of(cls, strings: list[str]) -> FlatStrings:
+        return cls(*flat_strings(strings))
+
+    @classmethod
+    def from_rows(cls, rows: np.ndarray) -> FlatStrings:
+        """The zero-terminated rows of a ``(n, stride)`` byte matrix (a kernel's output)."""
+        lengths = np.argmax(rows == 0, axis=1).astype(np.int64)
+        return cls(rows[np.arange(rows.shape[1])[None, :] < lengths[:, None]], np.zeros(0, np.int64),
+                   lengths)._packed()
+
+    def _packed(self) -> FlatStrings:
+        """Offsets for ``data`` holding the strings in order with no gaps."""
+        offsets = np.zeros(self.lengths.size, dtype=np.int64)
+        np.cumsum(self.lengths[:-1], out=offsets[1:])
+        return FlatStrings(self.data, offsets, self.lengths)
+
+    @classmethod
+    def concat(cls, parts: list[FlatStrings]) -> FlatStrings:
+        if not parts:
+            return cls.empty()
+        return cls(np.concatenate([p.data for p in parts]), np.zeros(0, np.int64),
+                   np.concatenate([p.lengths for p in parts]))._packed()
+
+    def take(self, index: np.ndarray) -> FlatStrings:
+        """The strings at ``index``, in that order, packed."""
+        lengths = self.lengths[index]
+        out = FlatStrings(np.zeros(0, np.uint8), np.zeros(0, np.int64), lengths)._packed()
+        # Byte j of the result comes from the source string's start plus its place in the string.
+        shift = np.repeat(self.offsets[index] - out.offsets, lengths)
+        out.data = self.data[np.arange(shift.size, dtype=np.int64) + shift]
+        return out
+
+    def tolist(self) -> list[str]:
+        raw = self.data.tobytes()
+        return [raw[o: o + n].decode("utf-8", "surrogateescape")
+                for o, n in zip(self.offsets.tolist(), self.lengths.tolist())]
+
+    def __len__(self) -> int:
+        return int(self.lengths.size)
+
+
 def reads_with_unknown_symbols(codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
     """Per read, whether it holds an INVALID code; None when no read does."""
     bad = codes == INVALID

@@ -65,7 +65,7 @@ def collect_hits(results: list[tuple[ChunkHits | ChunkAlignments, list[str], int
     for h, chunk_names, first in results:
         if approximate:
             dist.append(h.distance)
-            cigar += h.cigar
+            cigar += h.cigar.tolist()
         reads.append(h.read + first)
         names += [chunk_names[i] for i in h.read.tolist()]
         contigs += [contig_names[c] for c in h.contig.tolist()]

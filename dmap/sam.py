@@ -29,7 +29,7 @@ from .errors import DmapError
 from .hits import ChunkHits
 from .index.store import IndexMeta
 from .mapq import mapping_quality, name_hashes, primary_first, tie_pick
-from .reads import ReadChunk, flat_strings
+from .reads import FlatStrings, ReadChunk, flat_strings
 
 
 def header(meta: IndexMeta, argv: list[str] | None = None, read_group: ReadGroup | None = None) -> str:
@@ -125,6 +125,10 @@ class RecordColumns:
     mapq: np.ndarray
     nh: np.ndarray  # records reported for the read
     x0: np.ndarray  # hits of the read (all equally good)
+    # Approximate mapping only (None for exact hits: NM and X1 are 0, CIGAR is <length>M):
+    nm: np.ndarray | None = None  # edit distance
+    x1: np.ndarray | None = None  # alignments found past the read's least distance
+    alignment: np.ndarray | None = None  # the record's CIGAR and MD in ChunkAlignments (unmapped: 0)
 
 
 def record_columns(hits: ChunkHits, max_hits: int | None = None, pick: np.ndarray | None = None) -> RecordColumns:
@@ -215,18 +219,29 @@ def _digits(x: np.ndarray) -> np.ndarray:
 
 
 def record_lengths(cols: RecordColumns, name_len: np.ndarray, seq_len: np.ndarray, rname_len: np.ndarray,
-                   has_qual: bool, tail: int = 0) -> np.ndarray:
-    """Byte length of each record exactly as ``sam_records.cl`` writes it (``tail``: bytes that end each)."""
+                   has_qual: bool, tail: int = 0, strings: tuple[FlatStrings, FlatStrings] | None = None
+                   ) -> np.ndarray:
+    """Byte length of each record exactly as ``sam_records.cl`` writes it (``tail``: bytes that end
+    each; ``strings``: the CIGAR and MD strings ``cols.alignment`` indexes, for approximate mapping)."""
     r = cols.read
     L = seq_len[r].astype(np.int64)
     qual = L if has_qual else np.ones_like(L)
     unmapped = name_len[r] + len(UNMAPPED) + np.where(L == 0, 3, L + 1 + qual) + tail + 1
     secondary = (cols.flag & 256) != 0
     seq_qual = np.where(secondary, 3, L + 1 + qual)
+    if strings is None:
+        cigar = _digits(L) + 1
+        tags = len("\tNM:i:0\tNH:i:") + _digits(cols.nh) + len("\tX0:i:") + _digits(cols.x0) + len("\tX1:i:0")
+    else:
+        # A trailing 0 for the unmapped records' index 0 where no read has an alignment.
+        cigar_len, md_len = (np.append(x.lengths, 0)[cols.alignment] for x in strings)
+        cigar = cigar_len
+        nm = _digits(cols.nm)
+        tags = (len("\tNM:i:") + nm + len("\tMD:Z:") + md_len + len("\tAS:i:") + nm
+                + (cols.nm > 0) + len("\tNH:i:") + _digits(cols.nh) + len("\tX0:i:") + _digits(cols.x0)
+                + len("\tX1:i:") + _digits(cols.x1))
     mapped = (name_len[r] + 1 + _digits(cols.flag) + 1 + rname_len[cols.contig] + 1 + _digits(cols.pos) + 1
-              + _digits(cols.mapq) + 1 + _digits(L) + len("M\t*\t0\t0\t") + seq_qual
-              + len("\tNM:i:0\tNH:i:") + _digits(cols.nh) + len("\tX0:i:") + _digits(cols.x0) + len("\tX1:i:0")
-              + tail + 1)
+              + _digits(cols.mapq) + 1 + cigar + len("\t*\t0\t0\t") + seq_qual + tags + tail + 1)
     return np.where((cols.flag & 4) != 0, unmapped, mapped)
 
 
@@ -251,15 +266,56 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     once per index by the caller (a draft assembly has hundreds of thousands
     of contigs).  ``tail`` and ``pick`` as in :func:`format_records`.
     """
-    cols = record_columns(hits, max_hits, pick)
+    return _write_records(device, chunk, record_columns(hits, max_hits, pick),
+                          name_columns or contig_name_columns(contig_names), tail)
+
+
+def alignment_record_columns(alns: ChunkAlignments) -> RecordColumns:
+    """The record columns of a chunk's alignments, as :func:`format_alignment_records` writes them:
+    each read's alignments in their order (the first primary, the others secondary), or one
+    unmapped record."""
+    counts = alns.counts()
+    records = np.maximum(counts, 1)
+    first_record = np.zeros(alns.n_reads, dtype=np.int64)
+    np.cumsum(records[:-1], out=first_record[1:])
+    first_alignment = np.zeros(alns.n_reads, dtype=np.int64)
+    np.cumsum(counts[:-1], out=first_alignment[1:])
+    read = alns.read
+    within = np.arange(read.size) - first_alignment[read]  # the alignment's place among its read's
+    at = first_record[read] + within
+    n = int(records.sum())
+    flag = np.full(n, 4, dtype=np.uint32)  # unmapped, where no alignment is placed
+    flag[at] = (alns.strand == 1) * np.uint32(16) | (within > 0) * np.uint32(256)
+    contig, pos, mapq, nm, alignment = (np.zeros(n, dtype=np.uint32) for _ in range(5))
+    contig[at], pos[at], mapq[at] = alns.contig, alns.position + 1, alns.mapq
+    nm[at], alignment[at] = alns.distance, np.arange(read.size)
+    record_read = np.repeat(np.arange(alns.n_reads), records)
+    u32 = lambda a: a[record_read].astype(np.uint32)  # noqa: E731
+    return RecordColumns(read=record_read, flag=flag, contig=contig, pos=pos, mapq=mapq, nh=u32(counts),
+                         x0=u32(alns.n_best), nm=nm, x1=u32(alns.n_found - alns.n_best), alignment=alignment)
+
+
+def format_alignment_records_device(device, chunk: ReadChunk, alns: ChunkAlignments,
+                                    name_columns: tuple[np.ndarray, np.ndarray, np.ndarray],
+                                    tail: str = "") -> np.ndarray:
+    """The bytes of :func:`format_alignment_records`, written by ``kernels/sam_records.cl``
+    with the alignments' CIGAR and MD strings as they are, no Python string per record."""
+    return _write_records(device, chunk, alignment_record_columns(alns), name_columns, tail, (alns.cigar, alns.md))
+
+
+def _write_records(device, chunk: ReadChunk, cols: RecordColumns,
+                   name_columns: tuple[np.ndarray, np.ndarray, np.ndarray], tail: str,
+                   strings: tuple[FlatStrings, FlatStrings] | None = None) -> np.ndarray:
+    """``cols`` as SAM records by ``sam_records.cl`` (``strings``: CIGAR and MD of approximate alignments)."""
     n = cols.read.size
     if n == 0:
         return np.zeros(0, dtype=np.uint8)
     f = chunk.fields
     has_qual = f.qual_off is not None
-    rnames, rname_off, rname_len = name_columns or contig_name_columns(contig_names)
+    rnames, rname_off, rname_len = name_columns
     tail_bytes = np.frombuffer(tail.encode() or b"\0", np.uint8)  # OpenCL buffers are never empty
-    ends = np.cumsum(record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual, len(tail)), dtype=np.uint64)
+    ends = np.cumsum(record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual, len(tail), strings),
+                     dtype=np.uint64)
     starts = np.zeros(n, dtype=np.uint64)
     starts[1:] = ends[:-1]
     letters = _letters(chunk.alphabet)
@@ -271,18 +327,34 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     args += [device.upload(a) for a in (rnames, rname_off, rname_len, letters, _COMPLEMENT[letters])]
     args += [np.uint32(_mapped_letters(chunk.alphabet)), device.upload(tail_bytes), np.uint32(len(tail))]
     columns = [cols.read.astype(np.uint32), cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh, cols.x0]
-    args += [device.upload(a) for a in columns] + [device.upload(starts)]
+    if strings is None:  # the kernel reads none of the approximate columns: one small buffer stands for each
+        unused = device.upload(np.zeros(1, dtype=np.uint64))
+        approx = [unused] * 9
+    else:
+        cigars, mds = strings
+        # Each column gets a trailing 0, which no record reads, so that none is empty.
+        approx = [device.upload(a) for a in (
+            cols.nm, cols.x1, cols.alignment, _nonempty(cigars.data), np.append(cigars.offsets, 0).astype(np.uint64),
+            np.append(cigars.lengths, 0).astype(np.uint32), _nonempty(mds.data),
+            np.append(mds.offsets, 0).astype(np.uint64), np.append(mds.lengths, 0).astype(np.uint32))]
+    args += [device.upload(a) for a in columns] + approx + [device.upload(starts)]
     out = np.empty(int(ends[-1]), dtype=np.uint8)
     out_buf = device.output(out)  # on a CPU the kernel writes into `out` itself
-    device.run(device.program("sam_records.cl", {}), "sam_records", [*args, np.uint32(n), out_buf], n,
-               wait=False)  # the read-back waits
+    device.run(device.program("sam_records.cl", {"APPROX": int(strings is not None)}), "sam_records",
+               [*args, np.uint32(n), out_buf], n, wait=False)  # the read-back waits
     device.read_back(out_buf, out)
     return out
 
 
+def _nonempty(a: np.ndarray) -> np.ndarray:
+    """``a``, or one zero byte where it is empty (an OpenCL buffer cannot be)."""
+    return a if a.size else np.zeros(1, dtype=np.uint8)
+
+
 def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_names: list[str],
                              tail: str = "") -> str:
-    """SAM records of a chunk mapped with ``--max-errors K``.
+    """SAM records of a chunk mapped with ``--max-errors K``, in Python: the reference for
+    :func:`format_alignment_records_device`.
 
     Each read's reported alignments in rank order (the first is primary,
     the others secondary, flag 0x100, with SEQ and QUAL ``*``), unmapped
@@ -293,6 +365,7 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
     """
     names = chunk.names
     seqs, mapped, reverse, quals = _seq_qual_strings(chunk)
+    cigars, mds = alns.cigar.tolist(), alns.md.tolist()
     x0, x1 = alns.n_best.tolist(), (alns.n_found - alns.n_best).tolist()
     counts = alns.counts()
     first = np.zeros(len(chunk), dtype=np.int64)
@@ -314,7 +387,7 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
             else:
                 seq_qual = f"{mapped[r]}\t{quals[r]}"
             d = dist[a]
-            lines.append(f"{names[r]}\t{flag}\t{contig_names[contig[a]]}\t{pos[a] + 1}\t{mq[a]}\t{alns.cigar[a]}"
-                         f"\t*\t0\t0\t{seq_qual}\tNM:i:{d}\tMD:Z:{alns.md[a]}\tAS:i:{-d}\tNH:i:{n}"
+            lines.append(f"{names[r]}\t{flag}\t{contig_names[contig[a]]}\t{pos[a] + 1}\t{mq[a]}\t{cigars[a]}"
+                         f"\t*\t0\t0\t{seq_qual}\tNM:i:{d}\tMD:Z:{mds[a]}\tAS:i:{-d}\tNH:i:{n}"
                          f"\tX0:i:{x0[r]}\tX1:i:{x1[r]}{tail}\n")
     return "".join(lines)

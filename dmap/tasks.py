@@ -17,7 +17,7 @@ import numpy as np
 from . import bgzf
 from .approx.alignments import BlockAlignments, ChunkAlignments, align_block, merge_alignments
 from .approx.candidates import Regions, candidate_regions
-from .approx.patterns import pattern_matrix
+from .approx.patterns import pattern_rows
 from .approx.seeds import Seeds
 from .approx.settings import Approximate
 from .approx.verify import myers_distances
@@ -30,7 +30,7 @@ from .locate import locate_rows, split_located
 from .mapq import name_hashes
 from .neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
 from .reads import EncodedReads, ReadChunk
-from .sam import contig_name_columns, format_alignment_records, format_records_device, primaries
+from .sam import contig_name_columns, format_alignment_records_device, format_records_device, primaries
 from .sam_writer import Parts, write_at, write_part
 from .search.edits import SeedIntervals, search_with_edits
 from .search.exact import bad_queries, search_block
@@ -159,8 +159,7 @@ def verify_task(index_path: str, block: int, chunk_seeds: ChunkSeeds, located: B
     text = device.block_text(index, block)
     # Patterns only for the (read, strand) pairs with candidates, renumbered densely.
     used, dense = np.unique(regions.pattern, return_inverse=True)
-    both = pattern_matrix(reads.codes, reads.offsets[used // ns], reads.lengths[used // ns], ns)
-    patterns = both[np.arange(used.size) * ns + used % ns]
+    patterns = pattern_rows(reads.codes, reads.offsets, reads.lengths, used, ns)
     lengths = reads.lengths[used // ns]
     local = Regions(dense, regions.start, regions.length)
     sigma = index.alphabet.sigma
@@ -270,11 +269,11 @@ def _contig_names(index: Index) -> tuple[list[str], tuple[np.ndarray, np.ndarray
 
 
 def _records(index: Index, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments, settings: RecordSettings) -> np.ndarray:
-    """A chunk's records as bytes: SAM (exact hits formatted by ``sam_records.cl`` on this worker's
-    device), or with ``settings.bam`` those records as BAM in BGZF blocks."""
+    """A chunk's records as bytes: SAM (formatted by ``sam_records.cl`` on this worker's device),
+    or with ``settings.bam`` those records as BAM in BGZF blocks."""
     names, columns, references = _contig_names(index)
     if isinstance(hits, ChunkAlignments):
-        text = np.frombuffer(format_alignment_records(chunk, hits, names, settings.tail).encode(), np.uint8)
+        text = format_alignment_records_device(current_device(), chunk, hits, columns, settings.tail)
     else:
         text = format_records_device(current_device(), chunk, hits, names, settings.max_hits, columns,
                                      tail=settings.tail, pick=primaries(chunk, hits.counts()))

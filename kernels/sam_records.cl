@@ -1,6 +1,11 @@
 // SAM records, one work-item per record, written at offsets the host
-// computed (dmap/sam.py: record_lengths).  The Python formatter in
-// dmap/sam.py is the reference this kernel is tested against byte for byte.
+// computed (dmap/sam.py: record_lengths).  The Python formatters in
+// dmap/sam.py are the reference this kernel is tested against byte for byte.
+//
+// Defines: APPROX (0/1).  Exact hits have CIGAR "<length>M", NM:i:0 and
+// X1:i:0; approximate alignments (APPROX=1) bring per record an edit
+// distance (NM, and AS = -NM), X1, and their CIGAR and MD strings, which lie
+// back to back in `cigars` and `mds` (dmap.reads.FlatStrings).
 
 inline size_t put_uint(__global uchar *out, size_t o, ulong v) {
     uchar tmp[20];
@@ -46,7 +51,11 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
                           __global const uint *rec_read, __global const uint *rec_flag,
                           __global const uint *rec_contig, __global const uint *rec_pos,
                           __global const uint *rec_mapq, __global const uint *rec_nh,
-                          __global const uint *rec_x0,
+                          __global const uint *rec_x0, __global const uint *rec_nm,
+                          __global const uint *rec_x1, __global const uint *rec_aln,
+                          __global const uchar *cigars, __global const ulong *cigar_off,
+                          __global const uint *cigar_len, __global const uchar *mds,
+                          __global const ulong *md_off, __global const uint *md_len,
                           __global const ulong *rec_start, const uint n_records, __global uchar *out) {
     const uint gid = get_global_id(0);
     if (gid >= n_records) return;
@@ -78,8 +87,14 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
     out[o++] = '\t';
     o = put_uint(out, o, rec_mapq[gid]);
     out[o++] = '\t';
+#if APPROX
+    const uint a = rec_aln[gid];
+    o = put_bytes(out, o, cigars + cigar_off[a], cigar_len[a]);
+#else
     o = put_uint(out, o, len);
-    o = put_str(out, o, "M\t*\t0\t0\t");
+    out[o++] = 'M';
+#endif
+    o = put_str(out, o, "\t*\t0\t0\t");
     if (flag & 256u) {
         o = put_str(out, o, "*\t*");
     } else if (flag & 16u) {
@@ -97,11 +112,28 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
         out[o++] = '\t';
         if (has_qual) o = put_bytes(out, o, qual, len); else out[o++] = '*';
     }
+#if APPROX
+    const uint nm = rec_nm[gid];
+    o = put_str(out, o, "\tNM:i:");
+    o = put_uint(out, o, nm);
+    o = put_str(out, o, "\tMD:Z:");
+    o = put_bytes(out, o, mds + md_off[a], md_len[a]);
+    o = put_str(out, o, "\tAS:i:");
+    if (nm) out[o++] = '-';
+    o = put_uint(out, o, nm);
+    o = put_str(out, o, "\tNH:i:");
+#else
     o = put_str(out, o, "\tNM:i:0\tNH:i:");
+#endif
     o = put_uint(out, o, rec_nh[gid]);
     o = put_str(out, o, "\tX0:i:");
     o = put_uint(out, o, rec_x0[gid]);
+#if APPROX
+    o = put_str(out, o, "\tX1:i:");
+    o = put_uint(out, o, rec_x1[gid]);
+#else
     o = put_str(out, o, "\tX1:i:0");
+#endif
     o = put_bytes(out, o, tail, tail_len);
     out[o] = '\n';
 }

@@ -9,6 +9,13 @@
 // Text before `min_start` (outside the candidate region: another contig or
 // the block's edge) is never used.
 //
+// Most alignments have no indel: where the diagonal ending at `end` already
+// has `expect` (Myers' distance there) mismatches, it is an optimal
+// alignment, and the one the traceback would choose (every prefix of an
+// optimal path is optimal, so a match/mismatch is preferred at each of its
+// cells); its ops are written without the DP.  `expect` 0xFFFFFFFF: no
+// distance known, the DP always.
+//
 // Defines: SIGMA, K, WIDTH (= 2K+1), MAXOPS (longest pattern + 2K), EQX (0/1).
 
 #define INF 10000
@@ -29,7 +36,7 @@ inline uint put_uint(__global uchar *s, uint at, uint v) {
 __kernel void traceback(__global const uchar *text, const uint text_length,
                         __global const uchar *patterns, const uint pattern_stride,
                         __global const uint *pattern_length, __global const uint *end,
-                        __global const uint *min_start, const uint n,
+                        __global const uint *min_start, __global const uint *expect, const uint n,
                         __global const uchar *letters, __global uchar *ptr_scratch,
                         __global uchar *ops, __global uint *start_out, __global uint *dist_out,
                         __global uint *n_ops_out, __global uchar *cigar, __global uchar *md) {
@@ -41,57 +48,75 @@ __kernel void traceback(__global const uchar *text, const uint text_length,
     const int cols = m + K;
     const long first_text = (long)end[a] - cols + 1;  // text position of column 1
     const long j0 = max((long)min_start[a] - first_text, 0L);
-    short D[WIDTH], Dn[WIDTH];
-    for (int b = 0; b < WIDTH; b++) D[b] = (b >= j0) ? 0 : INF;
-    for (int i = 1; i <= m; i++) {
-        const uint pc = pat[i - 1];
-        for (int b = 0; b < WIDTH; b++) {
-            const int j = i + b;
-            uchar choice = 0;
-            int best = INF;
-            if (j <= cols) {
-                const long tp = first_text + j - 1;
-                const uint tc = (tp >= 0 && tp < (long)text_length) ? text[tp] : 255u;
-                best = D[b] + ((pc != tc || pc >= SIGMA || tc >= SIGMA) ? 1 : 0);
-                if (b + 1 < WIDTH && D[b + 1] + 1 < best) { best = D[b + 1] + 1; choice = 1; }
-                if (b > 0 && Dn[b - 1] + 1 < best) { best = Dn[b - 1] + 1; choice = 2; }
-                if (j < j0) best = INF;
-            }
-            Dn[b] = (short)min(best, INF);
-            ptr[i * WIDTH + b] = choice;
-        }
-        for (int b = 0; b < WIDTH; b++) D[b] = Dn[b];
-    }
-    dist_out[a] = (uint)D[K];
-
-    // Walk back from (m, K), writing ops from the end, then reverse them.
     __global uchar *o = ops + (ulong)a * MAXOPS;
-    int i = m, b = K;
     uint k = 0;
-    while (i > 0) {
-        const uchar c = ptr[i * WIDTH + b];
-        if (c == 0) {
-            const long tp = first_text + i + b - 1;
-            const uint tc = (tp >= 0 && tp < (long)text_length) ? text[tp] : 255u;
-            const uint pc = pat[i - 1];
-            o[k++] = (pc != tc || pc >= SIGMA || tc >= SIGMA) ? OP_MISMATCH : OP_MATCH;
-            i--;
-        } else if (c == 1) {
-            o[k++] = OP_INS;
-            i--;
-            b++;
-        } else {
-            o[k++] = OP_DEL;
-            b--;
-        }
+    long start = (long)end[a] - m + 1;  // of the diagonal
+    uint mismatches = 0;
+    const uint want = expect[a];
+    const int diagonal = want != 0xFFFFFFFFu && start >= (long)min_start[a] && start >= 0;
+    for (int i = 0; diagonal && i < m && mismatches <= want; i++) {
+        const uint tc = (start + i < (long)text_length) ? text[start + i] : 255u;
+        const uint pc = pat[i];
+        mismatches += (pc != tc || pc >= SIGMA || tc >= SIGMA) ? 1u : 0u;
     }
-    for (uint x = 0; x < k / 2; x++) {
-        const uchar t = o[x];
-        o[x] = o[k - 1 - x];
-        o[k - 1 - x] = t;
+    if (diagonal && mismatches == want) {
+        for (int i = 0; i < m; i++) {
+            const uint tc = (start + i < (long)text_length) ? text[start + i] : 255u;
+            const uint pc = pat[i];
+            o[k++] = (pc != tc || pc >= SIGMA || tc >= SIGMA) ? OP_MISMATCH : OP_MATCH;
+        }
+        dist_out[a] = want;
+    } else {
+        short D[WIDTH], Dn[WIDTH];
+        for (int b = 0; b < WIDTH; b++) D[b] = (b >= j0) ? 0 : INF;
+        for (int i = 1; i <= m; i++) {
+            const uint pc = pat[i - 1];
+            for (int b = 0; b < WIDTH; b++) {
+                const int j = i + b;
+                uchar choice = 0;
+                int best = INF;
+                if (j <= cols) {
+                    const long tp = first_text + j - 1;
+                    const uint tc = (tp >= 0 && tp < (long)text_length) ? text[tp] : 255u;
+                    best = D[b] + ((pc != tc || pc >= SIGMA || tc >= SIGMA) ? 1 : 0);
+                    if (b + 1 < WIDTH && D[b + 1] + 1 < best) { best = D[b + 1] + 1; choice = 1; }
+                    if (b > 0 && Dn[b - 1] + 1 < best) { best = Dn[b - 1] + 1; choice = 2; }
+                    if (j < j0) best = INF;
+                }
+                Dn[b] = (short)min(best, INF);
+                ptr[i * WIDTH + b] = choice;
+            }
+            for (int b = 0; b < WIDTH; b++) D[b] = Dn[b];
+        }
+        dist_out[a] = (uint)D[K];
+
+        // Walk back from (m, K), writing ops from the end, then reverse them.
+        int i = m, b = K;
+        while (i > 0) {
+            const uchar c = ptr[i * WIDTH + b];
+            if (c == 0) {
+                const long tp = first_text + i + b - 1;
+                const uint tc = (tp >= 0 && tp < (long)text_length) ? text[tp] : 255u;
+                const uint pc = pat[i - 1];
+                o[k++] = (pc != tc || pc >= SIGMA || tc >= SIGMA) ? OP_MISMATCH : OP_MATCH;
+                i--;
+            } else if (c == 1) {
+                o[k++] = OP_INS;
+                i--;
+                b++;
+            } else {
+                o[k++] = OP_DEL;
+                b--;
+            }
+        }
+        for (uint x = 0; x < k / 2; x++) {
+            const uchar t = o[x];
+            o[x] = o[k - 1 - x];
+            o[k - 1 - x] = t;
+        }
+        start = first_text + b;
     }
     n_ops_out[a] = k;
-    const long start = first_text + b;
     start_out[a] = (uint)start;
 
     // CIGAR: runs of M (=/X with EQX), I, D.

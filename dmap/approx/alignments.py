@@ -22,6 +22,7 @@ import numpy as np
 
 from ..device import BlockText
 from ..mapq import NO_SECOND, mapping_quality, primary_first, tie_pick
+from ..reads import FlatStrings
 from .candidates import Regions
 from .traceback import traceback_device
 from .verify import region_offsets
@@ -37,13 +38,13 @@ class BlockAlignments:
     distance: np.ndarray
     run_first: np.ndarray  # the owned run of ends this alignment is the best of
     run_last: np.ndarray
-    cigar: list[str]
-    md: list[str]
+    cigar: FlatStrings
+    md: FlatStrings
 
     @classmethod
     def empty(cls) -> BlockAlignments:
         z = np.zeros(0, dtype=np.int64)
-        return cls(z, z, z, z, z, z, [], [])
+        return cls(z, z, z, z, z, z, FlatStrings.empty(), FlatStrings.empty())
 
     def __len__(self) -> int:
         return int(self.pattern.size)
@@ -70,40 +71,34 @@ def best_of_runs(
         (block-local).
     """
     at = region_offsets(regions.length)
-    # Most regions are false candidates with no end within K: find the others
-    # with one pass over the distances before building per-end arrays.
-    lengths = regions.length.astype(np.int64)
-    nonempty = np.flatnonzero(lengths > 0)
-    lowest = np.full(len(regions), max_errors + 1, dtype=np.int64)
-    if nonempty.size:
-        lowest[nonempty] = np.minimum.reduceat(distances, at[nonempty])
-    sel = np.flatnonzero(lowest <= max_errors)
-    first = np.cumsum(lengths[sel]) - lengths[sel]
-    region = np.repeat(sel, lengths[sel])
-    within = np.arange(region.size) - np.repeat(first, lengths[sel])  # end's index within its region
-    distances = distances[at[region] + within]
-    end = regions.start[region] + within
+    # Only the ends within K are looked at: one pass over the distances finds
+    # them, and each is mapped to its region by its offset (a region of
+    # length 0 shares its offset with the next, and side="right" skips it).
+    flat = np.flatnonzero(distances <= max_errors)
+    region = np.searchsorted(at, flat, side="right") - 1
+    end = regions.start[region] + (flat - at[region])
     shift = pattern_length[regions.pattern[region]].astype(np.int64) + max_errors - 1
-    keep = distances <= max_errors
+    keep = np.ones(flat.size, dtype=bool)
     if own_from is not None:
         keep &= end >= own_from + shift
     if own_until is not None:
         keep &= end < own_until + shift
-    idx = np.flatnonzero(keep)
+    idx = flat[keep]
+    region, end = region[keep], end[keep]
     if idx.size == 0:
         z = np.zeros(0, dtype=np.int64)
         return z, z, z, z, z, 0
+    # A run: consecutive ends of one region.
     new = np.ones(idx.size, dtype=bool)
-    new[1:] = (np.diff(idx) != 1) | (region[idx[1:]] != region[idx[:-1]])
+    new[1:] = (np.diff(idx) != 1) | (region[1:] != region[:-1])
     run = np.cumsum(new) - 1
     n_runs = int(new.sum())
     dist = distances[idx].astype(np.int64)
-    order = np.lexsort((end[idx], dist, run))
-    firsts = np.flatnonzero(np.r_[True, run[order][1:] != run[order][:-1]])
-    best = idx[order[firsts]]
-    run_first = end[idx[new]]
-    run_last = end[idx[np.r_[np.flatnonzero(new)[1:], idx.size] - 1]]
-    return region[best], end[best], distances[best].astype(np.int64), run_first, run_last, n_runs
+    order = np.lexsort((end, dist, run))
+    best = order[np.flatnonzero(np.r_[True, run[order][1:] != run[order][:-1]])]
+    run_first = end[new]
+    run_last = end[np.r_[np.flatnonzero(new)[1:], idx.size] - 1]
+    return region[best], end[best], dist[best], run_first, run_last, n_runs
 
 
 def align_block(
@@ -134,7 +129,7 @@ def align_block(
         return BlockAlignments.empty()
     pattern = regions.pattern[region]
     start, d, _, cigar, md = traceback_device(device, text, patterns[pattern], pattern_length[pattern], end,
-                                              regions.start[region], max_errors, sigma, letters, eqx)
+                                              regions.start[region], max_errors, sigma, letters, eqx, expect=dist)
     if not np.array_equal(d, dist):
         raise AssertionError("traceback distance differs from Myers' distance")
     return BlockAlignments(pattern, start + block_start, end + block_start, dist,
@@ -154,8 +149,8 @@ class ChunkAlignments:
     mapq: np.ndarray  # per alignment (the read's MAPQ)
     n_found: np.ndarray  # per read: loci within K
     n_best: np.ndarray  # per read: loci at its least distance
-    cigar: list[str]
-    md: list[str]
+    cigar: FlatStrings
+    md: FlatStrings
     n_reads: int
     # As ChunkHits.bad; always empty here: approximate mapping checks symbols on the host.
     bad: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -198,8 +193,8 @@ def merge_alignments(
     cat = lambda name: np.concatenate([getattr(p, name) for p in parts]) if parts else np.zeros(0, np.int64)  # noqa: E731
     pattern, first, last = cat("pattern"), cat("run_first"), cat("run_last")
     start, end, dist = cat("start"), cat("end"), cat("distance")
-    cigars = [c for p in parts for c in p.cigar]
-    mds = [c for p in parts for c in p.md]
+    cigars = FlatStrings.concat([p.cigar for p in parts])
+    mds = FlatStrings.concat([p.md for p in parts])
     order = np.lexsort((first, pattern))
     pattern, first, last, start, end, dist = (a[order] for a in (pattern, first, last, start, end, dist))
     new = np.ones(order.size, dtype=bool)
@@ -239,5 +234,5 @@ def merge_alignments(
     return ChunkAlignments(
         read=read[keep], strand=strand[keep].astype(np.int8), contig=contig[keep], position=position[keep],
         distance=dist[keep], rank=rank[keep], mapq=mapq[read[keep]], n_found=n_found, n_best=n_best,
-        cigar=[cigars[i] for i in src.tolist()], md=[mds[i] for i in src.tolist()], n_reads=n_reads,
+        cigar=cigars.take(src), md=mds.take(src), n_reads=n_reads,
     )

@@ -23,21 +23,29 @@ def pattern_matrix(codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, 
     strand.
     """
     n = lengths.size
-    width = n_words(lengths.max(initial=1)) * WORD
-    j = np.arange(width, dtype=np.int32)
+    patterns = np.arange(n * n_strands)
+    return pattern_rows(codes, offsets, lengths, patterns, n_strands)
+
+
+def pattern_rows(codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, patterns: np.ndarray,
+                 n_strands: int) -> np.ndarray:
+    """Rows ``patterns`` (``read * n_strands + strand``) of :func:`pattern_matrix`, made
+    alone: verification needs only the (read, strand) pairs that have candidates."""
+    read, reverse = patterns // n_strands, patterns % n_strands == 1
+    m = lengths[read].astype(np.int32)[:, None]
+    width = n_words(m.max(initial=1)) * WORD
+    j = np.arange(width, dtype=np.int32)[None, :]
     # Reads back to back, then `width` NO_MATCH symbols that indices past a
-    # read's end (or before the first read) land in: no clipping pass needed.
+    # read's end land in: no clipping pass needed.
     padded = np.concatenate([codes, np.full(width, NO_MATCH, dtype=np.uint8)])
-    pad = codes.size
-    start = offsets.astype(np.int32)[:, None]
-    m = lengths.astype(np.int32)[:, None]
-    inside = j[None, :] < m
-    out = np.empty((n, n_strands, width), dtype=np.uint8)
-    out[:, 0] = padded[np.where(inside, start + j[None, :], pad)]
-    if n_strands == 2:
-        c = padded[np.where(inside, start + m - 1 - j[None, :], pad)]
-        out[:, 1] = np.where(c < 4, 3 - c, NO_MATCH)
-    return out.reshape(n * n_strands, width)
+    inside = j < m
+    step = np.where(reverse, -1, 1).astype(np.int32)[:, None]
+    first = (offsets[read].astype(np.int64) + np.where(reverse, lengths[read] - 1, 0)).astype(np.int32)[:, None]
+    out = padded[np.where(inside, first + step * j, codes.size)]
+    if reverse.any():
+        rows = out[reverse]
+        out[reverse] = np.where(rows < 4, 3 - rows, NO_MATCH)
+    return out
 
 
 def match_masks(patterns: np.ndarray, sigma: int) -> np.ndarray:

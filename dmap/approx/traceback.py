@@ -12,6 +12,8 @@ import re
 
 import numpy as np
 
+from ..reads import FlatStrings
+
 INF = np.int16(10_000)
 DIAG, UP, LEFT = 0, 1, 2  # match/mismatch, insertion (read symbol only), deletion (reference symbol only)
 # Op codes in the op matrix; PAD fills after the end of an alignment.
@@ -147,17 +149,10 @@ def cigar_and_md(ops: np.ndarray, ref_letters: np.ndarray, eqx: bool = False) ->
     return "".join(cigar), "".join(md)
 
 
-def _strings(buf: np.ndarray) -> list[str]:
-    """Rows of a zero-terminated string matrix as Python strings."""
-    n, stride = buf.shape
-    lengths = np.argmax(buf == 0, axis=1).tolist()
-    raw = buf.tobytes()
-    return [raw[i * stride : i * stride + k].decode("latin-1") for i, k in enumerate(lengths)]
-
-
 # Scratch for the kernel's traceback pointers is (m + 2K + 1) * (2K + 1) bytes
 # per alignment; alignments go to the device in batches that keep it below this.
 SCRATCH_BYTES = 256 << 20
+NO_DISTANCE = 0xFFFFFFFF  # traceback.cl: no distance known for the end
 
 
 def traceback_device(
@@ -171,7 +166,8 @@ def traceback_device(
     sigma: int,
     letters: np.ndarray,
     eqx: bool = False,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[str]]:
+    expect: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, FlatStrings, FlatStrings]:
     """:func:`traceback`, CIGAR and MD of every alignment with ``kernels/traceback.cl``.
 
     Parameters
@@ -180,6 +176,9 @@ def traceback_device(
         The text, as a :class:`dmap.device.BlockText` (host array and device buffer).
     patterns
         ``(n, width)`` codes of each alignment's pattern (one row per alignment).
+    expect
+        The edit distance at each end, as Myers' kernel found it: alignments
+        without an indel are then written without the DP (``traceback.cl``).
 
     Returns
     -------
@@ -199,20 +198,23 @@ def traceback_device(
     cigar = np.empty((n, stride), dtype=np.uint8)
     md = np.empty((n, stride), dtype=np.uint8)
     letters_buf = device.upload(letters)
+    # NO_DISTANCE: not known, always the DP.
+    want = np.full(n, NO_DISTANCE, np.uint32) if expect is None else expect.astype(np.uint32)
     per = max(1, SCRATCH_BYTES // ((maxops + 1) * (2 * k + 1)))
     for lo in range(0, n, per):
         hi = min(n, lo + per)
         c = hi - lo
         with device.timed("dmap-transfer"):
             ins = [device.upload(np.ascontiguousarray(a[lo:hi])) for a in (
-                patterns, pattern_length.astype(np.uint32), end.astype(np.uint32), min_start.astype(np.uint32))]
+                patterns, pattern_length.astype(np.uint32), end.astype(np.uint32), min_start.astype(np.uint32),
+                want)]
         outs = [cl.Buffer(device.context, cl.mem_flags.READ_WRITE, max(1, size)) for size in (
             c * (maxops + 1) * (2 * k + 1), c * maxops, 4 * c, 4 * c, 4 * c, c * stride, c * stride)]
         device.run(prg, "traceback", [text.buffer, np.uint32(text.host.size), ins[0], np.uint32(width), ins[1], ins[2],
-                                      ins[3], np.uint32(c), letters_buf, *outs], c, "dmap-traceback-kernel")
+                                      ins[3], ins[4], np.uint32(c), letters_buf, *outs], c, "dmap-traceback-kernel")
         with device.timed("dmap-transfer"):
             for host, buf in zip((ops[lo:hi], start[lo:hi], dist[lo:hi], n_ops[lo:hi], cigar[lo:hi], md[lo:hi]),
                                  outs[1:]):
                 cl.enqueue_copy(device.queue, host, buf)
     ops[np.arange(maxops)[None, :] >= n_ops[:, None]] = PAD
-    return start.astype(np.int64), dist.astype(np.int64), ops, _strings(cigar), _strings(md)
+    return start.astype(np.int64), dist.astype(np.int64), ops, FlatStrings.from_rows(cigar), FlatStrings.from_rows(md)

@@ -95,9 +95,16 @@ def test_traceback_kernel_equals_numpy_and_alignments_are_optimal(device, k):
     end, min_start = np.array(ends), np.array(starts)
     s_np, d_np, ops_np = traceback(patterns, m, text, end, min_start, k, sigma)
     host = BlockText(text, device.upload(text), text.nbytes)
-    s, d, ops, cigars, mds = traceback_device(device, host, patterns, np.full(len(pats), m), end, min_start, k,
-                                              sigma, letters)
+    s, d, ops, cigar_strings, md_strings = traceback_device(device, host, patterns, np.full(len(pats), m), end,
+                                                            min_start, k, sigma, letters)
+    cigars, mds = cigar_strings.tolist(), md_strings.tolist()
     assert np.array_equal(s, s_np) and np.array_equal(d, d_np)
+    # Given the distances (as Myers' kernel gives them), alignments without an indel skip the DP:
+    # the same alignments.
+    fast = traceback_device(device, host, patterns, np.full(len(pats), m), end, min_start, k, sigma, letters,
+                            expect=d_np)
+    assert all(np.array_equal(x, y) for x, y in zip(fast[:3], (s, d, ops)))
+    assert (fast[3].tolist(), fast[4].tolist()) == (cigars, mds)
     assert np.array_equal(ops[:, : ops_np.shape[1]], ops_np) and (ops[:, ops_np.shape[1] :] == PAD).all()
     for a in range(len(pats)):
         assert s[a] >= min_start[a]

@@ -1,0 +1,211 @@
+"""dmap -e K against the full-sensitivity all-mappers Yara and RazerS 3, side by side in one run.
+
+    python3 benchmarks/allmap_vs_peers.py [--reads 1000000] [--rows 100:3 150:4 40:2] [--refs ecoli synth]
+                                          [--threads 2] [--repeat 1] [--context] [--work /tmp/dmap-bench]
+
+`dmap run -e K` promises every locus within K edits; so do SeqAn's Yara
+(FM index, optimum search schemes) and RazerS 3 (q-gram filter, Myers'
+verification), from Debian's seqan-apps (binaries in /usr/lib/seqan/bin).
+Per reference and row (read length L, K edits), with reads from
+``mason_simulator`` (its Illumina profile: substitutions, indels and Ns;
+seed 1), in alternating order:
+
+    dmap run INDEX READS -e K --all -o OUT                     every locus within K
+    razers3 -i ID -rr 100 -m 1000000 -tc T REF READS -o OUT    ID = 100 - 100 K / L
+    dmap run INDEX READS -e K -o OUT                           the loci at the read's least distance
+    yara_mapper -e PCT -s 0 -y full -t T INDEX READS -o OUT    PCT: the whole percent that gives K
+
+and with --context bwa mem, bowtie2 and minimap2 -ax sr, which are heuristics
+and promise neither.  References: E. coli (Debian's bowtie-examples) and a
+100 Mbp synthetic with repeats (../shared/bench/make_ref.py --size 100000000
+--contigs 4 --seed 5).  Reports the median wall time, reads/s, peak RSS,
+dmap's candidate regions per read, dmap's speed against its peer, and the
+loci check:
+
+* against Yara: reads whose least distance (NM of the primary record, or
+  unmapped) is Yara's;
+* against RazerS 3: reads whose set of loci is RazerS 3's, a locus being
+  (contig, strand, leftmost position) and two loci the same when their
+  positions differ by at most K (the two may choose a different best end
+  within one locus).
+
+Where the two differ, the first differing reads are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from exact_vs_bowtie import DMAP, MAKE_READS, compile_dmap, ecoli_reference, measure
+
+SEQAN = Path("/usr/lib/seqan/bin")
+MAKE_REF = MAKE_READS.parent / "make_ref.py"
+
+
+def tool(name: str) -> str:
+    """A SeqAn binary: on PATH, else in Debian's folder for them."""
+    return shutil.which(name) or str(SEQAN / name)
+
+
+def reference(work: Path, name: str) -> Path:
+    """The reference FASTA ``name`` (``ecoli`` or ``synth``), made once."""
+    if name == "ecoli":
+        return ecoli_reference(work)
+    ref = work / "synth100M.fa"
+    if not ref.exists():
+        subprocess.run([sys.executable, str(MAKE_REF), "--size", "100000000", "--contigs", "4", "--seed", "5",
+                        "-o", str(ref)], check=True)
+    return ref
+
+
+def indexes(work: Path, ref: Path) -> dict[str, Path]:
+    """dmap's and Yara's indexes of ``ref``, built once."""
+    out = {"dmap": ref.with_suffix(".dmap"), "yara": ref.with_suffix(".yara")}
+    if not out["dmap"].exists():
+        subprocess.run([DMAP, "index", str(ref), "-o", str(out["dmap"]), "-q"], check=True)
+    if not Path(f"{out['yara']}.txt.size").exists():
+        subprocess.run([tool("yara_indexer"), str(ref), "-o", str(out["yara"])], check=True, capture_output=True)
+    return out
+
+
+def mason_reads(work: Path, ref: Path, n: int, length: int, threads: int) -> Path:
+    """``n`` reads of ``length`` from ``ref`` by mason_simulator (Illumina profile, seed 1), made once."""
+    reads = work / f"mason_{ref.stem}_{n}_{length}.fq"
+    if not reads.exists():
+        subprocess.run([tool("mason_simulator"), "-ir", str(ref), "-n", str(n), "--illumina-read-length",
+                        str(length), "-o", str(reads), "--seed", "1", "--num-threads", str(threads), "-q"],
+                       check=True, capture_output=True)
+    return reads
+
+
+def commands(ref: Path, idx: dict[str, Path], reads: Path, length: int, k: int, threads: int, out: Path,
+             context: bool) -> dict[str, list[str]]:
+    t = str(threads)
+    # The peers take K as a share of the read length and round K down: RazerS 3 a percent identity a
+    # hair under 100 (1 - K / L), Yara a whole percent (the least that gives K: 3 for 150 bp and K = 4).
+    identity = f"{100 - 100 * k / length - 1e-4:.4f}".rstrip("0").rstrip(".")
+    percent = -(-100 * k // length)
+    if percent * length // 100 != k:
+        raise SystemExit(f"yara_mapper -e takes whole percents: none gives K = {k} for {length}-bp reads")
+    cmds = {
+        f"dmap -e {k} --all": [DMAP, "run", str(idx["dmap"]), str(reads), "-e", str(k), "--all", "-o", str(out)],
+        "razers3": [tool("razers3"), "-i", identity, "-rr", "100", "-m", "1000000", "-tc", t, str(ref), str(reads),
+                    "-o", str(out)],
+        f"dmap -e {k}": [DMAP, "run", str(idx["dmap"]), str(reads), "-e", str(k), "-o", str(out)],
+        "yara": [tool("yara_mapper"), "-e", str(percent), "-s", "0", "-y", "full", "-t", t, str(idx["yara"]),
+                 str(reads), "-o", str(out)],
+    }
+    if context:
+        cmds.update({
+            "bwa mem": ["bwa", "mem", "-t", t, "-o", str(out), str(ref), str(reads)],
+            "bowtie2": ["bowtie2", "-p", t, "-x", str(ref.with_suffix(".bt2")), "-U", str(reads), "-S", str(out)],
+            "minimap2 -ax sr": ["minimap2", "-ax", "sr", "-t", t, "-o", str(out), str(ref), str(reads)],
+        })
+        bt2 = str(ref.with_suffix(".bt2"))
+        for done, build in ((f"{ref}.bwt", ["bwa", "index", str(ref)]),
+                            (f"{bt2}.1.bt2", ["bowtie2-build", "-q", "--threads", t, str(ref), bt2])):
+            if shutil.which(build[0]) and not Path(done).exists():
+                subprocess.run(build, check=True, capture_output=True)
+    return {name: cmd for name, cmd in cmds.items() if shutil.which(cmd[0]) or Path(cmd[0]).exists()}
+
+
+def loci(sam: Path) -> tuple[dict[str, list[tuple[str, int, int]]], dict[str, int | None]]:
+    """Per read name: its loci (contig, strand, 1-based position) and its least distance (None: unmapped)."""
+    found: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
+    best: dict[str, int | None] = {}
+    with open(sam) as f:
+        for line in f:
+            if line.startswith("@"):
+                continue
+            name, flag, contig, pos, _, _, _, _, _, _, _, *tags = line.rstrip("\n").split("\t")
+            flag = int(flag)
+            if flag & 4:
+                best.setdefault(name, None)
+                continue
+            nm = next(int(t[5:]) for t in tags if t.startswith("NM:i:"))
+            found[name].append((contig, (flag >> 4) & 1, int(pos)))
+            if best.get(name) is None or nm < best[name]:
+                best[name] = nm
+    return found, best
+
+
+def same_loci(a: list[tuple[str, int, int]], b: list[tuple[str, int, int]], k: int) -> bool:
+    """Whether two reads' loci match one to one, positions within ``k``."""
+    if len(a) != len(b):
+        return False
+    return all(x[:2] == y[:2] and abs(x[2] - y[2]) <= k for x, y in zip(sorted(a), sorted(b)))
+
+
+def check(ours: Path, theirs: Path, k: int, every_locus: bool) -> str:
+    """The loci check of one row (see the module's docstring)."""
+    (a_loci, a_best), (b_loci, b_best) = loci(ours), loci(theirs)
+    names = set(a_best) | set(b_best)
+    if every_locus:
+        differ = sorted(n for n in names if not same_loci(a_loci.get(n, []), b_loci.get(n, []), k))
+        what = "loci"
+    else:
+        differ = sorted(n for n in names if a_best.get(n) != b_best.get(n))
+        what = "least distance"
+    text = f"{what} equal for {len(names) - len(differ):,} of {len(names):,} reads"
+    for n in differ[:3]:
+        text += (f"; {n}: dmap {sorted(a_loci.get(n, []))} NM {a_best.get(n)}, "
+                 f"peer {sorted(b_loci.get(n, []))} NM {b_best.get(n)}")
+    return text
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reads", type=int, default=1_000_000)
+    ap.add_argument("--rows", nargs="+", default=["100:3", "150:4", "40:2"], help="READ_LENGTH:K")
+    ap.add_argument("--refs", nargs="+", default=["ecoli", "synth"], choices=["ecoli", "synth"])
+    ap.add_argument("--threads", type=int, default=2, help="the peers' threads: every core of the machine")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds; medians are reported")
+    ap.add_argument("--context", action="store_true", help="also bwa mem, bowtie2 and minimap2")
+    ap.add_argument("--work", default="/tmp/dmap-bench")
+    args = ap.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    compile_dmap()
+    for ref_name in args.refs:
+        ref = reference(work, ref_name)
+        idx = indexes(work, ref)
+        for row in args.rows:
+            length, k = map(int, row.split(":"))
+            reads = mason_reads(work, ref, args.reads, length, args.threads)
+            outs = {}
+            cmds = {}
+            for name, cmd in commands(ref, idx, reads, length, k, args.threads, work / "allmap.sam",
+                                      args.context).items():
+                outs[name] = work / f"allmap_{re.sub(r'[^a-z0-9]+', '_', name)}.sam"
+                cmds[name] = [outs[name] if str(x) == str(work / "allmap.sam") else x for x in cmd]
+            runs: dict[str, list[dict]] = {name: [] for name in cmds}
+            for _ in range(args.repeat):
+                for name, cmd in cmds.items():
+                    outs[name].unlink(missing_ok=True)
+                    runs[name].append(measure([str(x) for x in cmd], [reads, ref, *idx.values()]))
+            wall = {name: statistics.median(m["wall"] for m in ms) for name, ms in runs.items()}
+            print(f"\n### {ref_name}, {args.reads:,} x {length} bp (mason_simulator), K = {k}; "
+                  f"{args.threads} threads for the peers; medians of {args.repeat}\n")
+            print("| mapper | wall s | reads/s | peak RSS MB | candidate regions per read | dmap's speed vs it |")
+            print("|---|---|---|---|---|---|")
+            for name, ms in runs.items():
+                cand = re.search(r"([\d.]+) candidate regions per read", ms[-1]["stderr"])
+                vs = {"razers3": f"dmap -e {k} --all", "yara": f"dmap -e {k}"}.get(name)
+                ratio = f"{wall[name] / wall[vs]:.2f}x" if vs in wall else ""
+                print(f"| {name} | {wall[name]:.2f} | {args.reads / wall[name]:,.0f} | "
+                      f"{max(m['rss_mb'] for m in ms):.0f} | {cand.group(1) if cand else ''} | {ratio} |")
+            for ours, theirs, every in ((f"dmap -e {k} --all", "razers3", True), (f"dmap -e {k}", "yara", False)):
+                if ours in outs and theirs in outs:
+                    print(f"\n{ours} vs {theirs}: {check(outs[ours], outs[theirs], k, every)}")
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
