@@ -99,29 +99,23 @@ class FlatStrings:
         return cls(*flat_strings(strings))
 
     @classmethod
-    def from_rows(cls, rows: np.ndarray) -> FlatStrings:
-        """The zero-terminated rows of a ``(n, stride)`` byte matrix (a kernel's output)."""
-        lengths = np.argmax(rows == 0, axis=1).astype(np.int64)
-        return cls(rows[np.arange(rows.shape[1])[None, :] < lengths[:, None]], np.zeros(0, np.int64),
-                   lengths)._packed()
-
-    def _packed(self) -> FlatStrings:
-        """Offsets for ``data`` holding the strings in order with no gaps."""
-        offsets = np.zeros(self.lengths.size, dtype=np.int64)
-        np.cumsum(self.lengths[:-1], out=offsets[1:])
-        return FlatStrings(self.data, offsets, self.lengths)
+    def packed(cls, data: np.ndarray, lengths: np.ndarray) -> FlatStrings:
+        """Strings of ``lengths`` lying in ``data`` in order with no gaps."""
+        lengths = lengths.astype(np.int64, copy=False)
+        offsets = np.zeros(lengths.size, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=offsets[1:])
+        return cls(data, offsets, lengths)
 
     @classmethod
     def concat(cls, parts: list[FlatStrings]) -> FlatStrings:
         if not parts:
             return cls.empty()
-        return cls(np.concatenate([p.data for p in parts]), np.zeros(0, np.int64),
-                   np.concatenate([p.lengths for p in parts]))._packed()
+        return cls.packed(np.concatenate([p.data for p in parts]), np.concatenate([p.lengths for p in parts]))
 
     def take(self, index: np.ndarray) -> FlatStrings:
         """The strings at ``index``, in that order, packed."""
         lengths = self.lengths[index]
-        out = FlatStrings(np.zeros(0, np.uint8), np.zeros(0, np.int64), lengths)._packed()
+        out = FlatStrings.packed(np.zeros(0, np.uint8), lengths)
         # Byte j of the result comes from the source string's start plus its place in the string.
         shift = np.repeat(self.offsets[index] - out.offsets, lengths)
         out.data = self.data[np.arange(shift.size, dtype=np.int64) + shift]

@@ -1,5 +1,8 @@
 // Alignments from best end positions: banded DP with traceback, then the
-// CIGAR and MD strings, one alignment per work-item.
+// CIGAR and MD strings, one alignment per work-item, in two kernels:
+// `traceback` writes each alignment's ops and the lengths of its strings,
+// and `alignment_strings` writes the strings back to back at the offsets
+// the host summed from those lengths (dmap.reads.FlatStrings).
 //
 // An alignment of a pattern of length m ending at text position `end` with
 // at most K edits uses diagonals j - i in [0, 2K] of the DP over text
@@ -23,14 +26,65 @@
 #define OP_MISMATCH 1
 #define OP_INS 2
 #define OP_DEL 3
-#define STR_STRIDE (5 * MAXOPS + 8)
 
+// The string helpers write to `s`, or only count where `s` is 0 (the lengths pass).
 inline uint put_uint(__global uchar *s, uint at, uint v) {
     uchar digits[10];
     uint n = 0;
     do { digits[n++] = (uchar)('0' + v % 10u); v /= 10u; } while (v);
+    if (!s) return at + n;
     while (n) s[at++] = digits[--n];
     return at;
+}
+
+inline uint put_char(__global uchar *s, uint at, uchar c) {
+    if (s) s[at] = c;
+    return at + 1;
+}
+
+// CIGAR of ops o[0..k): runs of M (=/X with EQX), I, D.  Returns its length.
+inline uint write_cigar(__global const uchar *o, uint k, __global uchar *s) {
+    uint at = 0;
+    for (uint x = 0; x < k;) {
+        uchar kind = o[x];
+        if (!EQX && kind == OP_MISMATCH) kind = OP_MATCH;
+        uint y = x + 1;
+        while (y < k) {
+            uchar next = o[y];
+            if (!EQX && next == OP_MISMATCH) next = OP_MATCH;
+            if (next != kind) break;
+            y++;
+        }
+        at = put_uint(s, at, y - x);
+        at = put_char(s, at, kind == OP_INS ? 'I' : kind == OP_DEL ? 'D' : !EQX ? 'M' : kind == OP_MATCH ? '=' : 'X');
+        x = y;
+    }
+    return at;
+}
+
+// MD of ops o[0..k) starting at text position t: matches counted, mismatches and
+// deletions spelled from the reference.  Returns its length.
+inline uint write_md(__global const uchar *o, uint k, long t, __global const uchar *text,
+                     __global const uchar *letters, __global uchar *s) {
+    uint at = 0, matches = 0;
+    for (uint x = 0; x < k; x++) {
+        const uchar op = o[x];
+        if (op == OP_MATCH) {
+            matches++;
+            t++;
+        } else if (op == OP_MISMATCH) {
+            at = put_uint(s, at, matches);
+            at = put_char(s, at, letters[text[t++]]);
+            matches = 0;
+        } else if (op == OP_DEL) {
+            at = put_uint(s, at, matches);
+            at = put_char(s, at, '^');
+            while (x < k && o[x] == OP_DEL) { at = put_char(s, at, letters[text[t++]]); x++; }
+            x--;
+            matches = 0;
+        }
+    }
+    return put_uint(s, at, matches);
 }
 
 __kernel void traceback(__global const uchar *text, const uint text_length,
@@ -39,7 +93,7 @@ __kernel void traceback(__global const uchar *text, const uint text_length,
                         __global const uint *min_start, __global const uint *expect, const uint n,
                         __global const uchar *letters, __global uchar *ptr_scratch,
                         __global uchar *ops, __global uint *start_out, __global uint *dist_out,
-                        __global uint *n_ops_out, __global uchar *cigar, __global uchar *md) {
+                        __global uint *n_ops_out, __global uint *cigar_len, __global uint *md_len) {
     const uint a = get_global_id(0);
     if (a >= n) return;
     __global const uchar *pat = patterns + (ulong)a * pattern_stride;
@@ -119,47 +173,18 @@ __kernel void traceback(__global const uchar *text, const uint text_length,
     n_ops_out[a] = k;
     start_out[a] = (uint)start;
 
-    // CIGAR: runs of M (=/X with EQX), I, D.
-    __global uchar *cg = cigar + (ulong)a * STR_STRIDE;
-    uint at = 0;
-    for (uint x = 0; x < k;) {
-        uchar kind = o[x];
-        if (!EQX && kind == OP_MISMATCH) kind = OP_MATCH;
-        uint y = x + 1;
-        while (y < k) {
-            uchar next = o[y];
-            if (!EQX && next == OP_MISMATCH) next = OP_MATCH;
-            if (next != kind) break;
-            y++;
-        }
-        at = put_uint(cg, at, y - x);
-        cg[at++] = kind == OP_INS ? 'I' : kind == OP_DEL ? 'D' : !EQX ? 'M' : kind == OP_MATCH ? '=' : 'X';
-        x = y;
-    }
-    cg[at] = 0;
+    cigar_len[a] = write_cigar(o, k, 0);
+    md_len[a] = write_md(o, k, start, text, letters, 0);
+}
 
-    // MD: matches counted, mismatches and deletions spelled from the reference.
-    __global uchar *d = md + (ulong)a * STR_STRIDE;
-    at = 0;
-    uint matches = 0;
-    long t = start;
-    for (uint x = 0; x < k; x++) {
-        const uchar op = o[x];
-        if (op == OP_MATCH) {
-            matches++;
-            t++;
-        } else if (op == OP_MISMATCH) {
-            at = put_uint(d, at, matches);
-            d[at++] = letters[text[t++]];
-            matches = 0;
-        } else if (op == OP_DEL) {
-            at = put_uint(d, at, matches);
-            d[at++] = '^';
-            while (x < k && o[x] == OP_DEL) { d[at++] = letters[text[t++]]; x++; }
-            x--;
-            matches = 0;
-        }
-    }
-    at = put_uint(d, at, matches);
-    d[at] = 0;
+__kernel void alignment_strings(__global const uchar *text, __global const uchar *letters,
+                                __global const uchar *ops, __global const uint *n_ops,
+                                __global const uint *start, __global const ulong *cigar_off,
+                                __global const ulong *md_off, const uint n, __global uchar *cigars,
+                                __global uchar *mds) {
+    const uint a = get_global_id(0);
+    if (a >= n) return;
+    __global const uchar *o = ops + (ulong)a * MAXOPS;
+    write_cigar(o, n_ops[a], cigars + cigar_off[a]);
+    write_md(o, n_ops[a], start[a], text, letters, mds + md_off[a]);
 }

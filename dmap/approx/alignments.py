@@ -94,8 +94,10 @@ def best_of_runs(
     run = np.cumsum(new) - 1
     n_runs = int(new.sum())
     dist = distances[idx].astype(np.int64)
-    order = np.lexsort((end, dist, run))
-    best = order[np.flatnonzero(np.r_[True, run[order][1:] != run[order][:-1]])]
+    # Each run's best end: its least distance, leftmost among equals (ends rise within a run).
+    lowest = np.minimum.reduceat(dist, np.flatnonzero(new))
+    at_lowest = np.flatnonzero(dist == lowest[run])
+    best = at_lowest[np.r_[True, run[at_lowest][1:] != run[at_lowest][:-1]]]
     run_first = end[new]
     run_last = end[np.r_[np.flatnonzero(new)[1:], idx.size] - 1]
     return region[best], end[best], dist[best], run_first, run_last, n_runs

@@ -32,20 +32,27 @@ def pattern_rows(codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, pa
     """Rows ``patterns`` (``read * n_strands + strand``) of :func:`pattern_matrix`, made
     alone: verification needs only the (read, strand) pairs that have candidates."""
     read, reverse = patterns // n_strands, patterns % n_strands == 1
-    m = lengths[read].astype(np.int32)[:, None]
+    m = lengths[read].astype(np.int64)
     width = n_words(m.max(initial=1)) * WORD
-    j = np.arange(width, dtype=np.int32)[None, :]
-    # Reads back to back, then `width` NO_MATCH symbols that indices past a
-    # read's end land in: no clipping pass needed.
-    padded = np.concatenate([codes, np.full(width, NO_MATCH, dtype=np.uint8)])
-    inside = j < m
-    step = np.where(reverse, -1, 1).astype(np.int32)[:, None]
-    first = (offsets[read].astype(np.int64) + np.where(reverse, lengths[read] - 1, 0)).astype(np.int32)[:, None]
-    out = padded[np.where(inside, first + step * j, codes.size)]
+    pad = np.full(width, NO_MATCH, dtype=np.uint8)
+    # Each row is a window of the reads' codes: forward rows of the codes as they are,
+    # reverse rows of the codes reversed, where read i ends at len - offset - length.
+    # Whole windows are copied, then what lies past each read's end is masked.
+    out = np.empty((read.size, width), dtype=np.uint8)
+    first = offsets[read].astype(np.int64)
+    for rows, codes_, starts in ((~reverse, codes, first), (reverse, codes[::-1], codes.size - first - m)):
+        if rows.any():
+            windows = np.lib.stride_tricks.sliding_window_view(np.concatenate([codes_, pad]), width)
+            out[rows] = windows[starts[rows]]
+    out[np.arange(width)[None, :] >= m[:, None]] = NO_MATCH
     if reverse.any():
-        rows = out[reverse]
-        out[reverse] = np.where(rows < 4, 3 - rows, NO_MATCH)
+        out[reverse] = _COMPLEMENT[out[reverse]]
     return out
+
+
+# Codes of the reverse strand: DNA 0-3 complemented, anything else matches nothing.
+_COMPLEMENT = np.full(256, NO_MATCH, dtype=np.uint8)
+_COMPLEMENT[:4] = np.arange(3, -1, -1)
 
 
 def match_masks(patterns: np.ndarray, sigma: int) -> np.ndarray:

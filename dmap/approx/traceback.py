@@ -187,16 +187,12 @@ def traceback_device(
     n, width = patterns.shape
     k = max_errors
     maxops = width + 2 * k
-    stride = 5 * maxops + 8
     cl = device.cl
     prg = device.program("traceback.cl", {"SIGMA": sigma, "K": k, "WIDTH": 2 * k + 1, "MAXOPS": maxops,
                                           "EQX": int(eqx)})
-    start = np.empty(n, dtype=np.uint32)
-    dist = np.empty(n, dtype=np.uint32)
-    n_ops = np.empty(n, dtype=np.uint32)
+    start, dist, n_ops, cigar_len, md_len = (np.empty(n, dtype=np.uint32) for _ in range(5))
     ops = np.empty((n, maxops), dtype=np.uint8)
-    cigar = np.empty((n, stride), dtype=np.uint8)
-    md = np.empty((n, stride), dtype=np.uint8)
+    cigars, mds = [], []
     letters_buf = device.upload(letters)
     # NO_DISTANCE: not known, always the DP.
     want = np.full(n, NO_DISTANCE, np.uint32) if expect is None else expect.astype(np.uint32)
@@ -209,12 +205,29 @@ def traceback_device(
                 patterns, pattern_length.astype(np.uint32), end.astype(np.uint32), min_start.astype(np.uint32),
                 want)]
         outs = [cl.Buffer(device.context, cl.mem_flags.READ_WRITE, max(1, size)) for size in (
-            c * (maxops + 1) * (2 * k + 1), c * maxops, 4 * c, 4 * c, 4 * c, c * stride, c * stride)]
+            c * (maxops + 1) * (2 * k + 1), c * maxops, 4 * c, 4 * c, 4 * c, 4 * c, 4 * c)]
         device.run(prg, "traceback", [text.buffer, np.uint32(text.host.size), ins[0], np.uint32(width), ins[1], ins[2],
                                       ins[3], ins[4], np.uint32(c), letters_buf, *outs], c, "dmap-traceback-kernel")
         with device.timed("dmap-transfer"):
-            for host, buf in zip((ops[lo:hi], start[lo:hi], dist[lo:hi], n_ops[lo:hi], cigar[lo:hi], md[lo:hi]),
-                                 outs[1:]):
+            for host, buf in zip((ops[lo:hi], start[lo:hi], dist[lo:hi], n_ops[lo:hi], cigar_len[lo:hi],
+                                  md_len[lo:hi]), outs[1:]):
                 cl.enqueue_copy(device.queue, host, buf)
+        # The strings, back to back at offsets summed from their lengths, from the ops still on the device.
+        offsets = [np.zeros(c, dtype=np.uint64) for _ in range(2)]
+        for off, lengths in zip(offsets, (cigar_len[lo:hi], md_len[lo:hi])):
+            np.cumsum(lengths[:-1], out=off[1:])
+        strings = [np.empty(int(lengths.sum()), dtype=np.uint8) for lengths in (cigar_len[lo:hi], md_len[lo:hi])]
+        string_bufs = [cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, max(1, x.nbytes)) for x in strings]
+        device.run(prg, "alignment_strings", [text.buffer, letters_buf, outs[1], outs[4], outs[2],
+                                              *(device.upload(o) for o in offsets), np.uint32(c), *string_bufs],
+                   c, "dmap-traceback-kernel")
+        with device.timed("dmap-transfer"):
+            for host, buf in zip(strings, string_bufs):
+                if host.size:
+                    cl.enqueue_copy(device.queue, host, buf)
+        cigars.append(strings[0])
+        mds.append(strings[1])
     ops[np.arange(maxops)[None, :] >= n_ops[:, None]] = PAD
-    return start.astype(np.int64), dist.astype(np.int64), ops, FlatStrings.from_rows(cigar), FlatStrings.from_rows(md)
+    flat = lambda parts, lengths: FlatStrings.packed(  # noqa: E731
+        np.concatenate(parts) if parts else np.zeros(0, np.uint8), lengths)
+    return start.astype(np.int64), dist.astype(np.int64), ops, flat(cigars, cigar_len), flat(mds, md_len)
