@@ -131,7 +131,8 @@ def align_block(
         return BlockAlignments.empty()
     pattern = regions.pattern[region]
     start, d, _, cigar, md = traceback_device(device, text, patterns[pattern], pattern_length[pattern], end,
-                                              regions.start[region], max_errors, sigma, letters, eqx, expect=dist)
+                                              regions.start[region], max_errors, sigma, letters, eqx, expect=dist,
+                                              with_ops=False)
     if not np.array_equal(d, dist):
         raise AssertionError("traceback distance differs from Myers' distance")
     return BlockAlignments(pattern, start + block_start, end + block_start, dist,

@@ -41,12 +41,16 @@ def pattern_rows(codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, pa
     out = np.empty((read.size, width), dtype=np.uint8)
     first = offsets[read].astype(np.int64)
     for rows, codes_, starts in ((~reverse, codes, first), (reverse, codes[::-1], codes.size - first - m)):
-        if rows.any():
+        rows = np.flatnonzero(rows)
+        if rows.size:
             windows = np.lib.stride_tricks.sliding_window_view(np.concatenate([codes_, pad]), width)
-            out[rows] = windows[starts[rows]]
-    out[np.arange(width)[None, :] >= m[:, None]] = NO_MATCH
-    if reverse.any():
-        out[reverse] = _COMPLEMENT[out[reverse]]
+            block = windows[starts[rows]]
+            out[rows] = _COMPLEMENT[block] if codes_ is not codes else block
+    shortest = int(m.min(initial=width))
+    if shortest == int(m.max(initial=0)):  # reads of one length (the usual case): one slice
+        out[:, shortest:] = NO_MATCH
+    else:
+        out[np.arange(width)[None, :] >= m[:, None]] = NO_MATCH
     return out
 
 
@@ -58,5 +62,7 @@ _COMPLEMENT[:4] = np.arange(3, -1, -1)
 def match_masks(patterns: np.ndarray, sigma: int) -> np.ndarray:
     """Myers' Peq: ``(n_patterns, sigma, words)`` uint64, bit i of symbol c set where pattern[i] == c."""
     n, width = patterns.shape
-    eq = patterns[:, None, :] == np.arange(sigma, dtype=np.uint8)[None, :, None]
-    return np.packbits(eq, axis=-1, bitorder="little").view("<u8").reshape(n, sigma, width // WORD)
+    out = np.empty((n, sigma, width // 8), dtype=np.uint8)
+    for c in range(sigma):  # a symbol at a time: no (n, sigma, width) temporary
+        out[:, c] = np.packbits(patterns == c, axis=-1, bitorder="little")
+    return out.view("<u8").reshape(n, sigma, width // WORD)

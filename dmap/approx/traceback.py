@@ -167,7 +167,8 @@ def traceback_device(
     letters: np.ndarray,
     eqx: bool = False,
     expect: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, FlatStrings, FlatStrings]:
+    with_ops: bool = True,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, FlatStrings, FlatStrings]:
     """:func:`traceback`, CIGAR and MD of every alignment with ``kernels/traceback.cl``.
 
     Parameters
@@ -179,6 +180,8 @@ def traceback_device(
     expect
         The edit distance at each end, as Myers' kernel found it: alignments
         without an indel are then written without the DP (``traceback.cl``).
+    with_ops
+        Return the op codes (None otherwise: the strings hold what mapping needs).
 
     Returns
     -------
@@ -191,7 +194,7 @@ def traceback_device(
     prg = device.program("traceback.cl", {"SIGMA": sigma, "K": k, "WIDTH": 2 * k + 1, "MAXOPS": maxops,
                                           "EQX": int(eqx)})
     start, dist, n_ops, cigar_len, md_len = (np.empty(n, dtype=np.uint32) for _ in range(5))
-    ops = np.empty((n, maxops), dtype=np.uint8)
+    ops = np.empty((n, maxops), dtype=np.uint8) if with_ops else None
     cigars, mds = [], []
     letters_buf = device.upload(letters)
     # NO_DISTANCE: not known, always the DP.
@@ -209,9 +212,11 @@ def traceback_device(
         device.run(prg, "traceback", [text.buffer, np.uint32(text.host.size), ins[0], np.uint32(width), ins[1], ins[2],
                                       ins[3], ins[4], np.uint32(c), letters_buf, *outs], c, "dmap-traceback-kernel")
         with device.timed("dmap-transfer"):
-            for host, buf in zip((ops[lo:hi], start[lo:hi], dist[lo:hi], n_ops[lo:hi], cigar_len[lo:hi],
-                                  md_len[lo:hi]), outs[1:]):
+            for host, buf in zip((start[lo:hi], dist[lo:hi], n_ops[lo:hi], cigar_len[lo:hi], md_len[lo:hi]),
+                                 outs[2:]):
                 cl.enqueue_copy(device.queue, host, buf)
+            if with_ops:
+                cl.enqueue_copy(device.queue, ops[lo:hi], outs[1])
         # The strings, back to back at offsets summed from their lengths, from the ops still on the device.
         offsets = [np.zeros(c, dtype=np.uint64) for _ in range(2)]
         for off, lengths in zip(offsets, (cigar_len[lo:hi], md_len[lo:hi])):
@@ -227,7 +232,8 @@ def traceback_device(
                     cl.enqueue_copy(device.queue, host, buf)
         cigars.append(strings[0])
         mds.append(strings[1])
-    ops[np.arange(maxops)[None, :] >= n_ops[:, None]] = PAD
+    if with_ops:
+        ops[np.arange(maxops)[None, :] >= n_ops[:, None]] = PAD
     flat = lambda parts, lengths: FlatStrings.packed(  # noqa: E731
         np.concatenate(parts) if parts else np.zeros(0, np.uint8), lengths)
     return start.astype(np.int64), dist.astype(np.int64), ops, flat(cigars, cigar_len), flat(mds, md_len)
