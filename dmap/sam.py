@@ -103,14 +103,16 @@ def _mapped_letters(alphabet: str) -> bool:
     return alphabet != "dna"
 
 
-def primaries(chunk: ReadChunk, n_best: np.ndarray) -> np.ndarray:
+def primaries(chunk: ReadChunk, n_best: np.ndarray, reads: np.ndarray | None = None) -> np.ndarray:
     """Per read, which of its ``n_best`` equally good alignments is the primary
-    (:func:`dmap.mapq.tie_pick`); names are hashed only for reads with a tie."""
+    (:func:`dmap.mapq.tie_pick`); names are hashed only for reads with a tie.
+    ``reads``: the chunk's read of each entry of ``n_best`` (default: entry i is read i)."""
     pick = np.zeros(n_best.size, dtype=np.int64)
     tied = np.flatnonzero(n_best > 1)
     if tied.size:
         f = chunk.fields
-        pick[tied] = tie_pick(name_hashes(f.data, f.name_off[tied], f.name_len[tied]), n_best[tied])
+        rows = tied if reads is None else reads[tied]
+        pick[tied] = tie_pick(name_hashes(f.data, f.name_off[rows], f.name_len[rows]), n_best[tied])
     return pick
 
 

@@ -27,7 +27,6 @@ from .fastx import alphabet_mismatch, read_chunk
 from .hits import BlockHits, ChunkHits, merge_block_hits
 from .index.store import Index
 from .locate import locate_rows, split_located
-from .mapq import name_hashes
 from .neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
 from .reads import EncodedReads, ReadChunk
 from .sam import contig_name_columns, format_alignment_records_device, format_records_device, primaries
@@ -223,10 +222,8 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
     if approx is None:
         hits = merge_block_hits(parts, n, ns, index.contig_offsets)
     else:
-        f = chunk.fields
-        hashes = name_hashes(f.data, f.name_off, f.name_len)  # to choose a primary among equals
         hits = merge_alignments(parts, n, ns, index.contig_offsets, approx.max_errors, approx.report_all,
-                                approx.max_hits, hashes if searched is None else hashes[searched])
+                                approx.max_hits, lambda n_best: primaries(chunk, n_best, searched))
     hits = hits.renumbered(searched, len(chunk))
     unmappable = dict(chunk.unmappable)
     if hits.bad.size:  # found by the search kernel (chunk 0's were found when it was read)

@@ -2,8 +2,10 @@
 
 A *locus* of a pattern is a maximal run of consecutive reference end
 positions where it aligns with at most K edits; one alignment is reported
-per locus, at its best end (least distance, leftmost among equals).  This is
-what the oracle (:func:`dmap.testing.approx.brute_force_loci`) computes.
+per locus, at its best end (least distance, leftmost among equals).  Two
+loci whose best alignments start at the same position are one locus (the
+better is kept), as RazerS 3 reports one match per start.  This is what the
+oracle (:func:`dmap.testing.approx.brute_force_loci`) computes.
 
 Blocks overlap, so each block keeps only the ends it *owns*: for a read of
 length m, block b owns the ends in ``[start_b + m + K - 1, start_{b+1} + m + K - 1)``.
@@ -16,12 +18,13 @@ finds every locus exactly once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..device import BlockText
-from ..mapq import NO_SECOND, mapping_quality, primary_first, tie_pick
+from ..mapq import NO_SECOND, mapping_quality, primary_first
 from ..reads import FlatStrings
 from .candidates import Regions
 from .traceback import traceback_device
@@ -182,15 +185,19 @@ def merge_alignments(
     max_errors: int,
     report_all: bool = False,
     max_hits: int | None = None,
-    name_hash: np.ndarray | None = None,
+    primary: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> ChunkAlignments:
     """Join locus pieces across blocks, pick each locus's best, rank each read's loci.
+
+    Loci whose best alignments start at the same reference position are one
+    locus: the better (least distance, then leftmost end) is kept.
 
     By default the loci at the read's least distance are reported; with
     ``report_all`` every locus within K.  Ranking: distance, then contig,
     position, strand; among the loci at the least distance the primary is
-    chosen by ``name_hash`` (:func:`dmap.mapq.name_hashes` of the read
-    names; None: the first) and put first.  ``max_hits`` caps the records
+    put first: ``primary`` maps each read's number of loci at its least
+    distance to the one chosen (:func:`dmap.sam.primaries`, by a hash of
+    the read name, hashed only where there is a tie; None: the first).  ``max_hits`` caps the records
     per read.  MAPQ, X0 and X1: :mod:`dmap.mapq`.
     """
     cat = lambda name: np.concatenate([getattr(p, name) for p in parts]) if parts else np.zeros(0, np.int64)  # noqa: E731
@@ -205,6 +212,11 @@ def merge_alignments(
     locus = np.cumsum(new) - 1
     pick = np.lexsort((end, dist, locus))
     pick = pick[np.r_[True, locus[pick][1:] != locus[pick][:-1]]] if pick.size else pick
+    # Loci whose best alignments start at the same place are one (they differ only past a
+    # stretch of ends over K): the better is kept.
+    pick = pick[np.lexsort((end[pick], dist[pick], start[pick], pattern[pick]))]
+    same = (pattern[pick][1:] == pattern[pick][:-1]) & (start[pick][1:] == start[pick][:-1])
+    pick = pick[np.r_[True, ~same]] if pick.size else pick
     pattern, start, dist = pattern[pick], start[pick], dist[pick]
     src = order[pick]
     read, strand = pattern // n_strands, pattern % n_strands
@@ -225,8 +237,8 @@ def merge_alignments(
     past = rank == n_best[read]
     second[read[past]] = dist[past] - best[read[past]]
     mapq = mapping_quality(n_best, second)
-    if name_hash is not None:
-        rank = primary_first(rank, tie_pick(name_hash, n_best)[read])
+    if primary is not None:
+        rank = primary_first(rank, primary(n_best)[read])
         order = np.lexsort((rank, read))
         read, strand, contig, position, dist, src, rank, at_best = (
             a[order] for a in (read, strand, contig, position, dist, src, rank, at_best))

@@ -55,13 +55,26 @@ def brute_force_loci(
 
     A locus is a maximal run of consecutive end positions in one contig where
     the pattern aligns with at most ``max_errors`` edits; its best end has the
-    least distance (the leftmost among equals).
+    least distance (the leftmost among equals).  Two loci whose best
+    alignments (the DP traceback of :func:`dmap.approx.traceback.traceback`)
+    start at the same position are one: the better is kept (least distance,
+    then leftmost end), as RazerS 3 keeps one match per start.
     """
+    from ..approx.traceback import traceback
+
     out = set()
     for p, pat in enumerate(patterns):
         for c, text in enumerate(contigs):
-            for _, _, end, dist in runs(semiglobal_row(pat, text, sigma), max_errors):
-                out.add((p, c, end, dist))
+            found = runs(semiglobal_row(pat, text, sigma), max_errors)
+            if not found:
+                continue
+            ends = np.array([end for _, _, end, _ in found])
+            starts, _, _ = traceback(pat[None, :].repeat(ends.size, 0), pat.size, text, ends,
+                                     np.zeros(ends.size, np.int64), max_errors, sigma)
+            best: dict[int, tuple[int, int]] = {}
+            for start, (_, _, end, dist) in zip(starts.tolist(), found):
+                best[start] = min(best.get(start, (dist, end)), (dist, end))
+            out.update((p, c, end, dist) for dist, end in best.values())
     return out
 
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import dmap
 from dmap.mapq import name_hashes, tie_pick
 from dmap.reads import ReadFields
-from dmap.testing.approx import edit_distance
+from dmap.testing.approx import edit_distance, runs, semiglobal_row
 
 
 def run_case(tmp_path, client, contigs, reads, alphabet, k, block_length, report_all=True, seed_edits=None):
@@ -65,6 +65,24 @@ def test_tandem_repeats_and_block_edges(tmp_path, client, seed_edits):
     reads = [planted(rng, genome[s : s + 40], int(rng.integers(0, 3)), "ACGT") for s in range(0, len(genome) - 40, 23)]
     reads += ["ACGTACGTTT", "ACGTACGAT", (unit * 6)[:45]]
     check_against_oracle(tmp_path, client, contigs, reads, "dna", 2, block_length=97, seed_edits=seed_edits)
+
+
+def test_two_runs_of_ends_with_one_start_are_one_locus(tmp_path, client):
+    """A read (the last 60 bases of one from mason_simulator, E. coli) whose last bases differ
+    from the reference aligns within K at two runs of ends, and both best alignments start at the
+    same place: one locus, one record, as RazerS 3 reports it."""
+    read = "GGCGCAAGAATTGCGCTTCACGCATATCTACCTTCTGCACGATATCGCGATGGTGCAGGGT"
+    around = ("GTAGTATGGCTCCCTTACCGTTGCGCTTGAGTACAGCACTGCCATACTGAATTTCATCGAACTGGCTCCGGCGCAAGAATTGCGCTTCACGCATAT"
+              "CTACCTTCTGCACGATATCGCGATGGTGCATAGTTGGTTCTGTGTTGCCCTTGTAACTGTACCG")
+    rng = np.random.default_rng(7)
+    flank = lambda: "".join(rng.choice(list("ACGT"), size=300))  # noqa: E731
+    contigs = [("c", flank() + around + flank())]
+    code = {"A": 0, "C": 1, "G": 2, "T": 3}
+    row = semiglobal_row(np.array([code[c] for c in read], np.uint8),
+                         np.array([code[c] for c in contigs[0][1]], np.uint8), 4)
+    assert len(runs(row, 3)) == 2  # the case holds what it is about
+    res = check_against_oracle(tmp_path, client, contigs, [read], "dna", 3, block_length=500)
+    assert res.n_hits == 1
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
