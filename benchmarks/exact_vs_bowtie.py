@@ -7,6 +7,7 @@ Steps: extract E. coli (Debian's bowtie-examples), simulate exact reads with
 bowtie and bwa indexes (timed), then map with
 
     dmap run INDEX READS -o dmap.sam                   (embedded local cluster)
+    dmap run INDEX READS -o dmap.sam --workers-per-device N   (--workers-per-device N)
     dmap run INDEX READS -o dmap.sam --scheduler ADDR  (--workers N: N `dask worker` processes on one device)
     bowtie -v 0 -a -p THREADS --sam INDEX READS bowtie.sam   (--threads, default 2: the CPUs of the reference VM)
 
@@ -199,6 +200,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="rounds of (dmap, bowtie) runs; medians are reported")
     ap.add_argument("--skip-kernel", action="store_true")
     ap.add_argument("--threads", type=int, default=2, help="bowtie -p: give it every core of the machine")
+    ap.add_argument("--workers-per-device", type=int, nargs="*", default=[],
+                    help="also dmap run --workers-per-device N (the embedded cluster), for each N")
     ap.add_argument("--workers", type=int, nargs="*", default=[],
                     help="also dmap run --scheduler against a real cluster of N worker processes on the first "
                          "device, for each N (a GPU host's cores: the workers read, merge and format)")
@@ -228,6 +231,9 @@ def main() -> None:
                  str(work / "bowtie.sam")],
     }
     inputs = {"dmap run": [reads, work / "ecoli.dmap"], bowtie: [reads, *work.glob("ecoli_bt.*")]}
+    for n in args.workers_per_device:
+        commands[f"dmap run --workers-per-device {n}"] = [*dmap_cmd, "--workers-per-device", str(n)]
+        inputs[f"dmap run --workers-per-device {n}"] = inputs["dmap run"]
     with contextlib.ExitStack() as stack:
         for n in args.workers:
             name = f"dmap run --scheduler, {n} workers"

@@ -227,6 +227,9 @@ def index_info(index_path):
               help="Show Dask's log messages and dmap's own (e.g. OpenCL compiler output).")
 @click.option("--processes", is_flag=True,
               help="Embedded cluster: one spawned worker process per device instead of threads in this process.")
+@click.option("--workers-per-device", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Embedded cluster: spawned worker processes sharing each device.  Each reads, merges and "
+                   "formats its own chunks: on a GPU host, give it cores (e.g. 8 on 16 cores).")
 @click.option("-t", "--threads", type=int, default=None,
               help="Embedded cluster: use N cores.  PoCL's CPU device runs its kernels on N cores; the host runs "
                    "this process's reader and SAM writer and min(N, 2) task threads per device [default: every "
@@ -240,8 +243,8 @@ def index_info(index_path):
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on standard error; errors only.")
 @_user_errors
 def run(index_path, reads, output, output_format, max_hits, chunk_size, scheduler, cluster_file, max_errors,
-        report_all, eqx, engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes, threads,
-        read_group, strict, quiet):
+        report_all, eqx, engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes,
+        workers_per_device, threads, read_group, strict, quiet):
     """Map READS (FASTQ/FASTA, optionally .gz; '-' for standard input) against INDEX and write SAM
     or BAM (to standard output without -o).  Several single-end files map as one run, in order, given as
     one comma-separated list: a.fq,b.fq.gz."""
@@ -273,9 +276,10 @@ def run(index_path, reads, output, output_format, max_hits, chunk_size, schedule
                         report_all=report_all, eqx=eqx, engine=engine, delta=delta,
                         neighborhood_errors=neighborhood_errors,
                         seed_edits=None if seed_edits == "auto" else int(seed_edits),
-                        chunk_size=chunk_size, in_flight=in_flight or 4,
+                        chunk_size=chunk_size, in_flight=in_flight,
                         scheduler=scheduler, return_hits=False, processes=processes, guided=not fixed_chunks,
-                        strict=strict, read_group=read_group, threads=threads, progress=progress, argv=sys.argv)
+                        strict=strict, read_group=read_group, threads=threads,
+                        workers_per_device=workers_per_device, progress=progress, argv=sys.argv)
     finally:
         if progress is not None:
             progress.close()

@@ -25,7 +25,7 @@ LOOPBACK = "127.0.0.1"
 
 def embedded_cluster_spec(
     processes: bool = False, dashboard: bool | int = False, split: int = 1, devices: list[str] | None = None,
-    threads: int = WORKER_THREADS,
+    threads: int = WORKER_THREADS, per_device: int = 1,
 ) -> tuple[dict, dict]:
     """Scheduler and worker specs for :class:`distributed.SpecCluster`.
 
@@ -34,6 +34,7 @@ def embedded_cluster_spec(
     ``split`` > 1 puts that many workers on equal parts of each device;
     ``devices`` names the device specs (one worker each) instead.
     ``threads`` per worker: each has its own command queue (a buffer set).
+    ``per_device`` workers share each device spec (each its own context and index).
     """
     # In-process workers talk over inproc:// (objects handed over, not
     # pickled through loopback TCP, which cost a core-second per million reads).
@@ -42,18 +43,19 @@ def embedded_cluster_spec(
     specs = devices or [
         info.spec if split == 1 else f"{info.spec}/{split}:{k}" for info in list_devices() for k in range(split)
     ]
-    for spec in specs:
+    for spec, copy in ((spec, k) for spec in specs for k in range(per_device)):
+        name = f"dmap-{spec}" if copy == 0 else f"dmap-{spec}-{copy}"
         options = {
             "nthreads": threads,
             "resources": {DEVICE_RESOURCE: 1},
             "plugins": {DevicePlugin(spec)},
-            "name": f"dmap-{spec}",
+            "name": name,
             "dashboard": False,
             **where,
         }
         if processes:
             options["silence_logs"] = logging.CRITICAL  # failures reach the caller as exceptions
-        workers[f"dmap-{spec}"] = {"cls": Nanny if processes else Worker, "options": options}
+        workers[name] = {"cls": Nanny if processes else Worker, "options": options}
     port = 8787 if dashboard is True else int(dashboard)  # an int: that port (0: any free one)
     scheduler = {
         "cls": Scheduler,
@@ -91,11 +93,14 @@ class LocalDeviceCluster(SpecCluster):
     threads
         Threads per worker; each has its own command queue and buffers, so
         this many chunks are in flight on a device at once.
+    per_device
+        Worker processes sharing each device: on a GPU host with many cores,
+        reading, merging and formatting run on several cores at once.
     """
 
     def __init__(self, processes: bool = True, dashboard: bool | int = False, split: int = 1,
-                 devices: list[str] | None = None, threads: int = WORKER_THREADS, **kwargs):
-        scheduler, workers = embedded_cluster_spec(processes, dashboard, split, devices, threads)
+                 devices: list[str] | None = None, threads: int = WORKER_THREADS, per_device: int = 1, **kwargs):
+        scheduler, workers = embedded_cluster_spec(processes, dashboard, split, devices, threads, per_device)
         kwargs.setdefault("silence_logs", logging.ERROR)
         # Dask's statistical profiler samples every thread's stack every 10 ms
         # for the dashboard's Profile page; with no dashboard nobody sees it,
@@ -106,13 +111,15 @@ class LocalDeviceCluster(SpecCluster):
 
 
 @contextlib.contextmanager
-def embedded_client(processes: bool = False, dashboard: bool = False, threads: int | None = None) -> Iterator[Client]:
+def embedded_client(processes: bool = False, dashboard: bool = False, threads: int | None = None,
+                    per_device: int = 1) -> Iterator[Client]:
     """A client of a :class:`LocalDeviceCluster`, closed on exit.
 
     ``threads``: the cores to use.  PoCL's CPU device then runs its kernels
     on that many (:func:`limit_cpu_threads`, which must be called before
     OpenCL starts: the ``dmap`` command does), and each device worker has at
-    most that many threads (default :data:`WORKER_THREADS`).
+    most that many threads (default :data:`WORKER_THREADS`).  ``per_device`` > 1
+    starts that many worker processes on each device (``processes`` is then implied).
     """
     # A failed task is re-raised to the caller with its own message; the
     # worker's "Compute Failed" log would repeat it as a traceback.
@@ -122,7 +129,8 @@ def embedded_client(processes: bool = False, dashboard: bool = False, threads: i
         log.setLevel(logging.CRITICAL)
     try:
         worker_threads = WORKER_THREADS if threads is None else min(threads, WORKER_THREADS)
-        with LocalDeviceCluster(processes, dashboard, threads=worker_threads) as cluster, Client(cluster) as client:
+        with LocalDeviceCluster(processes or per_device > 1, dashboard, threads=worker_threads,
+                                per_device=per_device) as cluster, Client(cluster) as client:
             yield client
     finally:
         for name, log in quiet.items():

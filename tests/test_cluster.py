@@ -153,6 +153,31 @@ def test_workers_write_bam_in_place_and_to_a_stream(real_cluster, mapping_case, 
     subprocess.run(["samtools", "quickcheck", "-v", str(tmp_path / "o.bam")], check=True)
 
 
+def test_workers_per_device_share_a_device_and_write_the_same_sam(real_cluster, mapping_case, tmp_path):
+    """--workers-per-device 3: three spawned worker processes on the one device, each reading and
+    writing its own chunks; the records are those of a run on the real cluster."""
+    real_cluster, _ = real_cluster
+    outs = {}
+    for name, extra in (("cluster", ["--scheduler", real_cluster]), ("shared", ["--workers-per-device", "3"])):
+        outs[name] = tmp_path / f"{name}.sam"
+        r = subprocess.run([*mapping_case, "-o", outs[name], "-e", "1", *extra], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+    assert sam_body(outs["shared"]) == sam_body(outs["cluster"])
+    r = subprocess.run([*mapping_case, "-o", tmp_path / "x.sam", "--workers-per-device", "2", "--scheduler",
+                        real_cluster], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "--workers-per-device applies only to the embedded cluster" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "x.sam").exists()
+
+
+def test_embedded_cluster_names_each_worker_on_a_shared_device():
+    from dmap.cluster import embedded_cluster_spec
+
+    _, workers = embedded_cluster_spec(processes=True, devices=["0:0"], per_device=3)
+    assert list(workers) == ["dmap-0:0", "dmap-0:0-1", "dmap-0:0-2"]
+    assert {w["options"]["plugins"].pop().spec for w in workers.values()} == {"0:0"}
+
+
 def test_two_jobs_share_one_cluster(real_cluster, mapping_case, tmp_path):
     address, _ = real_cluster
     run = [*mapping_case, "--scheduler", address]
