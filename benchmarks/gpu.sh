@@ -4,7 +4,8 @@
 #
 #   bash benchmarks/gpu.sh
 #
-# Needs: dmap installed; bowtie, bowtie2, bwa, minimap2 on PATH; E. coli as
+# Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
+# mason_simulator on PATH (or in /usr/lib/seqan/bin); E. coli as
 # /tmp/dmap-bench/ecoli.fa (or Debian's bowtie-examples); ../shared/bench/.
 #
 # Only the NVIDIA driver is used: OCL_ICD_VENDORS names a folder holding one
@@ -25,9 +26,12 @@ python3 benchmarks/exact_vs_bowtie.py --reads 1000000 --threads "$threads" --rep
 python3 ../shared/bench/make_reads.py $W/ecoli.fa -n 1000000 -l 35 --seed 1 -o $W/exact_1000000_35.fq \
   --truth $W/exact_1000000_35.tsv
 python3 benchmarks/kernel_speed.py $W/ecoli.dmap $W/exact_1000000_35.fq --batch 1 4 16 --repeat 5
-python3 benchmarks/exact_vs_bowtie.py --reads 10000000 --threads "$threads" --repeat 3 --skip-kernel
+python3 benchmarks/exact_vs_bowtie.py --reads 10000000 --threads "$threads" --repeat 3 --skip-kernel \
+  --workers-per-device 8 --workers 8
 for m in 100 250 500; do
   python3 benchmarks/myers_gcups.py --pairs 1000000 --length $m --window $((m + 6)) --no-edlib
 done
 python3 benchmarks/neighborhood_lookup.py --queries 1000000
 python3 benchmarks/approx_vs_tools.py --threads "$threads" --reads 200000 --repeat 2
+python3 benchmarks/allmap_vs_peers.py --threads "$threads" --workers 8 --refs ecoli
+python3 benchmarks/allmap_vs_peers.py --threads "$threads" --workers 8 --refs synth --reads 500000 --rows 100:3

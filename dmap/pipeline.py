@@ -201,8 +201,11 @@ def map_reads(
     workers_per_device
         For the embedded cluster: that many spawned worker processes share
         each device (implies ``processes``).  Each reads, merges and formats
-        its own chunks, so a GPU host's cores serve its GPU: 8 workers on an
-        H100 mapped 10M exact reads 2.1x faster than one (docs/performance.md).
+        its own chunks, so a GPU host's cores serve its GPU.  On an H100 with
+        16 cores, 10M exact reads took 7.2 s with 8 against 9.0 s with one;
+        each worker process's start (imports, context, index) is paid in the
+        run, which a standing cluster of 8 does not pay: 3.6 s
+        (docs/performance.md, "GPU").
 
     Returns
     -------
