@@ -136,8 +136,13 @@ def reads_with_unknown_symbols(codes: np.ndarray, offsets: np.ndarray, lengths: 
     if not bad.any():
         return None
     # logical_or.reduceat over [start, end) pairs: element 2i is "read i holds a bad code".
-    bounds = np.stack([offsets, offsets + lengths], axis=1).ravel().astype(np.int64)
-    per_read = np.logical_or.reduceat(np.append(bad, False), np.minimum(bounds, bad.size))[::2] & (lengths > 0)
+    # reduceat takes no index past the end, so a read ending with the codes is cut one short
+    # and its last code added after (copying the codes to pad them cost a pass per chunk).
+    ends = (offsets + lengths).astype(np.int64)
+    bounds = np.minimum(np.stack([offsets.astype(np.int64), ends], axis=1).ravel(), bad.size - 1)
+    per_read = np.logical_or.reduceat(bad, bounds)[::2]
+    per_read |= (ends == bad.size) & bad[-1]
+    per_read &= lengths > 0
     return per_read if per_read.any() else None
 
 

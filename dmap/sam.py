@@ -226,6 +226,7 @@ def record_lengths(cols: RecordColumns, name_len: np.ndarray, seq_len: np.ndarra
     """Byte length of each record exactly as ``sam_records.cl`` writes it (``tail``: bytes that end
     each; ``strings``: the CIGAR and MD strings ``cols.alignment`` indexes, for approximate mapping)."""
     r = cols.read
+    n = r.size
     L = seq_len[r].astype(np.int64)
     qual = L if has_qual else np.ones_like(L)
     unmapped = name_len[r] + len(UNMAPPED) + np.where(L == 0, 3, L + 1 + qual) + tail + 1
@@ -235,8 +236,8 @@ def record_lengths(cols: RecordColumns, name_len: np.ndarray, seq_len: np.ndarra
         cigar = _digits(L) + 1
         tags = len("\tNM:i:0\tNH:i:") + _digits(cols.nh) + len("\tX0:i:") + _digits(cols.x0) + len("\tX1:i:0")
     else:
-        # A trailing 0 for the unmapped records' index 0 where no read has an alignment.
-        cigar_len, md_len = (np.append(x.lengths, 0)[cols.alignment] for x in strings)
+        # Unmapped records index alignment 0, which exists unless no read has an alignment.
+        cigar_len, md_len = (x.lengths[cols.alignment] if len(x) else np.zeros(n, np.int64) for x in strings)
         cigar = cigar_len
         nm = _digits(cols.nm)
         tags = (len("\tNM:i:") + nm + len("\tMD:Z:") + md_len + len("\tAS:i:") + nm
@@ -334,11 +335,9 @@ def _write_records(device, chunk: ReadChunk, cols: RecordColumns,
         approx = [unused] * 9
     else:
         cigars, mds = strings
-        # Each column gets a trailing 0, which no record reads, so that none is empty.
-        approx = [device.upload(a) for a in (
-            cols.nm, cols.x1, cols.alignment, _nonempty(cigars.data), np.append(cigars.offsets, 0).astype(np.uint64),
-            np.append(cigars.lengths, 0).astype(np.uint32), _nonempty(mds.data),
-            np.append(mds.offsets, 0).astype(np.uint64), np.append(mds.lengths, 0).astype(np.uint32))]
+        approx = [device.upload(_nonempty(a)) for a in (
+            cols.nm, cols.x1, cols.alignment, cigars.data, cigars.offsets.astype(np.uint64),
+            cigars.lengths.astype(np.uint32), mds.data, mds.offsets.astype(np.uint64), mds.lengths.astype(np.uint32))]
     args += [device.upload(a) for a in columns] + approx + [device.upload(starts)]
     out = np.empty(int(ends[-1]), dtype=np.uint8)
     out_buf = device.output(out)  # on a CPU the kernel writes into `out` itself
@@ -349,8 +348,8 @@ def _write_records(device, chunk: ReadChunk, cols: RecordColumns,
 
 
 def _nonempty(a: np.ndarray) -> np.ndarray:
-    """``a``, or one zero byte where it is empty (an OpenCL buffer cannot be)."""
-    return a if a.size else np.zeros(1, dtype=np.uint8)
+    """``a``, or one zero of its type where it is empty (an OpenCL buffer cannot be; no record reads it)."""
+    return a if a.size else np.zeros(1, dtype=a.dtype)
 
 
 def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_names: list[str],

@@ -142,6 +142,14 @@ def align_block(
                            run_first + block_start, run_last + block_start, cigar, md)
 
 
+def _sorted_by(major: np.ndarray, minor: np.ndarray) -> bool:
+    """Whether rows are in (major, minor) order."""
+    if major.size < 2:
+        return True
+    dm = np.diff(major)
+    return bool(((dm > 0) | ((dm == 0) & (np.diff(minor) >= 0))).all())
+
+
 @dataclass
 class ChunkAlignments:
     """A chunk's reported alignments, sorted by read, then rank (primary first)."""
@@ -205,13 +213,21 @@ def merge_alignments(
     start, end, dist = cat("start"), cat("end"), cat("distance")
     cigars = FlatStrings.concat([p.cigar for p in parts])
     mds = FlatStrings.concat([p.md for p in parts])
-    order = np.lexsort((first, pattern))
-    pattern, first, last, start, end, dist = (a[order] for a in (pattern, first, last, start, end, dist))
+    # One block's pieces come sorted by (pattern, first end); several blocks' are sorted here.
+    if len(parts) == 1 and _sorted_by(pattern, first):
+        order = np.arange(pattern.size)
+    else:
+        order = np.lexsort((first, pattern))
+        pattern, first, last, start, end, dist = (a[order] for a in (pattern, first, last, start, end, dist))
     new = np.ones(order.size, dtype=bool)
     new[1:] = (pattern[1:] != pattern[:-1]) | (first[1:] != last[:-1] + 1)
     locus = np.cumsum(new) - 1
-    pick = np.lexsort((end, dist, locus))
-    pick = pick[np.r_[True, locus[pick][1:] != locus[pick][:-1]]] if pick.size else pick
+    # Each locus's best piece: its least distance, the leftmost end among equals (pieces
+    # follow each other along the reference).
+    pick = np.zeros(0, dtype=np.int64)
+    if order.size:
+        at_lowest = np.flatnonzero(dist == np.minimum.reduceat(dist, np.flatnonzero(new))[locus])
+        pick = at_lowest[np.r_[True, locus[at_lowest][1:] != locus[at_lowest][:-1]]]
     # Loci whose best alignments start at the same place are one (they differ only past a
     # stretch of ends over K): the better is kept.
     pick = pick[np.lexsort((end[pick], dist[pick], start[pick], pattern[pick]))]
