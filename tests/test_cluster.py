@@ -261,8 +261,9 @@ def test_committed_cluster_yaml_is_valid():
     from dmap.cluster_file import read_cluster_file
 
     cfg = read_cluster_file(os.path.join(HERE, "..", "cluster.yaml"))
-    assert cfg.scheduler_address.startswith("tcp://") and cfg.workers and cfg.in_flight == 4
-    assert cfg.chunk_size is None  # commented out: the default depends on --max-errors
+    assert cfg.scheduler_address.startswith("tcp://") and cfg.workers
+    # commented out: the defaults depend on --max-errors and on the number of device workers
+    assert cfg.chunk_size is None and cfg.in_flight is None
 
 
 @pytest.mark.parametrize("text,words", [
