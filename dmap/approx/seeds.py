@@ -81,13 +81,17 @@ def choose_seed_edits(max_errors: int, lengths: np.ndarray, can_edit: bool = Tru
                       requested: int | None = None, chance_length: float = 0.0) -> int:
     """Edits per seed (m) for a chunk of reads.
 
-    With no request: m = 1 where the K+1 exact pieces would be shorter than
-    ``chance_length`` (:func:`selective_length` of the reference), so that
-    each would hit the reference at random places, and locating those hits
-    would cost more than the search with one edit; else exact pieces.  This
-    is what measured fastest on E. coli for reads of 36-150 symbols and K
-    of 1-4 (benchmarks/seed_schemes.py, docs/performance.md "Seeds with
-    edits"); m = 2 was faster only for 36-bp reads with K=4, by 1.1x.
+    With no request: m = 1 where the K+1 exact pieces would be more than a
+    symbol shorter than ``chance_length`` (:func:`selective_length` of the
+    reference), so that each would hit the reference at about 4 or more
+    random places, and locating those hits would cost more than the search
+    with one edit; else exact pieces.  This is what measured fastest on
+    E. coli for reads of 36-150 symbols and K of 1-4 (pieces of 10 symbols
+    against a chance length of 11.6: m = 1; 12: m = 0) and on a 100 Mbp
+    reference (pieces of 13 against 13.8: exact pieces 2.9x faster, the
+    search with an edit costing more on a larger reference)
+    (benchmarks/seed_schemes.py, docs/performance.md "Seeds with edits");
+    m = 2 was faster only for 36-bp reads with K=4, by 1.1x.
 
     ``requested`` (``--seed-edits``) is used where every read of the chunk
     is long enough for its pieces (more than m symbols each); otherwise
@@ -100,5 +104,5 @@ def choose_seed_edits(max_errors: int, lengths: np.ndarray, can_edit: bool = Tru
         return 0
     shortest = int(mapped.min())
     if requested is None:
-        requested = 1 if shortest // n_pieces(max_errors, 0) < chance_length else 0
+        requested = 1 if shortest // n_pieces(max_errors, 0) < chance_length - 1 else 0
     return requested if shortest >= n_pieces(max_errors, requested) * (requested + 1) else 0

@@ -30,6 +30,8 @@ def test_choice_follows_the_measured_rule():
     assert choose_seed_edits(3, np.array([40] * 5), chance_length=ecoli) == 1  # exact pieces of 10 hit by chance
     assert choose_seed_edits(3, np.array([100] * 5), chance_length=ecoli) == 0  # pieces of 25 are selective
     assert choose_seed_edits(2, np.array([36] * 5), chance_length=ecoli) == 0  # pieces of 12: just selective
+    # 100 Mbp: pieces of 13 against a chance length of 13.8 hit ~3 random places; exact pieces measured faster
+    assert choose_seed_edits(2, np.array([40] * 5), chance_length=selective_length(100_000_003, 4, 2)) == 0
     assert choose_seed_edits(3, np.array([40, 100]), chance_length=ecoli) == 1  # the shortest read decides
     assert choose_seed_edits(0, np.array([40]), chance_length=ecoli) == 0
     assert choose_seed_edits(3, np.array([40]), can_edit=False, chance_length=ecoli) == 0  # format < 4
