@@ -20,9 +20,10 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .examples import write_example  # noqa: F401
     from .index import Index, build_index, open_index  # noqa: F401
     from .neighborhood.params import NeighborhoodSpec  # noqa: F401
-    from .pipeline import device_stats, map_reads  # noqa: F401
+    from .pipeline import map_reads  # noqa: F401
     from .result import Hits, MappingResult  # noqa: F401
     from .scaling import measure_workers, part_configurations  # noqa: F401
+    from .worker import device_stats  # noqa: F401
 
 # Public name -> the module that defines it.
 _EXPORTS = {
@@ -31,7 +32,7 @@ _EXPORTS = {
     "Index": ".index",
     "NeighborhoodSpec": ".neighborhood.params",
     "map_reads": ".pipeline",
-    "device_stats": ".pipeline",
+    "device_stats": ".worker",
     "MappingResult": ".result",
     "Hits": ".result",
     "LocalDeviceCluster": ".cluster",

@@ -50,7 +50,7 @@ from . import bam, bgzf, sam
 from .approx.alignments import ChunkAlignments
 from .approx.settings import MAX_ERRORS_LIMIT, approximate_settings
 from .cluster import connect, embedded_client, require_device_workers
-from .device import DEVICE_PLUGIN, DEVICE_RESOURCE
+from .device import DEVICE_RESOURCE
 from .errors import ClusterError, DmapError, DmapWarning
 from .hits import ChunkHits
 from .index.store import Index, open_index
@@ -58,7 +58,7 @@ from .output import Output, record_format
 from .progress import Progress
 from .result import MappingResult, collect_hits
 from .sam_writer import Parts, SamWriter
-from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, GuidedChunks
+from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, GuidedChunks, block_homes, block_priority
 from .splits import RawBlock, Source, plan_input, reads_paths
 from .tasks import (
     ChunkOutput,
@@ -73,6 +73,7 @@ from .tasks import (
     verify_task,
     write_at_task,
 )
+from .worker import device_stats
 
 
 @contextlib.contextmanager
@@ -314,50 +315,6 @@ def map_reads(
 def _total(stats: dict[str, dict], key: str) -> int:
     """A candidate counter summed over the workers of :func:`device_stats`."""
     return sum(st["candidates"].get(key, 0) for st in stats.values())
-
-
-def block_priority(block: int, chunk: int, window: int) -> int:
-    """Dask priority (higher runs first): earlier windows of ``window`` chunks
-    first, then lower blocks, then earlier chunks.
-
-    Without the window, a chunk submitted late (when chunk 0 is written)
-    would put its block-0 task ahead of the older chunks' last blocks and
-    drag a device that holds one block back to block 0.
-    """
-    return -((chunk // window) * (1 << 48) + block * (1 << 32) + chunk)
-
-
-def _worker_device_stats(dask_worker) -> dict | None:
-    plugin = dask_worker.plugins.get(DEVICE_PLUGIN)
-    return None if plugin is None else plugin.stats(str(dask_worker.name))
-
-
-def device_stats(client: Client) -> dict[str, dict]:
-    """Counters of each device worker, read now: device, block loads, queries
-    searched, seconds per activity (the dashboard's dmap page shows the same)."""
-    return {w: s for w, s in client.run(_worker_device_stats).items() if s is not None}
-
-
-def block_loads(client: Client) -> dict[str, int]:
-    """Index blocks each device worker has loaded since it started (blocks stay resident between tasks)."""
-    return {w: s["block_loads"] for w, s in device_stats(client).items()}
-
-
-def block_homes(client: Client, idx: Index) -> dict[int, str]:
-    """Preferred worker of each block, or {} when every device can hold every block.
-
-    When the index is larger than a device's block budget, block b prefers
-    worker b mod n (BowMapCL's partitioned blocks), so each device loads only
-    its share; otherwise any worker takes any block, which balances load best.
-    """
-    stats = device_stats(client)
-    if len(stats) < 2 or idx.n_blocks < 2:
-        return {}
-    total = sum(idx.block_nbytes(b) for b in range(idx.n_blocks))
-    if total <= min(s["block_budget"] for s in stats.values()):
-        return {}
-    workers = sorted(stats)
-    return {b: workers[b % len(workers)] for b in range(idx.n_blocks)}
 
 
 def _prepended(first: list, rest: Iterator):

@@ -18,13 +18,23 @@ With one worker there is nothing to balance, so the chunks do not shrink:
 shrinking to the minimum size added about nine small chunks to a 1M-read
 run, each with its Dask tasks and kernel launches: 0.07-0.16 CPU-seconds and
 0.15-0.19 s of the run (docs/performance.md).
+
+Blocks are placed here too: the priority of a (chunk, block) task
+(:func:`block_priority`) and the worker a block prefers when the devices
+cannot hold every block (:func:`block_homes`).
 """
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from .splits import COMPRESSED
+
+if TYPE_CHECKING:  # `dmap --help` imports this module: Dask and Zarr stay out of its start
+    from distributed import Client
+
+    from .index.store import Index
 
 # The largest chunk of reads in exact mapping (chunks grow to it, see
 # GuidedChunks).  Each chunk costs tens of milliseconds beyond its reads
@@ -73,3 +83,33 @@ class GuidedChunks:
             return size
         reads_left = max(self.total_bytes - bytes_done, 0) * reads_done / max(bytes_done, 1)
         return int(min(size, max(self.min_size, reads_left / (2 * self.n_workers))))
+
+
+def block_priority(block: int, chunk: int, window: int) -> int:
+    """Dask priority (higher runs first): earlier windows of ``window`` chunks
+    first, then lower blocks, then earlier chunks.
+
+    Without the window, a chunk submitted late (when chunk 0 is written)
+    would put its block-0 task ahead of the older chunks' last blocks and
+    drag a device that holds one block back to block 0.
+    """
+    return -((chunk // window) * (1 << 48) + block * (1 << 32) + chunk)
+
+
+def block_homes(client: Client, idx: Index) -> dict[int, str]:
+    """Preferred worker of each block, or {} when every device can hold every block.
+
+    When the index is larger than a device's block budget, block b prefers
+    worker b mod n (BowMapCL's partitioned blocks), so each device loads only
+    its share; otherwise any worker takes any block, which balances load best.
+    """
+    from .worker import device_stats
+
+    stats = device_stats(client)
+    if len(stats) < 2 or idx.n_blocks < 2:
+        return {}
+    total = sum(idx.block_nbytes(b) for b in range(idx.n_blocks))
+    if total <= min(s["block_budget"] for s in stats.values()):
+        return {}
+    workers = sorted(stats)
+    return {b: workers[b % len(workers)] for b in range(idx.n_blocks)}

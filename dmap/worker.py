@@ -11,10 +11,15 @@ by hand, the same is a preload::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from .device import DEVICE_PLUGIN, Device
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 
 class DevicePlugin(WorkerPlugin):
@@ -33,7 +38,7 @@ class DevicePlugin(WorkerPlugin):
 
     def stats(self, worker_name: str) -> dict:
         """This worker's counters: device, block loads, queries searched, candidates,
-        seconds per activity (what :func:`dmap.pipeline.device_stats` gathers)."""
+        seconds per activity (what :func:`device_stats` gathers)."""
         device = self._device
         return {
             "name": worker_name,
@@ -59,6 +64,22 @@ class DevicePlugin(WorkerPlugin):
         worker.metrics["dmap_block_loads"] = lambda w: self.block_loads
         worker.metrics["dmap_queries_searched"] = lambda w: self._device.queries_searched if self._device else 0
         worker.metrics["dmap_seconds"] = lambda w: dict(self._device.seconds) if self._device else {}
+
+
+def _worker_device_stats(dask_worker) -> dict | None:
+    plugin = dask_worker.plugins.get(DEVICE_PLUGIN)
+    return None if plugin is None else plugin.stats(str(dask_worker.name))
+
+
+def device_stats(client: Client) -> dict[str, dict]:
+    """Counters of each device worker, read now: device, block loads, queries
+    searched, seconds per activity (the dashboard's dmap page shows the same)."""
+    return {w: s for w, s in client.run(_worker_device_stats).items() if s is not None}
+
+
+def block_loads(client: Client) -> dict[str, int]:
+    """Index blocks each device worker has loaded since it started (blocks stay resident between tasks)."""
+    return {w: s["block_loads"] for w, s in device_stats(client).items()}
 
 
 @click.command()

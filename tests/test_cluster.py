@@ -420,7 +420,7 @@ def test_block_major_order_reloads_fewer_blocks(tmp_path, monkeypatch):
 def test_block_priority_orders_windows_then_blocks():
     """Dask runs higher priorities first: window by window of in-flight chunks, and within a
     window block by block, chunks in input order."""
-    from dmap.pipeline import block_priority
+    from dmap.schedule import block_priority
 
     window = 4
     tasks = [(chunk, block) for chunk in range(10) for block in range(3)]
@@ -434,7 +434,7 @@ def test_blocks_get_home_workers_when_devices_cannot_hold_them_all(tmp_path, mon
     from distributed import Client
 
     import dmap
-    from dmap.pipeline import block_homes
+    from dmap.schedule import block_homes
 
     require_device_parts(2)
     idx = genome_case(tmp_path, seed=6, size=60_000, read_length=40, n_reads=8000, block_length=15_000,
