@@ -133,6 +133,18 @@ class RecordColumns:
     alignment: np.ndarray | None = None  # the record's CIGAR and MD in ChunkAlignments (unmapped: 0)
 
 
+def _places(read: np.ndarray, counts: np.ndarray, shown: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where records go, for hits sorted by read (``counts`` per read, ``shown`` of them written):
+    each hit's rank among its read's, each read's first record (a read with none shown has one,
+    unmapped), and the read of every record."""
+    first_hit = np.zeros(counts.size, dtype=np.int64)
+    np.cumsum(counts[:-1], out=first_hit[1:])
+    records = np.maximum(shown, 1)
+    first_record = np.zeros(counts.size, dtype=np.int64)
+    np.cumsum(records[:-1], out=first_record[1:])
+    return np.arange(read.size) - first_hit[read], first_record, np.repeat(np.arange(counts.size), records)
+
+
 def record_columns(hits: ChunkHits, max_hits: int | None = None, pick: np.ndarray | None = None) -> RecordColumns:
     """Flags, positions, MAPQ, NH and X0 of every record of a chunk.
 
@@ -143,26 +155,20 @@ def record_columns(hits: ChunkHits, max_hits: int | None = None, pick: np.ndarra
     reads with the unmapped ones took 35% more time).
     """
     counts = hits.counts()
-    first_hit = np.zeros(hits.n_reads, dtype=np.int64)
-    np.cumsum(counts[:-1], out=first_hit[1:])
-    rank = np.arange(len(hits)) - first_hit[hits.read]
+    shown = counts if max_hits is None else np.minimum(counts, max_hits)
+    rank, first_record, record_read = _places(hits.read, counts, shown)
     if pick is not None:
         rank = primary_first(rank, pick[hits.read])
-    shown = counts if max_hits is None else np.minimum(counts, max_hits)
-    records = np.maximum(shown, 1)
-    first_record = np.zeros(hits.n_reads, dtype=np.int64)
-    np.cumsum(records[:-1], out=first_record[1:])
     keep = slice(None) if max_hits is None else rank < max_hits
     read, rank = hits.read[keep], rank[keep]
     at = first_record[read] + rank
-    n = int(records.sum())
+    n = record_read.size
     flag = np.full(n, 4, dtype=np.uint32)  # unmapped, where no hit is placed
     flag[at] = (hits.strand[keep] == 1) * np.uint32(16) | (rank > 0) * np.uint32(256)  # reverse; secondary
     contig, pos, mapq = (np.zeros(n, dtype=np.uint32) for _ in range(3))
     contig[at] = hits.contig[keep]
     pos[at] = hits.position[keep] + 1
     mapq[at] = mapping_quality(counts)[read]
-    record_read = np.repeat(np.arange(hits.n_reads), records)
     return RecordColumns(read=record_read, flag=flag, contig=contig, pos=pos, mapq=mapq,
                          nh=shown[record_read].astype(np.uint32), x0=counts[record_read].astype(np.uint32))
 
@@ -237,8 +243,7 @@ def record_lengths(cols: RecordColumns, name_len: np.ndarray, seq_len: np.ndarra
         tags = len("\tNM:i:0\tNH:i:") + _digits(cols.nh) + len("\tX0:i:") + _digits(cols.x0) + len("\tX1:i:0")
     else:
         # Unmapped records index alignment 0, which exists unless no read has an alignment.
-        cigar_len, md_len = (x.lengths[cols.alignment] if len(x) else np.zeros(n, np.int64) for x in strings)
-        cigar = cigar_len
+        cigar, md_len = (x.lengths[cols.alignment] if len(x) else np.zeros(n, np.int64) for x in strings)
         nm = _digits(cols.nm)
         tags = (len("\tNM:i:") + nm + len("\tMD:Z:") + md_len + len("\tAS:i:") + nm
                 + (cols.nm > 0) + len("\tNH:i:") + _digits(cols.nh) + len("\tX0:i:") + _digits(cols.x0)
@@ -278,21 +283,15 @@ def alignment_record_columns(alns: ChunkAlignments) -> RecordColumns:
     each read's alignments in their order (the first primary, the others secondary), or one
     unmapped record."""
     counts = alns.counts()
-    records = np.maximum(counts, 1)
-    first_record = np.zeros(alns.n_reads, dtype=np.int64)
-    np.cumsum(records[:-1], out=first_record[1:])
-    first_alignment = np.zeros(alns.n_reads, dtype=np.int64)
-    np.cumsum(counts[:-1], out=first_alignment[1:])
     read = alns.read
-    within = np.arange(read.size) - first_alignment[read]  # the alignment's place among its read's
+    within, first_record, record_read = _places(read, counts, counts)  # the alignment's place among its read's
     at = first_record[read] + within
-    n = int(records.sum())
+    n = record_read.size
     flag = np.full(n, 4, dtype=np.uint32)  # unmapped, where no alignment is placed
     flag[at] = (alns.strand == 1) * np.uint32(16) | (within > 0) * np.uint32(256)
     contig, pos, mapq, nm, alignment = (np.zeros(n, dtype=np.uint32) for _ in range(5))
     contig[at], pos[at], mapq[at] = alns.contig, alns.position + 1, alns.mapq
     nm[at], alignment[at] = alns.distance, np.arange(read.size)
-    record_read = np.repeat(np.arange(alns.n_reads), records)
     u32 = lambda a: a[record_read].astype(np.uint32)  # noqa: E731
     return RecordColumns(read=record_read, flag=flag, contig=contig, pos=pos, mapq=mapq, nh=u32(counts),
                          x0=u32(alns.n_best), nm=nm, x1=u32(alns.n_found - alns.n_best), alignment=alignment)

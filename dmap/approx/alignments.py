@@ -204,9 +204,9 @@ def merge_alignments(
     ``report_all`` every locus within K.  Ranking: distance, then contig,
     position, strand; among the loci at the least distance the primary is
     put first: ``primary`` maps each read's number of loci at its least
-    distance to the one chosen (:func:`dmap.sam.primaries`, by a hash of
-    the read name, hashed only where there is a tie; None: the first).  ``max_hits`` caps the records
-    per read.  MAPQ, X0 and X1: :mod:`dmap.mapq`.
+    distance to the one chosen (:func:`dmap.sam.primaries`: by a hash of
+    the read name, where there is a tie; None: the first).  ``max_hits``
+    caps the records per read.  MAPQ, X0 and X1: :mod:`dmap.mapq`.
     """
     cat = lambda name: np.concatenate([getattr(p, name) for p in parts]) if parts else np.zeros(0, np.int64)  # noqa: E731
     pattern, first, last = cat("pattern"), cat("run_first"), cat("run_last")

@@ -40,12 +40,13 @@ def pattern_rows(codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, pa
     # Whole windows are copied, then what lies past each read's end is masked.
     out = np.empty((read.size, width), dtype=np.uint8)
     first = offsets[read].astype(np.int64)
-    for rows, codes_, starts in ((~reverse, codes, first), (reverse, codes[::-1], codes.size - first - m)):
+    for rows, source, starts, table in ((~reverse, codes, first, None),
+                                        (reverse, codes[::-1], codes.size - first - m, _COMPLEMENT)):
         rows = np.flatnonzero(rows)
         if rows.size:
-            windows = np.lib.stride_tricks.sliding_window_view(np.concatenate([codes_, pad]), width)
+            windows = np.lib.stride_tricks.sliding_window_view(np.concatenate([source, pad]), width)
             block = windows[starts[rows]]
-            out[rows] = _COMPLEMENT[block] if codes_ is not codes else block
+            out[rows] = block if table is None else table[block]
     shortest = int(m.min(initial=width))
     if shortest == int(m.max(initial=0)):  # reads of one length (the usual case): one slice
         out[:, shortest:] = NO_MATCH
