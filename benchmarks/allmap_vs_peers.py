@@ -86,8 +86,14 @@ def mason_reads(work: Path, ref: Path, n: int, length: int, threads: int) -> Pat
     return reads
 
 
-def commands(ref: Path, idx: dict[str, Path], reads: Path, length: int, k: int, threads: int, out: Path,
+# Stands for each command's own output file in what commands() returns.
+OUT = "{out}"
+
+
+def commands(ref: Path, idx: dict[str, Path], reads: Path, length: int, k: int, threads: int,
              context: bool, scheduler: str | None = None) -> dict[str, list[str]]:
+    """Each mapper's command line, its output file written as :data:`OUT`."""
+    out = OUT
     t = str(threads)
     # The peers take K as a share of the read length and round K down: RazerS 3 a percent identity a
     # hair under 100 (1 - K / L), Yara a whole percent (the least that gives K: 3 for 150 bp and K = 4).
@@ -194,15 +200,14 @@ def run_reference(args: argparse.Namespace, work: Path, ref_name: str, scheduler
         reads = mason_reads(work, ref, args.reads, length, args.threads)
         outs = {}
         cmds = {}
-        for name, cmd in commands(ref, idx, reads, length, k, args.threads, work / "allmap.sam",
-                                  args.context, scheduler).items():
+        for name, cmd in commands(ref, idx, reads, length, k, args.threads, args.context, scheduler).items():
             outs[name] = work / f"allmap_{re.sub(r'[^a-z0-9]+', '_', name)}.sam"
-            cmds[name] = [outs[name] if str(x) == str(work / "allmap.sam") else x for x in cmd]
+            cmds[name] = [str(outs[name]) if x == OUT else x for x in cmd]
         runs: dict[str, list[dict]] = {name: [] for name in cmds}
         for _ in range(args.repeat):
             for name, cmd in cmds.items():
                 outs[name].unlink(missing_ok=True)
-                runs[name].append(measure([str(x) for x in cmd], [reads, ref, *idx.values()]))
+                runs[name].append(measure(cmd, [reads, ref, *idx.values()]))
         wall = {name: statistics.median(m["wall"] for m in ms) for name, ms in runs.items()}
         print(f"\n### {ref_name}, {args.reads:,} x {length} bp (mason_simulator), K = {k}; "
               f"{args.threads} threads for the peers; medians of {args.repeat}\n")
