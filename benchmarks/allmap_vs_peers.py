@@ -186,7 +186,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     compile_dmap()
     with contextlib.ExitStack() as stack:
-        scheduler = stack.enter_context(device_workers(args.workers)) if args.workers else None
+        scheduler = stack.enter_context(device_workers(args.workers))[0] if args.workers else None
         for ref_name in args.refs:
             run_reference(args, work, ref_name, scheduler)
 

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import psutil
-from exact_vs_bowtie import ecoli_reference, simulated_reads  # this script's directory is on sys.path
+from exact_vs_bowtie import device_workers, ecoli_reference, simulated_reads  # this script's directory is on sys.path
 
 
 def cpu(proc: psutil.Process) -> float:
@@ -79,17 +79,7 @@ def main() -> None:
     sizes = {"small": args.small, "large": args.large}
     files = {k: simulated_reads(work, ref, n, 100, args.max_errors) for k, n in sizes.items()}
     options = ["-e", str(args.max_errors)] if args.max_errors else []
-    port = 8700 + os.getpid() % 80
-    address = f"tcp://127.0.0.1:{port}"
-    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                               "--port", str(port), "--no-dashboard"], stderr=subprocess.DEVNULL)]
-    try:
-        time.sleep(2)
-        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "2",
-                                       "--no-dashboard", "--resources", "opencl=1", "--preload", "dmap.worker"],
-                                      stderr=subprocess.DEVNULL))
-        subprocess.run([sys.executable, "-c", f"from distributed import Client; "
-                        f"Client('{address}', timeout=60).wait_for_workers(1, timeout=60)"], check=True, timeout=120)
+    with device_workers(1) as (address, procs):
         scheduler, worker = (psutil.Process(p.pid) for p in procs)
         runs: dict[str, list[dict]] = {k: [] for k in sizes}
         with tempfile.TemporaryDirectory(dir=work) as tmp:
@@ -99,10 +89,6 @@ def main() -> None:
                 for k in sizes:
                     runs[k].append(run_once(index, files[k], f"{tmp}/{k}.{ext}", address, options, scheduler, worker))
                     os.unlink(f"{tmp}/{k}.{ext}")
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-            p.wait(timeout=30)
     extra = (args.large - args.small) / 1e6
     print(f"# {'exact' if not args.max_errors else f'-e {args.max_errors}'} 100-bp E. coli reads, "
           f"{args.output.upper()}; real dask scheduler + 1 worker (2 threads); {os.cpu_count()} CPUs; "

@@ -130,7 +130,8 @@ def gpu_busy(sampler: subprocess.Popen | None) -> float | None:
 @contextlib.contextmanager
 def device_workers(n: int, device: str | None = None, threads: int = 2):
     """A real ``dask scheduler`` and ``n`` ``dask worker`` processes (``threads`` each) on one
-    OpenCL device (default: the first), for ``dmap run --scheduler``; yields the address.
+    OpenCL device (default: the first), for ``dmap run --scheduler``; yields the address and the
+    two processes (the scheduler, then ``dask worker`` with its workers under it).
 
     Several workers can share one GPU: each has its own context and copy of the index, and
     reads, merges and formats its own chunks, so the host's cores serve the device.
@@ -150,7 +151,7 @@ def device_workers(n: int, device: str | None = None, threads: int = 2):
             stderr=subprocess.DEVNULL))
         subprocess.run([py, "-c", f"from distributed import Client; "
                         f"Client('{address}', timeout=60).wait_for_workers({n}, timeout=120)"], check=True, timeout=180)
-        yield address
+        yield address, procs
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -237,7 +238,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         for n in args.workers:
             name = f"dmap run --scheduler, {n} workers"
-            commands[name] = [*dmap_cmd, "--scheduler", stack.enter_context(device_workers(n))]
+            commands[name] = [*dmap_cmd, "--scheduler", stack.enter_context(device_workers(n))[0]]
             inputs[name] = inputs["dmap run"]
             measure(commands[name], inputs[name])  # each worker builds its kernels and loads the index
         # Alternate the tools, several rounds: this machine's speed drifts by
