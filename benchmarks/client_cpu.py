@@ -5,7 +5,7 @@ scheduler and the worker, as real processes, per extra million reads.
                                      [--max-errors 0] [--repeat 2] [--output sam|bam]
 
 Starts ``dask scheduler`` and one ``dask worker --resources opencl=1
---preload dmap.worker`` (on the whole PoCL device), maps a small and a large
+--preload dmap.cluster.worker`` (on the whole PoCL device), maps a small and a large
 set of E. coli reads (``../shared/bench/make_reads.py``; with
 ``--max-errors K``, K substitutions per read) through them, and reports each
 process's CPU seconds (user + system) per run and per extra million reads:

@@ -147,7 +147,7 @@ def device_workers(n: int, device: str | None = None, threads: int = 2):
         procs.append(subprocess.Popen(
             [py, "-m", "distributed.cli.dask_worker", address, "--host", "127.0.0.1", "--nworkers", str(n),
              "--nthreads", str(threads), "--no-dashboard", "--memory-limit", "0", "--resources", "opencl=1",
-             "--preload", "dmap.worker", *(["--dmap-device", device] if device else [])],
+             "--preload", "dmap.cluster.worker", *(["--dmap-device", device] if device else [])],
             stderr=subprocess.DEVNULL))
         subprocess.run([py, "-c", f"from distributed import Client; "
                         f"Client('{address}', timeout=60).wait_for_workers({n}, timeout=120)"], check=True, timeout=180)

@@ -19,10 +19,10 @@ from functools import partial
 import numpy as np
 
 import dmap
-from dmap.device import Device
-from dmap.fastx import iter_read_chunks
-from dmap.locate import expand_intervals, locate_rows, split_located
+from dmap.io.fastx import iter_read_chunks
+from dmap.opencl.device import Device
 from dmap.search.exact import search_block
+from dmap.search.locate import expand_intervals, locate_rows, split_located
 
 
 def main():

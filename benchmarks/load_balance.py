@@ -51,7 +51,7 @@ def main(argv=None) -> list[dict]:
             procs.append(subprocess.Popen(
                 ["taskset", "-c", core, py, "-m", "distributed.cli.dask_worker", address, "--host", "127.0.0.1",
                  "--nthreads", "2", "--no-dashboard", "--name", name, "--resources", "opencl=1",
-                 "--preload", "dmap.worker", "--dmap-device", part], stderr=subprocess.DEVNULL))
+                 "--preload", "dmap.cluster.worker", "--dmap-device", part], stderr=subprocess.DEVNULL))
         procs.append(subprocess.Popen(["taskset", "-c", "1", py, "-c", "while True: pass"]))  # slows worker B
         with Client(address, timeout=60) as client:
             client.wait_for_workers(2, timeout=60)

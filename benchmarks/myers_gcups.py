@@ -21,7 +21,7 @@ import numpy as np
 
 from dmap.approx.patterns import pattern_matrix
 from dmap.approx.verify import myers_distances
-from dmap.device import Device
+from dmap.opencl.device import Device
 from dmap.testing.approx import semiglobal_row
 
 

@@ -25,11 +25,11 @@ import time
 import numpy as np
 
 from dmap.alphabet import get_alphabet
-from dmap.device import Device
-from dmap.fastx import encode_reference, iter_contigs
+from dmap.io.fastx import encode_reference, iter_contigs
 from dmap.neighborhood.build import index_neighborhoods
 from dmap.neighborhood.params import NeighborhoodParams, reference_windows
 from dmap.neighborhood.search import count_matches, neighborhood_patterns, upload_neighborhood
+from dmap.opencl.device import Device
 from dmap.reads import EncodedReads
 from dmap.testing.neighborhood import lookup_tables
 

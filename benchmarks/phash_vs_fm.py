@@ -31,9 +31,9 @@ from pathlib import Path
 from approx_vs_tools import SCORE, prepare, score
 
 import dmap
-from dmap.cluster import embedded_client
+from dmap.cluster.client import embedded_client
+from dmap.cluster.worker import device_stats
 from dmap.neighborhood.build import neighborhood_sizes
-from dmap.worker import device_stats
 
 SHAPES = [  # (seed length, neighborhood length, spaced seed, E, delta)
     (8, 7, "######-##", 1, 1),  # the paper's best for 40-bp reads on the human genome

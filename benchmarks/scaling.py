@@ -8,13 +8,13 @@ reference row.
 Each configuration is a LocalDeviceCluster of worker processes (spawned),
 warmed up once, then timed (median of --repeat runs).  Also prints each
 worker's share of the reads and the spread of the workers' finish times.
-The experiment itself is dmap.scaling (notebooks/02-scaling.ipynb plots it).
+The experiment itself is dmap.cluster.scaling (notebooks/02-scaling.ipynb plots it).
 """
 
 import argparse
 
-from dmap.device import list_devices
-from dmap.scaling import measure_workers, part_configurations
+from dmap.cluster.scaling import measure_workers, part_configurations
+from dmap.opencl.device import list_devices
 
 
 def main():

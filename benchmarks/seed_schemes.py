@@ -29,8 +29,8 @@ from exact_vs_bowtie import MAKE_READS
 
 import dmap
 from dmap.approx.seeds import n_pieces
-from dmap.cluster import embedded_client
-from dmap.worker import device_stats
+from dmap.cluster.client import embedded_client
+from dmap.cluster.worker import device_stats
 
 # Exact pieces shorter than this hit E. coli hundreds of times each (4**7 =
 # 16384 against 9.3 million positions on two strands): minutes per run, and

@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> dict:
             procs.append(subprocess.Popen(in_ns(ns, *dask, "distributed.cli.dask_worker", f"tcp://{A}:8786",
                                                 "--host", addr, "--nthreads", "2", "--no-dashboard", "--name",
                                                 f"worker-on-{addr}", "--resources", "opencl=1", "--preload",
-                                                "dmap.worker", "--dmap-device", part), stderr=subprocess.DEVNULL))
+                                                "dmap.cluster.worker", "--dmap-device", part),
+                                          stderr=subprocess.DEVNULL))
         with tempfile.TemporaryDirectory() as tmp:
             subprocess.run(in_ns(ns_a, sys.executable, "-c", "from distributed import Client; "
                                  f"Client('tcp://{A}:8786', timeout=60).wait_for_workers(2, timeout=60)"),

@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING
 from ._version import __version__
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr__ below
-    from .cluster import LocalDeviceCluster  # noqa: F401
+    from .cluster.client import LocalDeviceCluster  # noqa: F401
+    from .cluster.scaling import measure_workers, part_configurations  # noqa: F401
+    from .cluster.worker import device_stats  # noqa: F401
     from .errors import ClusterError, DeviceError, DmapError, IndexFormatError, InputFormatError  # noqa: F401
     from .examples import write_example  # noqa: F401
     from .index import Index, build_index, open_index  # noqa: F401
+    from .mapping.pipeline import map_reads  # noqa: F401
+    from .mapping.result import Hits, MappingResult  # noqa: F401
     from .neighborhood.params import NeighborhoodSpec  # noqa: F401
-    from .pipeline import map_reads  # noqa: F401
-    from .result import Hits, MappingResult  # noqa: F401
-    from .scaling import measure_workers, part_configurations  # noqa: F401
-    from .worker import device_stats  # noqa: F401
 
 # Public name -> the module that defines it.
 _EXPORTS = {
@@ -31,14 +31,14 @@ _EXPORTS = {
     "open_index": ".index",
     "Index": ".index",
     "NeighborhoodSpec": ".neighborhood.params",
-    "map_reads": ".pipeline",
-    "device_stats": ".worker",
-    "MappingResult": ".result",
-    "Hits": ".result",
-    "LocalDeviceCluster": ".cluster",
+    "map_reads": ".mapping.pipeline",
+    "device_stats": ".cluster.worker",
+    "MappingResult": ".mapping.result",
+    "Hits": ".mapping.result",
+    "LocalDeviceCluster": ".cluster.client",
     "write_example": ".examples",
-    "measure_workers": ".scaling",
-    "part_configurations": ".scaling",
+    "measure_workers": ".cluster.scaling",
+    "part_configurations": ".cluster.scaling",
     "DmapError": ".errors",
     "InputFormatError": ".errors",
     "IndexFormatError": ".errors",

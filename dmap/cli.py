@@ -15,11 +15,11 @@ import click
 
 import dmap
 
-from .cluster_file import read_cluster_file
+from .cluster.config import read_cluster_file
 from .errors import DmapError, DmapWarning, Interrupted, OutputError
 from .index.store import DEFAULT_MAX_QUERY_LENGTH
-from .output import FORMATS
-from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE
+from .io.output import FORMATS
+from .mapping.schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE
 
 
 def _user_errors(f):
@@ -253,12 +253,12 @@ def run(index_path, reads, output, output_format, max_hits, chunk_size, schedule
     else:
         _quiet_dask_logs()
     if threads is not None and threads >= 1:
-        from .cluster import limit_cpu_threads
+        from .cluster.client import limit_cpu_threads
 
         limit_cpu_threads(threads)  # before OpenCL starts
-    from .pipeline import map_reads  # distributed, zarr, pyopencl: the bulk of the start
+    from .io.splits import reads_paths
+    from .mapping.pipeline import map_reads  # distributed, zarr, pyopencl: the bulk of the start
     from .progress import Progress, input_size
-    from .splits import reads_paths
 
     startup_done()
     in_flight = None
@@ -308,7 +308,7 @@ def cluster():
 @_user_errors
 def cluster_up(cluster_file):
     """Start the scheduler and one worker per configured OpenCL device."""
-    from .launch import cluster_up as up
+    from .cluster.launch import cluster_up as up
 
     state = up(cluster_file)
     click.echo(f"scheduler  {state.scheduler_address}")
@@ -322,7 +322,7 @@ def cluster_up(cluster_file):
 @_user_errors
 def cluster_down(cluster_file):
     """Stop what 'dmap cluster up' started."""
-    from .launch import cluster_down as down
+    from .cluster.launch import cluster_down as down
 
     state = down(cluster_file)
     click.echo(f"stopped the scheduler at {state.scheduler_address} and {len(state.pids) - 1} workers")
@@ -332,7 +332,7 @@ def cluster_down(cluster_file):
 @_user_errors
 def devices():
     """List the OpenCL devices and how workers are pinned to them."""
-    from .device import list_devices
+    from .opencl.device import list_devices
 
     for d in list_devices():
         click.echo(

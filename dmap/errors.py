@@ -53,7 +53,7 @@ class OutputError(DmapError):
     @classmethod
     def writing(cls, path: str, error: OSError, after: str = "no output was written") -> OutputError:
         """The error for ``error`` raised while writing ``path``; ``after`` says what is left
-        (:attr:`dmap.output.Output.after_failure`)."""
+        (:attr:`dmap.io.output.Output.after_failure`)."""
         e = cls(f"cannot write {path!r}: {error.strerror or error}; {after}")
         e.errno = error.errno
         return e

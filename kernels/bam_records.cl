@@ -1,10 +1,10 @@
 // BAM records from SAM records, one work-item per record, in two passes:
 // bam_fields parses each line (field offsets, integers, CIGAR and tag
 // sizes), the host looks up reference names and places the records, and
-// bam_records writes them.  The numpy encoder in dmap/bam.py
+// bam_records writes them.  The numpy encoder in dmap/format/bam.py
 // (encode_records) is the reference these kernels are tested against byte
 // for byte; it in turn is tested against htslib's encoding of the same SAM.
-// Error codes are those of dmap/bam.py (_ERRORS).
+// Error codes are those of dmap/format/bam.py (_ERRORS).
 
 #define FIXED 36  // block_size and the 32 bytes of fixed fields that follow it
 #define ERR_FIELDS 1

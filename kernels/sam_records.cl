@@ -1,6 +1,6 @@
 // SAM records, one work-item per record, written at offsets the host
-// computed (dmap/sam.py: record_lengths).  The Python formatters in
-// dmap/sam.py are the reference this kernel is tested against byte for byte.
+// computed (dmap/format/sam.py: record_lengths).  The Python formatters in
+// dmap/format/sam.py are the reference this kernel is tested against byte for byte.
 //
 // Defines: APPROX (0/1).  Exact hits have CIGAR "<length>M", NM:i:0 and
 // X1:i:0; approximate alignments (APPROX=1) bring per record an edit
@@ -35,7 +35,7 @@ inline size_t put_seq(__global uchar *out, size_t o, __global const uchar *seq, 
 }
 
 // Names, sequences and qualities are fields of the reads' bytes `reads`
-// (dmap.fastx.ReadFields).  `letters` maps a read's bytes to SEQ's (a byte
+// (dmap.reads.ReadFields).  `letters` maps a read's bytes to SEQ's (a byte
 // SAM does not allow becomes N) and `complement` to the reverse strand's.
 // Mapped forward records go through `letters` only if `mapped_letters`:
 // a mapped DNA read holds letters alone (the search refused the rest), and

@@ -9,7 +9,7 @@ import numpy as np
 from helpers import alphabet_for, random_contig, write_fasta, write_fastq
 
 from dmap.alphabet import reverse_complement
-from dmap.fastx import iter_contigs
+from dmap.io.fastx import iter_contigs
 from dmap.testing.approx import brute_force_loci
 
 SYMBOLS = {"dna": "ACGT", "protein": "ACDEFGHIKLMNPQRSTVWY", "text": "abcdefghij ,.ABC"}

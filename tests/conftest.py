@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dmap.device import Device
+from dmap.opencl.device import Device
 
 
 @pytest.fixture(scope="session")
@@ -15,7 +15,7 @@ def device() -> Device:
 
 @pytest.fixture(scope="session")
 def client():
-    from dmap.cluster import embedded_client
+    from dmap.cluster.client import embedded_client
 
     with embedded_client() as c:
         yield c

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from dmap.alphabet import DNA_SYMBOLS, PROTEIN_SYMBOLS, Alphabet, get_alphabet
-from dmap.device import BlockText
 from dmap.index.build import index_block
 from dmap.index.store import BlockArrays
-from dmap.locate import expand_intervals, locate_rows, locate_rows_numpy, split_located
+from dmap.opencl.device import BlockText
 from dmap.reads import encode_reads
 from dmap.search.exact import search_block
+from dmap.search.locate import expand_intervals, locate_rows, locate_rows_numpy, split_located
 from dmap.testing.search import backward_search_numpy
 
 
@@ -143,7 +143,7 @@ def samtools_quickcheck(path) -> None:
 
 def require_device_parts(n: int = 2) -> None:
     """Skip unless the first OpenCL device can be split into ``n`` workers."""
-    from dmap.device import list_devices
+    from dmap.opencl.device import list_devices
 
     if list_devices()[0].max_split < n:
         pytest.skip(f"this device cannot be split into {n} workers")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from helpers import bam_parts, have, htslib_bam, write_fasta, write_fastq
 
-from dmap import bam, bgzf
+from dmap.format import bam, bgzf
 from dmap.errors import DmapError
 
 pytestmark = pytest.mark.skipif(not have("samtools"), reason="samtools is the oracle of BAM encoding")

@@ -366,8 +366,8 @@ def test_verbose_shows_dmap_debug_messages_once(capsys):
     try:
         _show_dmap_logs()
         _show_dmap_logs()
-        logging.getLogger("dmap.device").debug("compiler output for X: hello")
-        assert capsys.readouterr().err.count("dmap.device: compiler output for X: hello") == 1
+        logging.getLogger("dmap.opencl.device").debug("compiler output for X: hello")
+        assert capsys.readouterr().err.count("dmap.opencl.device: compiler output for X: hello") == 1
     finally:
         log.setLevel(before[0])
         log.handlers[:] = before[1]

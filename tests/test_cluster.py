@@ -1,5 +1,5 @@
 """dmap against a real cluster: `dask scheduler` and `dask worker --preload
-dmap.worker` processes on loopback."""
+dmap.cluster.worker` processes on loopback."""
 
 import json
 import os
@@ -11,8 +11,8 @@ import time
 import pytest
 from helpers import bam_parts, genome_case, htslib_bam, require_device_parts, write_fasta, write_fastq
 
-from dmap.splits import plan_input
-from dmap.tasks import search_task
+from dmap.io.splits import plan_input
+from dmap.mapping.tasks import search_task
 
 HERE = os.path.dirname(__file__)
 
@@ -31,7 +31,7 @@ def start_cluster(directory, n_workers: int):
     for i in range(n_workers):  # workers sharing the one PoCL device
         procs.append(subprocess.Popen(
             ["dask", "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
-             "--name", f"w{i}", "--resources", "opencl=1", "--preload", "dmap.worker", "--dmap-device", "0:0"],
+             "--name", f"w{i}", "--resources", "opencl=1", "--preload", "dmap.cluster.worker", "--dmap-device", "0:0"],
             stderr=subprocess.DEVNULL, env=env))
     from distributed import Client
 
@@ -171,7 +171,7 @@ def test_workers_per_device_share_a_device_and_write_the_same_sam(real_cluster, 
 
 
 def test_embedded_cluster_names_each_worker_on_a_shared_device():
-    from dmap.cluster import embedded_cluster_spec
+    from dmap.cluster.client import embedded_cluster_spec
 
     _, workers = embedded_cluster_spec(processes=True, devices=["0:0"], per_device=3)
     assert list(workers) == ["dmap-0:0", "dmap-0:0-1", "dmap-0:0-2"]
@@ -258,7 +258,7 @@ def test_cluster_up_run_down(tmp_path, mapping_case, monkeypatch, split):
 
 
 def test_committed_cluster_yaml_is_valid():
-    from dmap.cluster_file import read_cluster_file
+    from dmap.cluster.config import read_cluster_file
 
     cfg = read_cluster_file(os.path.join(HERE, "..", "cluster.yaml"))
     assert cfg.scheduler_address.startswith("tcp://") and cfg.workers
@@ -392,14 +392,14 @@ def test_block_major_order_reloads_fewer_blocks(tmp_path, monkeypatch):
     from distributed import Client
 
     import dmap
-    import dmap.pipeline
+    import dmap.mapping.pipeline
 
     idx = genome_case(tmp_path, seed=3, size=60_000, read_length=40, n_reads=8000, block_length=15_000,
                       max_query_length=50)
     block_bytes = max(idx.load_block(b).nbytes for b in range(idx.n_blocks))
     monkeypatch.setenv("DMAP_BLOCK_BUDGET", str(int(block_bytes * 1.5)))  # room for one block
-    monkeypatch.setattr(dmap.pipeline, "plan_input", _SubmittedGate.chunks)
-    monkeypatch.setattr(dmap.pipeline, "search_task", _SubmittedGate.search_task)
+    monkeypatch.setattr(dmap.mapping.pipeline, "plan_input", _SubmittedGate.chunks)
+    monkeypatch.setattr(dmap.mapping.pipeline, "search_task", _SubmittedGate.search_task)
     n_chunks = 8000 // 500
     loads, sams = {}, {}
     for block_major in (False, True):
@@ -420,7 +420,7 @@ def test_block_major_order_reloads_fewer_blocks(tmp_path, monkeypatch):
 def test_block_priority_orders_windows_then_blocks():
     """Dask runs higher priorities first: window by window of in-flight chunks, and within a
     window block by block, chunks in input order."""
-    from dmap.schedule import block_priority
+    from dmap.mapping.schedule import block_priority
 
     window = 4
     tasks = [(chunk, block) for chunk in range(10) for block in range(3)]
@@ -434,7 +434,7 @@ def test_blocks_get_home_workers_when_devices_cannot_hold_them_all(tmp_path, mon
     from distributed import Client
 
     import dmap
-    from dmap.schedule import block_homes
+    from dmap.mapping.schedule import block_homes
 
     require_device_parts(2)
     idx = genome_case(tmp_path, seed=6, size=60_000, read_length=40, n_reads=8000, block_length=15_000,

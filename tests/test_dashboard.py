@@ -24,7 +24,7 @@ def test_dmap_page_shows_every_device(tmp_path):
     from distributed import Client
 
     import dmap
-    from dmap.device import list_devices
+    from dmap.opencl.device import list_devices
 
     idx = genome_case(tmp_path, seed=2, size=300_000, read_length=80, n_reads=200_000)
     with socket.socket() as s:
@@ -60,7 +60,7 @@ def test_busy_counts_every_kernel():
     """Approximate mapping (Myers, traceback) and the phash engine keep a device busy too."""
     from types import SimpleNamespace
 
-    from dmap.dashboard import device_rows
+    from dmap.cluster.dashboard import device_rows
 
     seconds = {"dmap-neighborhood-kernel": 2.0, "dmap-verify-kernel": 1.0, "dmap-traceback-kernel": 0.5,
                "dmap-transfer": 0.25, "dmap-traceback": 9.0}  # host time of a task, not a kernel

@@ -5,12 +5,12 @@ import pytest
 from helpers import alphabet_for, kernel_hits, single_block
 
 from dmap.alphabet import reverse_complement
-from dmap.device import Device, list_devices
 from dmap.errors import DeviceError
-from dmap.hits import ChunkHits
+from dmap.format.sam import format_records, format_records_device
+from dmap.opencl.device import Device, list_devices
 from dmap.reads import ReadChunk, ReadFields, encode_reads
-from dmap.sam import format_records, format_records_device
 from dmap.search.exact import search_block
+from dmap.search.hits import ChunkHits
 from dmap.testing.search import backward_search_numpy, brute_force_hits
 
 
@@ -126,10 +126,10 @@ def test_compiler_output_is_logged_not_warned(tmp_path, monkeypatch, caplog):
     import logging
     import warnings
 
-    import dmap.device
+    import dmap.opencl.device
 
     (tmp_path / "warns.cl").write_text('#warning "dmap test warning"\n__kernel void k(__global int *a) { a[0] = 1; }\n')
-    monkeypatch.setattr(dmap.device, "kernel_dir", lambda: tmp_path)
+    monkeypatch.setattr(dmap.opencl.device, "kernel_dir", lambda: tmp_path)
     monkeypatch.setenv("DMAP_KERNEL_CACHE", "off")
     with warnings.catch_warnings(), caplog.at_level(logging.DEBUG, logger="dmap"):
         warnings.simplefilter("error")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dmap.hits import BlockHits, merge_block_hits
+from dmap.search.hits import BlockHits, merge_block_hits
 
 
 @pytest.mark.parametrize("scale", [1, 2**36])  # 2**36: the key no longer fits one int64 (lexsort path)

@@ -1,11 +1,11 @@
-"""dmap.output: which destinations are written in place, which are renamed into place, and what is refused."""
+"""dmap.io.output: which destinations are written in place, which are renamed into place, and what is refused."""
 
 import os
 
 import pytest
 
 from dmap.errors import OutputError
-from dmap.output import Output, written_by_dmap
+from dmap.io.output import Output, written_by_dmap
 
 DMAP_SAM = b"@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:a\tLN:4\n@PG\tID:dmap\tPN:dmap\tVN:0\tCL:dmap run\nr\t4\t*\n"
 

@@ -46,7 +46,8 @@ def test_mapping_does_not_import_zarr_or_the_index_builder(tmp_path):
     # would add about 0.1 s to every run (docs/performance.md).
     (tmp_path / "ref.fa").write_text(">a\nACGTACGGTACCGATGCATGCAGTCAGTACGATCGATCAGCTAGC\n>b\nGGATCCATTAGCNNACGT\n")
     dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=10, block_length=30)
-    code = ("import sys, dmap.cli, dmap.pipeline, dmap.tasks, dmap.worker, dmap.device, dmap.index\n"
+    code = ("import sys, dmap.cli, dmap.mapping.pipeline, dmap.mapping.tasks, dmap.cluster.worker, dmap.opencl.device\n"
+            "import dmap.index\n"
             f"idx = dmap.open_index({str(tmp_path / 'idx')!r})\n"
             "[(idx.load_block(b), idx.block_text(b), idx.block_nbytes(b)) for b in range(idx.n_blocks)]\n"
             "assert idx.n_blocks == 3 and idx.reference().size == 64\n"

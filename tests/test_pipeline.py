@@ -7,7 +7,7 @@ import pytest
 from helpers import alphabet_for, random_contig, sample_reads, samtools_quickcheck, write_fasta, write_fastq
 
 import dmap
-from dmap.fastx import iter_contigs
+from dmap.io.fastx import iter_contigs
 from dmap.testing.search import brute_force_hits
 
 CASES = [
@@ -109,7 +109,7 @@ def test_the_first_chunk_is_not_kept_once_handed_out():
     # codes) for the rest of the run once the writer is done with it.
     import weakref
 
-    from dmap.pipeline import _prepended
+    from dmap.mapping.pipeline import _prepended
 
     class Chunk:
         pass

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from dmap.alphabet import get_alphabet
 from dmap.errors import OutputError
-from dmap.hits import ChunkHits
+from dmap.format.sam import format_records, format_records_device, record_columns
+from dmap.format.writer import PageCacheLimit, SamWriter
 from dmap.mapq import mapping_quality
 from dmap.reads import ReadChunk, ReadFields
-from dmap.sam import format_records, format_records_device, record_columns
-from dmap.sam_writer import PageCacheLimit, SamWriter
+from dmap.search.hits import ChunkHits
 
 
 def make_chunk(seqs, quals, names):
@@ -167,7 +167,7 @@ def test_a_failed_write_is_an_output_error_naming_the_output():
 
 @pytest.mark.parametrize("dtype", [np.uint32, np.int64])
 def test_digits_count_decimal_digits(dtype):
-    from dmap.sam import _digits
+    from dmap.format.sam import _digits
 
     values = [0, 1, 9, 10, 11, 99, 100, 999, 1000, 4_938_920, 999_999_999, 1_000_000_000, 2**32 - 1]
     x = np.array(values, dtype=dtype)
@@ -181,7 +181,7 @@ def test_parts_are_used_by_other_processes_that_see_them(tmp_path):
     lacks it)."""
     import multiprocessing
 
-    from dmap.sam_writer import Parts
+    from dmap.format.writer import Parts
 
     parts = Parts.create(str(tmp_path / "out.sam.partial-1"))
     assert os.path.dirname(parts.directory) == str(tmp_path) and not parts.usable()
@@ -196,7 +196,7 @@ def test_parts_are_used_by_other_processes_that_see_them(tmp_path):
 def test_chunks_written_in_place_and_copied_from_parts(tmp_path):
     """The header through the file object, then chunks at reserved offsets in any order and from
     part files: the bytes in order."""
-    from dmap.sam_writer import write_at
+    from dmap.format.writer import write_at
 
     path = tmp_path / "out.sam"
     chunks = [b"r1\tx\n" * 3, b"", b"r2\ty\n", b"r3\tzz\n" * 100]

@@ -10,8 +10,8 @@ import shutil
 from helpers import write_fastq
 
 from dmap.alphabet import get_alphabet
-from dmap.fastx import iter_read_chunks
-from dmap.schedule import FIRST_CHUNK_SIZE, GuidedChunks
+from dmap.io.fastx import iter_read_chunks
+from dmap.mapping.schedule import FIRST_CHUNK_SIZE, GuidedChunks
 
 
 def sizes(path, max_size, workers, first_size=None):

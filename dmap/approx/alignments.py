@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..device import BlockText
 from ..mapq import NO_SECOND, mapping_quality, primary_first
+from ..opencl.device import BlockText
 from ..reads import FlatStrings
 from .candidates import Regions
 from .traceback import traceback_device
@@ -124,7 +124,7 @@ def align_block(
     """The block's alignments: best end per owned run, traced back to CIGAR and MD.
 
     ``patterns`` is indexed by ``regions.pattern``; ``text`` is the block's
-    :class:`dmap.device.BlockText`; ``letters`` maps codes to reference
+    :class:`dmap.opencl.device.BlockText`; ``letters`` maps codes to reference
     symbols for MD.  The traceback runs in ``kernels/traceback.cl`` on
     ``device`` (tested against the numpy :func:`dmap.approx.traceback.traceback`).
     """
@@ -174,7 +174,7 @@ class ChunkAlignments:
         return np.bincount(self.read, minlength=self.n_reads)
 
     def renumbered(self, reads: np.ndarray | None, n_reads: int) -> ChunkAlignments:
-        """As :meth:`dmap.hits.ChunkHits.renumbered`."""
+        """As :meth:`dmap.search.hits.ChunkHits.renumbered`."""
         if reads is None:
             return self
         n_found, n_best = np.zeros(n_reads, dtype=self.n_found.dtype), np.zeros(n_reads, dtype=self.n_best.dtype)
@@ -204,7 +204,7 @@ def merge_alignments(
     ``report_all`` every locus within K.  Ranking: distance, then contig,
     position, strand; among the loci at the least distance the primary is
     put first: ``primary`` maps each read's number of loci at its least
-    distance to the one chosen (:func:`dmap.sam.primaries`: by a hash of
+    distance to the one chosen (:func:`dmap.format.sam.primaries`: by a hash of
     the read name, where there is a tie; None: the first).  ``max_hits``
     caps the records per read.  MAPQ, X0 and X1: :mod:`dmap.mapq`.
     """

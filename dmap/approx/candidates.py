@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..hits import BlockHits
+from ..search.hits import BlockHits
 from .seeds import Seeds
 
 

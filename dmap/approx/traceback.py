@@ -174,7 +174,7 @@ def traceback_device(
     Parameters
     ----------
     text
-        The text, as a :class:`dmap.device.BlockText` (host array and device buffer).
+        The text, as a :class:`dmap.opencl.device.BlockText` (host array and device buffer).
     patterns
         ``(n, width)`` codes of each alignment's pattern (one row per alignment).
     expect

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..device import Device
+from ..opencl.device import Device
 from .patterns import match_masks
 
 COOPERATIVE_GROUP = 64  # work-items per group of the cooperative kernel (words x regions)

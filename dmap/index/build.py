@@ -21,11 +21,11 @@ import zarr
 from .._version import __version__
 from ..alphabet import TEXT_ALLOWED, Alphabet, get_alphabet
 from ..errors import InputFormatError, OutputError
-from ..fastx import encode_reference, iter_contigs
+from ..io.fastx import encode_reference, iter_contigs
+from ..io.splits import STDIN
 from ..neighborhood.build import index_neighborhoods
 from ..neighborhood.params import NeighborhoodParams, NeighborhoodSpec
 from ..progress import Progress
-from ..splits import STDIN
 from .occ import LAYOUTS, build_occ, default_rate, occ_bytes_per_symbol
 from .store import (
     DEFAULT_MAX_QUERY_LENGTH,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..mapfile import map_bytes
+from ..io.mapfile import map_bytes
 
 
 def _metadata(path: str, node_type: str) -> dict | None:

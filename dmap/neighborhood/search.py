@@ -3,7 +3,7 @@
 One kernel pass finds each pattern's hits and appends them when there are
 few (nearly always); patterns with more, or all when the output guess was
 short, run again in an exact fill pass (no cap on hits per pattern, so
-nothing is lost).  Hits come back as :class:`dmap.hits.BlockHits` whose
+nothing is lost).  Hits come back as :class:`dmap.search.hits.BlockHits` whose
 ``query`` is ``pattern * n_strands + strand``, the same shape as the
 FM-index engine's located seed hits, so candidate regions, verification
 and merging are shared.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..approx.seeds import Seeds
-from ..device import Device
+from ..opencl.device import Device
 from ..reads import EncodedReads
 from .build import ARRAYS
 from .params import NeighborhoodParams

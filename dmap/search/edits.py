@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..device import Device, DeviceBlock, ReverseOcc
-from ..locate import expand_intervals
+from ..opencl.device import Device, DeviceBlock, ReverseOcc
 from .exact import occ_defines
+from .locate import expand_intervals
 
 # Intervals a query may write in the first pass.  Measured on E. coli
 # (benchmarks/seed_schemes.py): most seeds with one edit give 1-3 intervals;

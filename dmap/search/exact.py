@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..alphabet import INVALID
-from ..device import BlockText, Device, DeviceBlock
+from ..opencl.device import BlockText, Device, DeviceBlock
 
 # Queries advanced in step by one work-item (see exact_search.cl), as
 # measured fastest with benchmarks/kernel_speed.py (docs/performance.md).

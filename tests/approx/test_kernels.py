@@ -9,7 +9,7 @@ from dmap.alphabet import NO_MATCH
 from dmap.approx.patterns import match_masks, pattern_matrix
 from dmap.approx.traceback import OP_INS, PAD, cigar_and_md, traceback, traceback_device
 from dmap.approx.verify import myers_distances
-from dmap.device import BlockText
+from dmap.opencl.device import BlockText
 from dmap.testing.approx import edit_distance, semiglobal_row
 
 LENGTHS = list(range(1, 131)) + [191, 192, 255, 256, 257, 300, 383, 384, 385, 511, 512]

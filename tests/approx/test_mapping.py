@@ -156,18 +156,18 @@ def test_eqx_and_max_hits(tmp_path, client):
 def test_a_gpu_verifies_with_the_cooperative_kernel(tmp_path, client, monkeypatch):
     """On a GPU the verify task runs myers_cooperative (faster there); the loci stay the oracle's.
     The CPU device here is made to say it is a GPU."""
-    import dmap.tasks
-    from dmap.device import Device
+    import dmap.mapping.tasks
+    from dmap.opencl.device import Device
 
     used = []
-    real = dmap.tasks.myers_distances
+    real = dmap.mapping.tasks.myers_distances
 
     def spy(*args, cooperative=False, **kwargs):
         used.append(cooperative)
         return real(*args, cooperative=cooperative, **kwargs)
 
     monkeypatch.setattr(Device, "is_gpu", property(lambda self: True))
-    monkeypatch.setattr(dmap.tasks, "myers_distances", spy)
+    monkeypatch.setattr(dmap.mapping.tasks, "myers_distances", spy)
     rng = np.random.default_rng(11)
     contigs, reads = make_case(rng, "dna", 3)
     check_against_oracle(tmp_path, client, contigs, reads, "dna", 3, block_length=500)

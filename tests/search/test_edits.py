@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmap.index.build import index_reverse_block
-from dmap.locate import locate_rows
 from dmap.search.edits import SeedIntervals, search_with_edits
+from dmap.search.locate import locate_rows
 from dmap.testing.search import edit_search_reference, edit_starts_brute_force
 
 

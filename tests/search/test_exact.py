@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmap.alphabet import reverse_complement
-from dmap.device import BlockText
+from dmap.opencl.device import BlockText
 from dmap.reads import encode_reads
 from dmap.search.exact import BAD_READ, LOCATED, bad_queries, early_stop_length, plain_reads, search_block
 from dmap.testing.search import brute_force_hits

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._version import __version__
-from .alphabet import _DNA_COMPLEMENT, reverse_complement
-from .approx.alignments import ChunkAlignments
-from .errors import DmapError
-from .hits import ChunkHits
-from .index.store import IndexMeta
-from .mapq import mapping_quality, name_hashes, primary_first, tie_pick
-from .reads import FlatStrings, ReadChunk, flat_strings
+from .._version import __version__
+from ..alphabet import _DNA_COMPLEMENT, reverse_complement
+from ..approx.alignments import ChunkAlignments
+from ..errors import DmapError
+from ..index.store import IndexMeta
+from ..mapq import mapping_quality, name_hashes, primary_first, tie_pick
+from ..reads import FlatStrings, ReadChunk, flat_strings
+from ..search.hits import ChunkHits
 
 
 def header(meta: IndexMeta, argv: list[str] | None = None, read_group: ReadGroup | None = None) -> str:

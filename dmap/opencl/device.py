@@ -5,7 +5,7 @@ Nothing here is pickled: a :class:`Device` is created inside the process
 that uses it (a Dask worker), never sent between processes.
 
 This is the one layer that touches OpenCL's contexts, queues and buffers
-(program builds are in :mod:`dmap.programs`); the kernels' host wrappers
+(program builds are in :mod:`dmap.opencl.programs`); the kernels' host wrappers
 call it, so it stays one module of about 420 lines.
 """
 
@@ -23,23 +23,23 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DeviceError
-from .index.occ import OccShape
-from .index.store import BLOCK_ARRAYS, BlockArrays, Index
+from ..errors import DeviceError
+from ..index.occ import OccShape
+from ..index.store import BLOCK_ARRAYS, BlockArrays, Index
 from .programs import KernelCache, build_quietly
 
 # Dask resource that device tasks ask for; workers with a device declare it.
 DEVICE_RESOURCE = "opencl"
-DEVICE_PLUGIN = "dmap-device"  # the name of each device worker's dmap.worker.DevicePlugin
+DEVICE_PLUGIN = "dmap-device"  # the name of each device worker's dmap.cluster.worker.DevicePlugin
 
 
 def kernel_dir() -> Path:
     """Folder of the ``.cl`` sources: inside the installed package, or the checkout's ``kernels/``."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "kernels", here.parent / "kernels"):
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "kernels", package.parent / "kernels"):
         if (candidate / "occ.cl").exists():
             return candidate
-    raise DeviceError(f"the OpenCL kernel sources are missing (looked in {here / 'kernels'}); reinstall dmap")
+    raise DeviceError(f"the OpenCL kernel sources are missing (looked in {package / 'kernels'}); reinstall dmap")
 
 
 def _cl():
@@ -416,7 +416,7 @@ def _shares_host_memory(device) -> bool:
 def current_device() -> Device:
     """The device of the calling Dask worker (or of this process outside Dask).
 
-    A worker started by dmap carries a :class:`dmap.worker.DevicePlugin` that
+    A worker started by dmap carries a :class:`dmap.cluster.worker.DevicePlugin` that
     names its device; elsewhere the device comes from ``$DMAP_DEVICE`` or is
     the first one found.
     """

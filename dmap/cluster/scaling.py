@@ -10,9 +10,9 @@ import time
 
 from distributed import Client, get_task_stream
 
-from .cluster import LocalDeviceCluster
-from .device import list_devices
-from .pipeline import map_reads
+from ..mapping.pipeline import map_reads
+from ..opencl.device import list_devices
+from .client import LocalDeviceCluster
 
 
 def part_configurations(counts: list[int]) -> tuple[list[tuple[str, list[str]]], list[str]]:

@@ -15,7 +15,7 @@ reading it: the client reads it as blocks of whole records
 FASTA ``>``) and hands them on unparsed, so such input limits a run to what
 one process can read and decompress.
 
-Chunk sizes are chosen in reads (:class:`dmap.schedule.GuidedChunks`) and
+Chunk sizes are chosen in reads (:class:`dmap.mapping.schedule.GuidedChunks`) and
 turned into bytes with the bytes per record of the file's first 64 KiB, so
 a split holds about the reads asked for; a block from a stream holds
 exactly that many.
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from xopen import xopen
 
-from .errors import InputFormatError
+from ..errors import InputFormatError
 from .mapfile import map_bytes
 
 STDIN = "-"  # a reads path that means standard input
@@ -167,7 +167,7 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
     """The chunks of the reads files ``paths`` (checked by :func:`reads_paths`), in order, numbered from 0.
 
     ``next_size(reads_done, bytes_done)`` chooses each chunk's reads
-    (:class:`dmap.schedule.GuidedChunks`).  Regular files give
+    (:class:`dmap.mapping.schedule.GuidedChunks`).  Regular files give
     :class:`FileSplit` s, planned without reading more than their first
     64 KiB; streams give :class:`RawBlock` s.  Empty files give nothing.
     """

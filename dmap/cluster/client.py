@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import dask
 from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
 
-from .device import DEVICE_RESOURCE, list_devices
-from .errors import ClusterError
+from ..errors import ClusterError
+from ..opencl.device import DEVICE_RESOURCE, list_devices
 from .worker import DevicePlugin
 
 # Threads per device worker: one runs a kernel while the other locates,
@@ -65,7 +65,7 @@ def embedded_cluster_spec(
             # Port 0 when no dashboard is asked for: the scheduler's HTTP
             # server should never contend for 8787 with another cluster.
             "dashboard_address": f"{LOOPBACK}:{port}",
-            "preload": ["dmap.dashboard"] if dashboard is not False else [],
+            "preload": ["dmap.cluster.dashboard"] if dashboard is not False else [],
         },
     }
     return scheduler, workers
@@ -192,6 +192,6 @@ def require_device_workers(client: Client) -> int:
     if n == 0:
         raise ClusterError(
             f"the cluster at {client.scheduler.address} has no worker with an OpenCL device (Dask resource "
-            f"'{DEVICE_RESOURCE}'); start workers with '--resources {DEVICE_RESOURCE}=1 --preload dmap.worker'"
+            f"'{DEVICE_RESOURCE}'); start workers with '--resources {DEVICE_RESOURCE}=1 --preload dmap.cluster.worker'"
         )
     return n

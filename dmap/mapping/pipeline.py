@@ -7,7 +7,7 @@ For each chunk ``i`` of the input and index block ``b``::
                \\-- search(i, b') -> locate(i, b') /
 
 ``read`` parses a byte range of the reads file on a worker (or a block of
-whole records that the client read from a stream, :mod:`dmap.splits`), and
+whole records that the client read from a stream, :mod:`dmap.io.splits`), and
 ``finish`` merges the hits (dedup across block overlaps) and formats the
 records there too: the client plans the chunks and writes the finished
 bytes in input order, and never holds a read, a hit or a record of its own.
@@ -27,7 +27,7 @@ and chunks are written in input order.
 The graph, its submission with backpressure and the writer that takes the
 results in input order stay together here (about 460 lines) so that the
 Dask side of dmap can be read in one place; what the tasks compute is in
-:mod:`dmap.tasks`, and the results and settings have modules of their own.
+:mod:`dmap.mapping.tasks`, and the results and settings have modules of their own.
 """
 
 from __future__ import annotations
@@ -46,20 +46,21 @@ from distributed import Client
 from distributed.client import FutureCancelledError
 from distributed.comm.core import CommClosedError
 
-from . import bam, bgzf, sam
-from .approx.alignments import ChunkAlignments
-from .approx.settings import MAX_ERRORS_LIMIT, approximate_settings
-from .cluster import connect, embedded_client, require_device_workers
-from .device import DEVICE_RESOURCE
-from .errors import ClusterError, DmapError, DmapWarning
-from .hits import ChunkHits
-from .index.store import Index, open_index
-from .output import Output, record_format
-from .progress import Progress
+from ..approx.alignments import ChunkAlignments
+from ..approx.settings import MAX_ERRORS_LIMIT, approximate_settings
+from ..cluster.client import connect, embedded_client, require_device_workers
+from ..cluster.worker import device_stats
+from ..errors import ClusterError, DmapError, DmapWarning
+from ..format import bam, bgzf, sam
+from ..format.writer import Parts, SamWriter
+from ..index.store import Index, open_index
+from ..io.output import Output, record_format
+from ..io.splits import RawBlock, Source, plan_input, reads_paths
+from ..opencl.device import DEVICE_RESOURCE
+from ..progress import Progress
+from ..search.hits import ChunkHits
 from .result import MappingResult, collect_hits
-from .sam_writer import Parts, SamWriter
 from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, GuidedChunks, block_homes, block_priority
-from .splits import RawBlock, Source, plan_input, reads_paths
 from .tasks import (
     ChunkOutput,
     RecordSettings,
@@ -73,7 +74,6 @@ from .tasks import (
     verify_task,
     write_at_task,
 )
-from .worker import device_stats
 
 
 @contextlib.contextmanager
@@ -130,9 +130,9 @@ def map_reads(
     sam_path
         Write SAM here: a file (written under a temporary name and renamed at
         the end; an existing file is replaced only if dmap wrote it), a FIFO
-        or device, or ``"-"`` for standard output (see :mod:`dmap.output`).
+        or device, or ``"-"`` for standard output (see :mod:`dmap.io.output`).
     output_format
-        ``"sam"`` or ``"bam"`` (BGZF-compressed, :mod:`dmap.bam`; DNA indexes
+        ``"sam"`` or ``"bam"`` (BGZF-compressed, :mod:`dmap.format.bam`; DNA indexes
         only); by default BAM for a ``sam_path`` ending ``.bam``, else SAM.
     client, scheduler
         A Dask client, or a scheduler address to connect to; with neither, an
@@ -169,7 +169,7 @@ def map_reads(
         200,000 for exact mapping and 50,000 with ``max_errors``.
     guided
         Shrink chunks toward the end of an uncompressed input so that devices
-        of unequal speed finish together (:class:`dmap.schedule.GuidedChunks`;
+        of unequal speed finish together (:class:`dmap.mapping.schedule.GuidedChunks`;
         with one device worker the chunks only grow from a small first one).
     block_major
         Among the chunks in flight, run all of one block before the next
@@ -189,7 +189,7 @@ def map_reads(
         (``'@RG\\tID:x\\tSM:y'``): written in the header, and its ID as
         ``RG:Z:`` on every record.
     threads
-        For the embedded cluster: the cores it uses (:func:`dmap.cluster.embedded_client`).
+        For the embedded cluster: the cores it uses (:func:`dmap.cluster.client.embedded_client`).
     progress
         Reports the reads mapped as chunks are written (:class:`dmap.progress.Progress`).
     return_hits

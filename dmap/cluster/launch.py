@@ -1,6 +1,6 @@
 """``dmap cluster up`` / ``down``: start and stop the processes that
 ``cluster.yaml`` describes, as real ``dask scheduler`` and ``dask worker``
-processes (one worker per OpenCL device, pinned with the ``dmap.worker``
+processes (one worker per OpenCL device, pinned with the ``dmap.cluster.worker``
 preload), detached from the command that started them.
 
 Their PIDs and logs live in a state folder per cluster file
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from distributed import Client
 
-from .cluster_file import ClusterFile, WorkerGroup, is_this_machine, read_cluster_file
-from .device import DEVICE_RESOURCE, Device, list_devices
-from .errors import ClusterError
+from ..errors import ClusterError
+from ..opencl.device import DEVICE_RESOURCE, Device, list_devices
+from .config import ClusterFile, WorkerGroup, is_this_machine, read_cluster_file
 
 START_TIMEOUT = 60.0
 
@@ -93,7 +93,7 @@ def _worker_commands(cfg: ClusterFile) -> list[list[str]]:
             commands.append(dask + [
                 cfg.scheduler_address, "--host", cfg.scheduler_host, "--nthreads", str(group.threads),
                 "--memory-limit", group.memory_limit, "--name", f"dmap-{spec}-{len(commands)}",
-                "--resources", f"{DEVICE_RESOURCE}=1", "--preload", "dmap.worker", "--dmap-device", spec,
+                "--resources", f"{DEVICE_RESOURCE}=1", "--preload", "dmap.cluster.worker", "--dmap-device", spec,
                 "--no-dashboard",
             ])
     return commands
@@ -122,7 +122,7 @@ def cluster_up(cluster_file: str | os.PathLike) -> ClusterState:
     dashboard = ["--dashboard-address", f"{cfg.scheduler_host}:{cfg.dashboard_port}"] if cfg.dashboard_port \
         else ["--no-dashboard"]
     procs = [_spawn([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", cfg.scheduler_host,
-                     "--port", str(cfg.scheduler_port), "--preload", "dmap.dashboard", *dashboard],
+                     "--port", str(cfg.scheduler_port), "--preload", "dmap.cluster.dashboard", *dashboard],
                     folder / "scheduler.log")]
     state = ClusterState(cfg.scheduler_address,
                          f"http://{cfg.scheduler_host}:{cfg.dashboard_port}/dmap" if cfg.dashboard_port else None,

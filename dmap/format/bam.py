@@ -1,6 +1,6 @@
 """BAM output: SAM records encoded as BAM (SAM specification, section 4.2), in bulk.
 
-A chunk's SAM records, as the workers format them (:mod:`dmap.sam`), are
+A chunk's SAM records, as the workers format them (:mod:`dmap.format.sam`), are
 parsed and encoded in bulk, with no Python object per record: by
 ``kernels/bam_records.cl`` (:func:`encode_records_device`, a work-item per
 record), and by whole-array numpy operations in :func:`encode_records`, the
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import DmapError
+from ..errors import DmapError
 
 MAGIC = b"BAM\x01"
 # A record's fixed fields after block_size (its first 4 bytes): 32 bytes, little-endian, packed.

@@ -6,7 +6,7 @@ pickle, and PoCL must not be forked).  For ``dask worker`` processes started
 by hand, the same is a preload::
 
     dask worker SCHEDULER --nthreads 2 --resources opencl=1 \\
-        --preload dmap.worker --dmap-device 0:0
+        --preload dmap.cluster.worker --dmap-device 0:0
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 import click
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from .device import DEVICE_PLUGIN, Device
+from ..opencl.device import DEVICE_PLUGIN, Device
 
 if TYPE_CHECKING:
     from distributed import Client
 
 
 class DevicePlugin(WorkerPlugin):
-    """Gives a worker its :class:`dmap.device.Device` (``worker.plugins[DEVICE_PLUGIN].device``)."""
+    """Gives a worker its :class:`dmap.opencl.device.Device` (``worker.plugins[DEVICE_PLUGIN].device``)."""
 
     name = DEVICE_PLUGIN
 
@@ -85,5 +85,5 @@ def block_loads(client: Client) -> dict[str, int]:
 @click.command()
 @click.option("--dmap-device", default=None, help="OpenCL device PLATFORM:DEVICE (see 'dmap devices').")
 async def dask_setup(worker, dmap_device):
-    """Preload entry point: ``dask worker --preload dmap.worker --dmap-device P:D``."""
+    """Preload entry point: ``dask worker --preload dmap.cluster.worker --dmap-device P:D``."""
     await worker.plugin_add(DevicePlugin(dmap_device), name=DevicePlugin.name)

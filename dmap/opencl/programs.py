@@ -1,5 +1,5 @@
 """OpenCL programs: built quietly, and kept on disk as binaries so that a new
-process builds its kernels in milliseconds (used by :class:`dmap.device.Device`)."""
+process builds its kernels in milliseconds (used by :class:`dmap.opencl.device.Device`)."""
 
 from __future__ import annotations
 

@@ -29,12 +29,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .splits import COMPRESSED
+from ..io.splits import COMPRESSED
 
 if TYPE_CHECKING:  # `dmap --help` imports this module: Dask and Zarr stay out of its start
     from distributed import Client
 
-    from .index.store import Index
+    from ..index.store import Index
 
 # The largest chunk of reads in exact mapping (chunks grow to it, see
 # GuidedChunks).  Each chunk costs tens of milliseconds beyond its reads
@@ -103,7 +103,7 @@ def block_homes(client: Client, idx: Index) -> dict[int, str]:
     worker b mod n (BowMapCL's partitioned blocks), so each device loads only
     its share; otherwise any worker takes any block, which balances load best.
     """
-    from .worker import device_stats
+    from ..cluster.worker import device_stats
 
     stats = device_stats(client)
     if len(stats) < 2 or idx.n_blocks < 2:

@@ -3,10 +3,10 @@ worker with its busy fraction over time (every dmap kernel counts), reads/s,
 and the time spent in the search, locate, verification (Myers + traceback)
 and neighborhood kernels and in transfers.
 
-Load it into a scheduler with ``dask scheduler --preload dmap.dashboard``
+Load it into a scheduler with ``dask scheduler --preload dmap.cluster.dashboard``
 (``dmap cluster up`` and ``LocalDeviceCluster(dashboard=...)`` do).  The
 page is ``/dmap``, also listed as "Dmap Devices" in the dashboard's "More"
-menu.  Its data are the worker metrics that :class:`dmap.worker.DevicePlugin`
+menu.  Its data are the worker metrics that :class:`dmap.cluster.worker.DevicePlugin`
 sends with every heartbeat, so the page needs nothing beyond the scheduler.
 """
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .approx.alignments import ChunkAlignments
-from .hits import ChunkHits
+from ..approx.alignments import ChunkAlignments
+from ..search.hits import ChunkHits
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Parsing FASTA/FASTQ: references record by record with dnaio, reads a chunk at a time.
 
-A chunk of reads (:mod:`dmap.splits`: a byte range of a file or a block
+A chunk of reads (:mod:`dmap.io.splits`: a byte range of a file or a block
 of a stream, whole records either way) is parsed where it is read, on a
 worker: plain four-line FASTQ is split into fields with numpy (no Python
 object per read: that was most of the host's time), and anything else is
@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 import dnaio
 import numpy as np
 
+from ..alphabet import INVALID, Alphabet
+from ..errors import InputFormatError
+from ..mapping.schedule import DEFAULT_CHUNK_SIZE
+from ..reads import MAX_NAME_LENGTH, ReadChunk, ReadFields, reads_with_unknown_symbols
 from . import splits
-from .alphabet import INVALID, Alphabet
-from .errors import InputFormatError
-from .reads import MAX_NAME_LENGTH, ReadChunk, ReadFields, reads_with_unknown_symbols
-from .schedule import DEFAULT_CHUNK_SIZE
 from .splits import FileSplit, Source, check_path, plan_input, reads_paths, split_bytes
 
 
@@ -159,7 +159,7 @@ def _low_bytes(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def source_fields(source: Source) -> ReadFields:
-    """The records of a chunk of the input (:mod:`dmap.splits`), parsed where the chunk is read:
+    """The records of a chunk of the input (:mod:`dmap.io.splits`), parsed where the chunk is read:
     plain four-line FASTQ by :func:`split_fastq`, anything else by dnaio."""
     if isinstance(source, FileSplit):
         data, offset = split_bytes(source)
@@ -262,10 +262,10 @@ def iter_read_chunks(
     strict: bool = True,
 ) -> Iterator[ReadChunk]:
     """The chunks of the reads files ``paths`` read in this process, in order: the chunks
-    of :func:`dmap.splits.plan_input`, each read by :func:`read_chunk`, as workers read them.
+    of :func:`dmap.io.splits.plan_input`, each read by :func:`read_chunk`, as workers read them.
 
     ``next_size(reads_done, bytes_done)``, if given, chooses about how many
-    reads each chunk holds (see :class:`dmap.schedule.GuidedChunks`), else
+    reads each chunk holds (see :class:`dmap.mapping.schedule.GuidedChunks`), else
     ``chunk_size``.  An empty input yields no chunk.
     """
     if chunk_size < 1:

@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 import yaml
 
-from .errors import ClusterError
+from ..errors import ClusterError
 
 DEFAULT_WORKER = {"device": "all", "threads": 2, "memory_limit": "auto", "split": 1}
 

@@ -28,9 +28,9 @@ import stat
 import zlib
 from collections.abc import Iterable
 
-from .bam import sam_header_text
-from .bgzf import is_bgzf
-from .errors import DmapError, OutputError
+from ..errors import DmapError, OutputError
+from ..format.bam import sam_header_text
+from ..format.bgzf import is_bgzf
 
 STDOUT = "-"
 # Descriptor paths: written through a duplicate of that descriptor.

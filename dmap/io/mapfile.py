@@ -4,7 +4,7 @@ The array then lies in the page cache's own pages: reading a large input
 copies it into new memory instead, whose fresh pages the kernel zeroes
 first, and on the VM where dmap is measured such pages cost 1.5-3 ms per MB
 (docs/performance.md, "Machine and setup").  FASTQ pieces
-(:mod:`dmap.fastx`) and index arrays (:mod:`dmap.index.zarr_direct`) are mapped.
+(:mod:`dmap.io.fastx`) and index arrays (:mod:`dmap.index.zarr_direct`) are mapped.
 """
 
 from __future__ import annotations

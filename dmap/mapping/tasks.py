@@ -14,26 +14,26 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import bgzf
-from .approx.alignments import BlockAlignments, ChunkAlignments, align_block, merge_alignments
-from .approx.candidates import Regions, candidate_regions
-from .approx.patterns import pattern_rows
-from .approx.seeds import Seeds
-from .approx.settings import Approximate
-from .approx.verify import myers_distances
-from .bam import References, encode_records_device
-from .device import current_device
-from .fastx import alphabet_mismatch, read_chunk
-from .hits import BlockHits, ChunkHits, merge_block_hits
-from .index.store import Index
-from .locate import locate_rows, split_located
-from .neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
-from .reads import EncodedReads, ReadChunk
-from .sam import contig_name_columns, format_alignment_records_device, format_records_device, primaries
-from .sam_writer import Parts, write_at, write_part
-from .search.edits import SeedIntervals, search_with_edits
-from .search.exact import bad_queries, search_block
-from .splits import Source
+from ..approx.alignments import BlockAlignments, ChunkAlignments, align_block, merge_alignments
+from ..approx.candidates import Regions, candidate_regions
+from ..approx.patterns import pattern_rows
+from ..approx.seeds import Seeds
+from ..approx.settings import Approximate
+from ..approx.verify import myers_distances
+from ..format import bgzf
+from ..format.bam import References, encode_records_device
+from ..format.sam import contig_name_columns, format_alignment_records_device, format_records_device, primaries
+from ..format.writer import Parts, write_at, write_part
+from ..index.store import Index
+from ..io.fastx import alphabet_mismatch, read_chunk
+from ..io.splits import Source
+from ..neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
+from ..opencl.device import current_device
+from ..reads import EncodedReads, ReadChunk
+from ..search.edits import SeedIntervals, search_with_edits
+from ..search.exact import bad_queries, search_block
+from ..search.hits import BlockHits, ChunkHits, merge_block_hits
+from ..search.locate import locate_rows, split_located
 
 
 @lru_cache(maxsize=8)
@@ -58,7 +58,7 @@ class ChunkSeeds:
 
 
 def read_task(index_path: str, source: Source, max_length: int, check_symbols: bool, strict: bool) -> ReadChunk:
-    """A chunk of the input read and parsed on this worker (:func:`dmap.fastx.read_chunk`)."""
+    """A chunk of the input read and parsed on this worker (:func:`dmap.io.fastx.read_chunk`)."""
     return read_chunk(source, cached_index(index_path).alphabet, max_length, check_symbols, strict)
 
 
@@ -180,15 +180,15 @@ class RecordSettings:
     """How the chunks' records are written (from :func:`dmap.map_reads`' options)."""
 
     max_hits: int | None
-    tail: str  # ends every record: the read group's tag (dmap.sam.ReadGroup.tag), or ""
+    tail: str  # ends every record: the read group's tag (dmap.format.sam.ReadGroup.tag), or ""
     approx: Approximate | None
     strict: bool
     keep_hits: bool  # return the hits and read names too (MappingResult.hits)
-    parts: Parts | None = None  # where workers that see it write their records (dmap.sam_writer.Parts)
+    parts: Parts | None = None  # where workers that see it write their records (dmap.format.writer.Parts)
     # The output is a regular file that the workers that see it write into, each chunk at its offset
     # (write_at_task): the records are then kept on the worker, not written to a part file.
     in_place: bool = False
-    bam: bool = False  # records encoded as BAM and compressed into whole BGZF blocks (dmap.bam, dmap.bgzf)
+    bam: bool = False  # records encoded as BAM in whole BGZF blocks (dmap.format.bam, dmap.format.bgzf)
 
 
 @dataclass
@@ -198,7 +198,7 @@ class ChunkOutput:
 
     number: int
     records: np.ndarray  # uint8; empty when they are in ``part``
-    part: str | None  # the part file holding the records (dmap.sam_writer.Parts)
+    part: str | None  # the part file holding the records (dmap.format.writer.Parts)
     nbytes: int  # of the records
     n_reads: int
     n_mapped: int
@@ -212,7 +212,7 @@ class ChunkOutput:
 
 def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | BlockAlignments],
                 settings: RecordSettings) -> ChunkOutput:
-    """A chunk's hits merged across blocks (:func:`dmap.hits.merge_block_hits`, or
+    """A chunk's hits merged across blocks (:func:`dmap.search.hits.merge_block_hits`, or
     :func:`dmap.approx.alignments.merge_alignments` ranking loci) and written as SAM records."""
     index = cached_index(index_path)
     searched = chunk.searched

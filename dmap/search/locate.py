@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .device import Device, DeviceBlock
-from .index.occ import bwt_symbol, occ_lookup
-from .index.store import BlockArrays
-from .search.exact import LOCATED, occ_defines
+from ..index.occ import bwt_symbol, occ_lookup
+from ..index.store import BlockArrays
+from ..opencl.device import Device, DeviceBlock
+from .exact import LOCATED, occ_defines
 
 # Rows walked in step by one work-item (benchmarks/kernel_speed.py).
 LOCATE_BATCH = 16

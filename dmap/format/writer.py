@@ -1,5 +1,5 @@
 """Writing the SAM output: the header, then each chunk's records (formatted by the
-workers, :func:`dmap.tasks.finish_task`) in input order, with only the file's tail
+workers, :func:`dmap.mapping.tasks.finish_task`) in input order, with only the file's tail
 kept in the page cache.
 
 A worker that sees the run's parts directory (:class:`Parts`: on this host,
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import OutputError
+from ..errors import OutputError
 
 # Bytes at the end of a SAM file being written that are left in the page
 # cache: two SAM batches.  Against 64 MB, the pages dropped come back sooner,
@@ -149,7 +149,7 @@ class SamWriter:
     def __init__(self, file, name: str | None = None, after_failure: str = "no output was written"):
         """``name``: the output's name in error messages (default: the file's).
         ``after_failure``: what a failed write leaves, for its message
-        (:attr:`dmap.output.Output.after_failure`)."""
+        (:attr:`dmap.io.output.Output.after_failure`)."""
         self.after_failure = after_failure
         self.file = file
         self.name = name or getattr(file, "name", "the SAM output")
