@@ -192,6 +192,7 @@ def index_info(index_path):
 @main.command()
 @click.argument("index_path", metavar="INDEX", type=click.Path())
 @click.argument("reads", type=click.Path(dir_okay=False))
+@click.argument("mates", type=click.Path(dir_okay=False), required=False)
 @click.option("-o", "--output", default="-", show_default=True, type=click.Path(dir_okay=False),
               help="SAM or BAM file to write, or '-' for standard output (a FIFO or device is written in place; an "
                    "existing file only if dmap wrote it).")
@@ -237,17 +238,24 @@ def index_info(index_path):
 @click.option("-R", "--read-group", default=None, metavar="LINE",
               help="Read group header line, as bwa's: '@RG\\tID:lane1\\tSM:sample1' (\\t for a tab).  Its ID "
                    "tags every record (RG:Z).")
+@click.option("--interleaved", is_flag=True,
+              help="READS holds paired-end reads, the two mates of each pair one after the other.")
+@click.option("--min-insert", type=int, default=None,
+              help="Pairs: the shortest insert of a proper pair (from the forward mate's first base to the reverse "
+                   "mate's last) [default: estimated from the first chunk].")
+@click.option("--max-insert", type=int, default=None, help="Pairs: the longest insert of a proper pair.")
 @click.option("--strict", is_flag=True,
               help="Stop at the first read that cannot be searched (empty, longer than the index maps, a symbol "
                    "outside the alphabet) instead of writing it unmapped.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on standard error; errors only.")
 @_user_errors
-def run(index_path, reads, output, output_format, max_hits, chunk_size, scheduler, cluster_file, max_errors,
+def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, scheduler, cluster_file, max_errors,
         report_all, eqx, engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes,
-        workers_per_device, threads, read_group, strict, quiet):
+        workers_per_device, threads, read_group, interleaved, min_insert, max_insert, strict, quiet):
     """Map READS (FASTQ/FASTA, optionally .gz; '-' for standard input) against INDEX and write SAM
     or BAM (to standard output without -o).  Several single-end files map as one run, in order, given as
-    one comma-separated list: a.fq,b.fq.gz."""
+    one comma-separated list: a.fq,b.fq.gz.  Paired-end reads: READS and MATES (R1.fq R2.fq), or
+    READS --interleaved."""
     if verbose:
         _show_dmap_logs()
     else:
@@ -257,6 +265,7 @@ def run(index_path, reads, output, output_format, max_hits, chunk_size, schedule
 
         limit_cpu_threads(threads)  # before OpenCL starts
     from .io.splits import reads_paths
+    from .mapping.pairs import PAIR_CAP
     from .mapping.pipeline import map_reads  # distributed, zarr, pyopencl: the bulk of the start
     from .progress import Progress, input_size
 
@@ -269,9 +278,11 @@ def run(index_path, reads, output, output_format, max_hits, chunk_size, schedule
         scheduler, in_flight = cfg.scheduler_address, cfg.in_flight
         chunk_size = chunk_size or cfg.chunk_size
     reads = reads_paths(reads)
-    progress = None if quiet else Progress("reads", "mapped", input_size(reads))
+    inputs = reads + reads_paths(mates) if mates else reads
+    progress = None if quiet else Progress("reads", "mapped", input_size(inputs))
     try:
-        res = map_reads(index_path, reads, sam_path=output, output_format=output_format, max_hits=max_hits,
+        res = map_reads(index_path, reads, mates, interleaved=interleaved, min_insert=min_insert,
+                        max_insert=max_insert, sam_path=output, output_format=output_format, max_hits=max_hits,
                         max_errors=max_errors,
                         report_all=report_all, eqx=eqx, engine=engine, delta=delta,
                         neighborhood_errors=neighborhood_errors,
@@ -292,6 +303,12 @@ def run(index_path, reads, output, output_format, max_hits, chunk_size, schedule
         f"({res.reads_per_second:,.0f} reads/s) -> {res.sam_path}; index blocks loaded: "
         f"{sum(res.block_loads.values())} on {len(res.block_loads)} worker(s){candidates}", err=True,
     )
+    if res.insert is not None:
+        click.echo(f"dmap: {res.insert.describe()}; {res.n_proper} of {res.n_reads // 2} pairs properly paired "
+                   f"({100 * res.n_proper / max(res.n_reads // 2, 1):.2f}%)", err=True)
+    if res.capped_pairs:
+        click.echo(f"dmap: {res.capped_pairs} pairs had more than {PAIR_CAP} proper pairs; the first {PAIR_CAP} "
+                   "of each were ranked", err=True)
     if res.unmappable:
         kinds = ", ".join(f"{n} {why}" for why, n in res.unmappable.items())
         click.echo(f"dmap: {sum(res.unmappable.values())} reads written unmapped without a search ({kinds}); "

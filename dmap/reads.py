@@ -40,6 +40,12 @@ class ReadFields:
         return ReadFields(self.data, self.name_off[lo:hi], self.name_len[lo:hi], self.seq_off[lo:hi],
                           self.seq_len[lo:hi], q)
 
+    def select(self, index: np.ndarray) -> ReadFields:
+        """Records ``index``, in that order (``data`` is shared)."""
+        q = None if self.qual_off is None else self.qual_off[index]
+        return ReadFields(self.data, self.name_off[index], self.name_len[index], self.seq_off[index],
+                          self.seq_len[index], q)
+
     def as_uint32(self) -> ReadFields:
         """The same fields with uint32 offsets, as the kernels take them."""
         if self.data.size >= 2**32:
@@ -181,6 +187,7 @@ class ReadChunk:
     # of each kind of UNMAPPABLE.
     skipped: np.ndarray | None = None
     unmappable: dict[str, int] = field(default_factory=dict)
+    paired: bool = False  # reads 2i and 2i + 1 are the mates of pair i (dmap.io.pairs)
 
     def __post_init__(self):
         self.fields = self.fields.as_uint32()

@@ -6,6 +6,13 @@
 // X1:i:0; approximate alignments (APPROX=1) bring per record an edit
 // distance (NM, and AS = -NM), X1, and their CIGAR and MD strings, which lie
 // back to back in `cigars` and `mds` (dmap.reads.FlatStrings).
+// PAIRED (0/1, with APPROX): records of pairs bring RNEXT (the mate's contig,
+// '=' when the record's own, NONE for '*'), PNEXT, a signed TLEN, the mate's
+// CIGAR (MC tag) and MAPQ (MQ tag), written where the mate is mapped (flag 8
+// clear); an unmapped record may lie at its mate's position, and RNAME is '*'
+// for contig NONE (dmap.mapping.pairs.pair_record_columns).
+
+#define NONE 0xFFFFFFFFu
 
 inline size_t put_uint(__global uchar *out, size_t o, ulong v) {
     uchar tmp[20];
@@ -28,10 +35,30 @@ inline size_t put_str(__global uchar *out, size_t o, __constant const char *s) {
     return o;
 }
 
+inline size_t put_contig(__global uchar *out, size_t o, uint c, __global const uchar *rnames,
+                         __global const uint *rname_off, __global const uint *rname_len) {
+    if (c == NONE) {
+        out[o] = '*';
+        return o + 1;
+    }
+    return put_bytes(out, o, rnames + rname_off[c], rname_len[c]);
+}
+
 inline size_t put_seq(__global uchar *out, size_t o, __global const uchar *seq, uint len,
                       __global const uchar *letters) {
     for (uint i = 0; i < len; i++) out[o + i] = letters[seq[i]];
     return o + len;
+}
+
+// The mate's CIGAR and MAPQ, where it is mapped (flag 8 clear).
+inline size_t put_mate_tags(__global uchar *out, size_t o, uint flag, uint mate, uint mapq,
+                            __global const uchar *cigars, __global const ulong *cigar_off,
+                            __global const uint *cigar_len) {
+    if (flag & 8u) return o;
+    o = put_str(out, o, "\tMC:Z:");
+    o = put_bytes(out, o, cigars + cigar_off[mate], cigar_len[mate]);
+    o = put_str(out, o, "\tMQ:i:");
+    return put_uint(out, o, mapq);
 }
 
 // Names, sequences and qualities are fields of the reads' bytes `reads`
@@ -56,7 +83,9 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
                           __global const uchar *cigars, __global const ulong *cigar_off,
                           __global const uint *cigar_len, __global const uchar *mds,
                           __global const ulong *md_off, __global const uint *md_len,
-                          __global const ulong *rec_start, const uint n_records, __global uchar *out) {
+                          __global const uint *rec_rnext, __global const uint *rec_pnext,
+                          __global const long *rec_tlen, __global const uint *rec_mate_aln,
+                          __global const uint *rec_mate_mapq, __global const ulong *rec_start, const uint n_records, __global uchar *out) {
     const uint gid = get_global_id(0);
     if (gid >= n_records) return;
     const uint r = rec_read[gid], flag = rec_flag[gid];
@@ -64,8 +93,26 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
     __global const uchar *seq = reads + seq_off[r];
     __global const uchar *qual = reads + qual_off[r];
     size_t o = put_bytes(out, rec_start[gid], reads + name_off[r], name_len[r]);
+    const uint c = rec_contig[gid];
+#if PAIRED
+    const uint rn = rec_rnext[gid];
+#endif
     if (flag & 4u) {
+#if PAIRED
+        out[o++] = '\t';
+        o = put_uint(out, o, flag);
+        out[o++] = '\t';
+        o = put_contig(out, o, c, rnames, rname_off, rname_len);
+        out[o++] = '\t';
+        o = put_uint(out, o, rec_pos[gid]);
+        o = put_str(out, o, "\t0\t*\t");
+        if (rn != NONE && rn == c) out[o++] = '='; else o = put_contig(out, o, rn, rnames, rname_off, rname_len);
+        out[o++] = '\t';
+        o = put_uint(out, o, rec_pnext[gid]);
+        o = put_str(out, o, "\t0\t");
+#else
         o = put_str(out, o, "\t4\t*\t0\t0\t*\t*\t0\t0\t");
+#endif
         if (len == 0) {  // an empty read: SEQ and QUAL are '*'
             o = put_str(out, o, "*\t*");
         } else {
@@ -73,6 +120,9 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
             out[o++] = '\t';
             if (has_qual) o = put_bytes(out, o, qual, len); else out[o++] = '*';
         }
+#if PAIRED
+        o = put_mate_tags(out, o, flag, rec_mate_aln[gid], rec_mate_mapq[gid], cigars, cigar_off, cigar_len);
+#endif
         o = put_bytes(out, o, tail, tail_len);
         out[o] = '\n';
         return;
@@ -80,7 +130,6 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
     out[o++] = '\t';
     o = put_uint(out, o, flag);
     out[o++] = '\t';
-    const uint c = rec_contig[gid];
     o = put_bytes(out, o, rnames + rname_off[c], rname_len[c]);
     out[o++] = '\t';
     o = put_uint(out, o, rec_pos[gid]);
@@ -94,7 +143,19 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
     o = put_uint(out, o, len);
     out[o++] = 'M';
 #endif
+#if PAIRED
+    out[o++] = '\t';
+    if (rn == c) out[o++] = '='; else o = put_contig(out, o, rn, rnames, rname_off, rname_len);
+    out[o++] = '\t';
+    o = put_uint(out, o, rec_pnext[gid]);
+    out[o++] = '\t';
+    const long tlen = rec_tlen[gid];
+    if (tlen < 0) out[o++] = '-';
+    o = put_uint(out, o, (ulong)(tlen < 0 ? -tlen : tlen));
+    out[o++] = '\t';
+#else
     o = put_str(out, o, "\t*\t0\t0\t");
+#endif
     if (flag & 256u) {
         o = put_str(out, o, "*\t*");
     } else if (flag & 16u) {
@@ -133,6 +194,9 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
     o = put_uint(out, o, rec_x1[gid]);
 #else
     o = put_str(out, o, "\tX1:i:0");
+#endif
+#if PAIRED
+    o = put_mate_tags(out, o, flag, rec_mate_aln[gid], rec_mate_mapq[gid], cigars, cigar_off, cigar_len);
 #endif
     o = put_bytes(out, o, tail, tail_len);
     out[o] = '\n';

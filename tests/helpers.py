@@ -5,9 +5,11 @@ block, and checks of the tools that are installed.  Fixtures are in conftest.py.
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 import struct
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -179,3 +181,23 @@ def htslib_bam(sam: bytes) -> bytes:
     """What htslib (``samtools view -b``) makes of SAM text with a header, as BGZF bytes."""
     return subprocess.run(["samtools", "view", "--no-PG", "-b", "-"], input=sam, capture_output=True,
                           check=True).stdout
+
+
+def dmap_cmd(*args, cwd=None, stdin=None):
+    return subprocess.run([sys.executable, "-m", "dmap", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=120, input=stdin)
+
+
+def assert_clean_failure(r, out, *words):
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dmap: error: "), r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    assert not out.exists()
+    assert not [p for p in os.listdir(out.parent) if ".partial-" in p]
+
+
+def sam_body(text: str) -> list[list[str]]:
+    return [line.split("\t") for line in text.splitlines() if line and not line.startswith("@")]

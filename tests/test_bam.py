@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from helpers import bam_parts, have, htslib_bam, write_fasta, write_fastq
 
-from dmap.format import bam, bgzf
 from dmap.errors import DmapError
+from dmap.format import bam, bgzf
 
 pytestmark = pytest.mark.skipif(not have("samtools"), reason="samtools is the oracle of BAM encoding")
 

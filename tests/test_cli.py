@@ -8,14 +8,9 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import have, write_fasta, write_fastq
+from helpers import assert_clean_failure, dmap_cmd, have, sam_body, write_fasta, write_fastq
 
 REF = [("chrA", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGCTAGGATCGATCGGATC"), ("chrB", "TTTTGGGGCCCCAAAA")]
-
-
-def dmap_cmd(*args, cwd=None, stdin=None):
-    return subprocess.run([sys.executable, "-m", "dmap", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=120, input=stdin)
 
 
 @pytest.fixture(scope="module")
@@ -25,17 +20,6 @@ def index(tmp_path_factory):
     r = dmap_cmd("index", d / "ref.fa", "-o", d / "idx", "--max-query-length", "20")
     assert r.returncode == 0, r.stderr
     return d / "idx"
-
-
-def assert_clean_failure(r, out, *words):
-    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
-    assert "Traceback" not in r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("dmap: error: "), r.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
-    assert not out.exists()
-    assert not [p for p in os.listdir(out.parent) if ".partial-" in p]
 
 
 def test_index_info_and_run(index, tmp_path):
@@ -407,10 +391,6 @@ def test_the_installed_command_and_python_m_dmap(tmp_path):
 
 
 # --- Safe in a pipeline: outputs that are not regular files, what is never replaced, signals ---
-
-
-def sam_body(text: str) -> list[list[str]]:
-    return [line.split("\t") for line in text.splitlines() if line and not line.startswith("@")]
 
 
 def test_sam_goes_to_standard_output_without_o(index, tmp_path):

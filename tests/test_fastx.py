@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dmap.io import fastx, splits
 from dmap.alphabet import get_alphabet
 from dmap.errors import InputFormatError
+from dmap.io import fastx, splits
 from dmap.io.fastx import iter_read_chunks, split_fastq
 
 DNA = get_alphabet("dna")

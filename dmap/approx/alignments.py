@@ -168,6 +168,7 @@ class ChunkAlignments:
     n_reads: int
     # As ChunkHits.bad; always empty here: approximate mapping checks symbols on the host.
     bad: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    span: np.ndarray | None = None  # reference symbols each alignment covers
 
     def counts(self) -> np.ndarray:
         """Reported alignments per read."""
@@ -233,13 +234,14 @@ def merge_alignments(
     pick = pick[np.lexsort((end[pick], dist[pick], start[pick], pattern[pick]))]
     same = (pattern[pick][1:] == pattern[pick][:-1]) & (start[pick][1:] == start[pick][:-1])
     pick = pick[np.r_[True, ~same]] if pick.size else pick
-    pattern, start, dist = pattern[pick], start[pick], dist[pick]
+    pattern, start, dist, span = pattern[pick], start[pick], dist[pick], end[pick] - start[pick] + 1
     src = order[pick]
     read, strand = pattern // n_strands, pattern % n_strands
     contig = np.searchsorted(contig_offsets, start, side="right") - 1
     position = start - contig_offsets[contig]
     rank_order = np.lexsort((strand, position, contig, dist, read))
-    read, strand, contig, position, dist, src = (a[rank_order] for a in (read, strand, contig, position, dist, src))
+    read, strand, contig, position, dist, src, span = (a[rank_order] for a in (read, strand, contig, position, dist,
+                                                                            src, span))
     n_found = np.bincount(read, minlength=n_reads)
     first_of_read = np.zeros(n_reads, dtype=np.int64)
     np.cumsum(n_found[:-1], out=first_of_read[1:])
@@ -256,8 +258,8 @@ def merge_alignments(
     if primary is not None:
         rank = primary_first(rank, primary(n_best)[read])
         order = np.lexsort((rank, read))
-        read, strand, contig, position, dist, src, rank, at_best = (
-            a[order] for a in (read, strand, contig, position, dist, src, rank, at_best))
+        read, strand, contig, position, dist, src, rank, at_best, span = (
+            a[order] for a in (read, strand, contig, position, dist, src, rank, at_best, span))
     keep = np.ones(read.size, dtype=bool) if report_all else at_best
     if max_hits is not None:
         keep &= rank < max_hits
@@ -265,5 +267,5 @@ def merge_alignments(
     return ChunkAlignments(
         read=read[keep], strand=strand[keep].astype(np.int8), contig=contig[keep], position=position[keep],
         distance=dist[keep], rank=rank[keep], mapq=mapq[read[keep]], n_found=n_found, n_best=n_best,
-        cigar=cigars.take(src), md=mds.take(src), n_reads=n_reads,
+        cigar=cigars.take(src), md=mds.take(src), n_reads=n_reads, span=span[keep],
     )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._version import __version__
-from ..alphabet import _DNA_COMPLEMENT, reverse_complement
+from ..alphabet import _DNA_COMPLEMENT
 from ..approx.alignments import ChunkAlignments
 from ..errors import DmapError
 from ..index.store import IndexMeta
@@ -32,8 +32,10 @@ from ..reads import FlatStrings, ReadChunk, flat_strings
 from ..search.hits import ChunkHits
 
 
-def header(meta: IndexMeta, argv: list[str] | None = None, read_group: ReadGroup | None = None) -> str:
-    """``@HD``, one ``@SQ`` per contig, the ``@RG`` line of ``read_group``, and ``@PG``."""
+def header(meta: IndexMeta, argv: list[str] | None = None, read_group: ReadGroup | None = None,
+           comments: list[str] | tuple[str, ...] = ()) -> str:
+    """``@HD``, one ``@SQ`` per contig, the ``@RG`` line of ``read_group``, ``@PG``, and a ``@CO``
+    line per comment (e.g. the insert size of pairs)."""
     lines = ["@HD\tVN:1.6\tSO:unsorted"]
     lines += [f"@SQ\tSN:{c.name}\tLN:{c.length}" for c in meta.contigs]
     if read_group is not None:
@@ -41,9 +43,11 @@ def header(meta: IndexMeta, argv: list[str] | None = None, read_group: ReadGroup
     # A tab or newline in an argument (a file name) would end the field or the line.
     cl = shlex.join(argv if argv is not None else sys.argv).replace("\t", "\\t").replace("\n", "\\n")
     lines.append(f"@PG\tID:dmap\tPN:dmap\tVN:{__version__}\tCL:{cl}")
+    lines += [f"@CO\t{c}" for c in comments]
     return "\n".join(lines) + "\n"
 
 
+NONE = 0xFFFFFFFF  # RNAME or RNEXT '*' in a record column of pairs
 # An unmapped record's fields between QNAME and SEQ (FLAG 4, no position, no
 # CIGAR, no mate); kernels/sam_records.cl writes the same.
 UNMAPPED = "\t4\t*\t0\t0\t*\t*\t0\t0\t"
@@ -85,7 +89,7 @@ class ReadGroup:
         return f"\tRG:Z:{self.id}"
 
 
-def _letters(alphabet: str) -> np.ndarray:
+def seq_letters(alphabet: str) -> np.ndarray:
     """byte -> byte written in SEQ: SAM allows letters, '=' and '.'; any other byte is written N.
     Text keeps its printable bytes (its SEQ is outside SAM's rules anyway), but a tab or other
     control byte, which would break the record, is written N too."""
@@ -97,8 +101,8 @@ def _letters(alphabet: str) -> np.ndarray:
     return np.where(allowed, np.arange(256), ord("N")).astype(np.uint8)
 
 
-def _mapped_letters(alphabet: str) -> bool:
-    """Whether mapped reads' SEQ goes through :func:`_letters`: not for DNA, whose
+def translates_mapped(alphabet: str) -> bool:
+    """Whether mapped reads' SEQ goes through :func:`seq_letters`: not for DNA, whose
     mapped reads hold letters alone (any other byte stops a read's search)."""
     return alphabet != "dna"
 
@@ -131,6 +135,16 @@ class RecordColumns:
     nm: np.ndarray | None = None  # edit distance
     x1: np.ndarray | None = None  # alignments found past the read's least distance
     alignment: np.ndarray | None = None  # the record's CIGAR and MD in ChunkAlignments (unmapped: 0)
+    # Pairs only (dmap.mapping.pairs.pair_record_columns); contig is NONE there for RNAME '*':
+    rnext: np.ndarray | None = None  # the mate's contig (written '=' when this record's), or NONE for '*'
+    pnext: np.ndarray | None = None
+    tlen: np.ndarray | None = None  # int64
+    mate_alignment: np.ndarray | None = None  # the mate's CIGAR (MC tag) in ChunkAlignments, if flag 8 is clear
+    mate_mapq: np.ndarray | None = None  # the MQ tag, if flag 8 is clear
+
+    @property
+    def paired(self) -> bool:
+        return self.rnext is not None
 
 
 def _places(read: np.ndarray, counts: np.ndarray, shown: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -173,44 +187,6 @@ def record_columns(hits: ChunkHits, max_hits: int | None = None, pick: np.ndarra
                          nh=shown[record_read].astype(np.uint32), x0=counts[record_read].astype(np.uint32))
 
 
-def _seq_qual_strings(chunk: ReadChunk) -> tuple[list[str], list[str], list[str], list[str]]:
-    """Per read, SEQ as written unmapped (:func:`_letters`; ``*`` when empty), mapped on
-    the forward strand (:func:`_mapped_letters`) and on the reverse strand, and QUAL
-    (Python formatters)."""
-    letters = _letters(chunk.alphabet).tobytes().decode("latin-1")
-    seqs = [s.translate(letters) if s else "*" for s in chunk.seqs]
-    mapped = seqs if _mapped_letters(chunk.alphabet) else chunk.seqs
-    quals = chunk.quals if chunk.quals is not None else ["*"] * len(chunk)
-    quals = [q if s else "*" for q, s in zip(quals, chunk.seqs)]
-    return seqs, mapped, [reverse_complement(s) if chunk.alphabet == "dna" else s for s in seqs], quals
-
-
-def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], max_hits: int | None = None,
-                   tail: str = "", pick: np.ndarray | None = None) -> str:
-    """SAM records of a chunk in Python: the reference for ``sam_records.cl``.
-    ``tail`` ends every record (:attr:`ReadGroup.tag`); ``pick`` as in :func:`record_columns`."""
-    cols = record_columns(hits, max_hits, pick)
-    names = chunk.names
-    seqs, mapped, reverse, quals = _seq_qual_strings(chunk)
-
-    def record(r: int, f: int, c: int, p: int, q: int, k: int, x0: int) -> str:
-        if f & 4:
-            return f"{names[r]}{UNMAPPED}{seqs[r]}\t{quals[r]}{tail}\n"
-        if f & 256:
-            seq_qual = "*\t*"
-        elif f & 16:  # only DNA has a reverse strand
-            seq_qual = f"{reverse[r]}\t{quals[r][::-1]}"
-        else:
-            seq_qual = f"{mapped[r]}\t{quals[r]}"
-        return (f"{names[r]}\t{f}\t{contig_names[c]}\t{p}\t{q}\t{len(seqs[r])}M\t*\t0\t0\t{seq_qual}\tNM:i:0"
-                f"\tNH:i:{k}\tX0:i:{x0}\tX1:i:0{tail}\n")
-
-    return "".join([
-        record(*row) for row in zip(cols.read.tolist(), cols.flag.tolist(), cols.contig.tolist(), cols.pos.tolist(),
-                                    cols.mapq.tolist(), cols.nh.tolist(), cols.x0.tolist())
-    ])
-
-
 def _digits(x: np.ndarray) -> np.ndarray:
     """Decimal digits of each (non-negative) number.
 
@@ -248,8 +224,30 @@ def record_lengths(cols: RecordColumns, name_len: np.ndarray, seq_len: np.ndarra
         tags = (len("\tNM:i:") + nm + len("\tMD:Z:") + md_len + len("\tAS:i:") + nm
                 + (cols.nm > 0) + len("\tNH:i:") + _digits(cols.nh) + len("\tX0:i:") + _digits(cols.x0)
                 + len("\tX1:i:") + _digits(cols.x1))
+    if cols.paired:
+        return _pair_lengths(cols, name_len[r], L, np.where(L == 0, 3, L + 1 + qual), seq_qual, rname_len, cigar,
+                             tags, tail, strings[0])
     mapped = (name_len[r] + 1 + _digits(cols.flag) + 1 + rname_len[cols.contig] + 1 + _digits(cols.pos) + 1
               + _digits(cols.mapq) + 1 + cigar + len("\t*\t0\t0\t") + seq_qual + tags + tail + 1)
+    return np.where((cols.flag & 4) != 0, unmapped, mapped)
+
+
+def _pair_lengths(cols: RecordColumns, name_len: np.ndarray, L: np.ndarray, unmapped_seq_qual: np.ndarray,
+                  seq_qual: np.ndarray, rname_len: np.ndarray, cigar: np.ndarray, tags: np.ndarray, tail: int,
+                  cigars: FlatStrings) -> np.ndarray:
+    """:func:`record_lengths` of the records of pairs: RNAME or RNEXT ``*`` (NONE) and ``=``,
+    PNEXT, a signed TLEN, and ``MC``/``MQ`` where the mate is mapped."""
+    none = cols.contig == NONE
+    rname = np.where(none, 1, rname_len[np.where(none, 0, cols.contig)])
+    rnext = np.where((cols.rnext == NONE) | (cols.rnext == cols.contig), 1,
+                     rname_len[np.where(cols.rnext == NONE, 0, cols.rnext)])
+    mate = np.where((cols.flag & 8) != 0, 0, len("\tMC:Z:") + cigars.lengths[cols.mate_alignment]
+                    + len("\tMQ:i:") + _digits(cols.mate_mapq)) if len(cigars) else 0
+    head = name_len + 1 + _digits(cols.flag) + 1 + rname + 1 + _digits(cols.pos) + 1
+    nexts = rnext + 1 + _digits(cols.pnext) + 1
+    unmapped = head + len("0\t*\t") + nexts + len("0\t") + unmapped_seq_qual + mate + tail + 1
+    mapped = (head + _digits(cols.mapq) + 1 + cigar + 1 + nexts + _digits(np.abs(cols.tlen)) + (cols.tlen < 0) + 1
+              + seq_qual + tags + mate + tail + 1)
     return np.where((cols.flag & 4) != 0, unmapped, mapped)
 
 
@@ -305,6 +303,14 @@ def format_alignment_records_device(device, chunk: ReadChunk, alns: ChunkAlignme
     return _write_records(device, chunk, alignment_record_columns(alns), name_columns, tail, (alns.cigar, alns.md))
 
 
+def format_pair_records_device(device, chunk: ReadChunk, cols: RecordColumns, strings: tuple[FlatStrings, FlatStrings],
+                               name_columns: tuple[np.ndarray, np.ndarray, np.ndarray], tail: str = "") -> np.ndarray:
+    """The records of a chunk of pairs (``cols`` from :func:`dmap.mapping.pairs.pair_record_columns`,
+    ``strings`` the CIGAR and MD strings they index), by ``sam_records.cl``; the reference is
+    :func:`dmap.testing.sam.format_pair_records`."""
+    return _write_records(device, chunk, cols, name_columns, tail, strings)
+
+
 def _write_records(device, chunk: ReadChunk, cols: RecordColumns,
                    name_columns: tuple[np.ndarray, np.ndarray, np.ndarray], tail: str,
                    strings: tuple[FlatStrings, FlatStrings] | None = None) -> np.ndarray:
@@ -320,14 +326,14 @@ def _write_records(device, chunk: ReadChunk, cols: RecordColumns,
                      dtype=np.uint64)
     starts = np.zeros(n, dtype=np.uint64)
     starts[1:] = ends[:-1]
-    letters = _letters(chunk.alphabet)
+    letters = seq_letters(chunk.alphabet)
     # Names, sequences and qualities all lie in the chunk's bytes, sent once.
     # The buffers must outlive the kernels: OpenCL kernels need not retain their arguments.
     args = [device.upload(a) for a in (f.data, f.name_off, f.name_len, f.seq_off, f.seq_len,
                                        f.qual_off if has_qual else f.seq_off)]
     args += [np.uint32(has_qual)]
     args += [device.upload(a) for a in (rnames, rname_off, rname_len, letters, _COMPLEMENT[letters])]
-    args += [np.uint32(_mapped_letters(chunk.alphabet)), device.upload(tail_bytes), np.uint32(len(tail))]
+    args += [np.uint32(translates_mapped(chunk.alphabet)), device.upload(tail_bytes), np.uint32(len(tail))]
     columns = [cols.read.astype(np.uint32), cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh, cols.x0]
     if strings is None:  # the kernel reads none of the approximate columns: one small buffer stands for each
         unused = device.upload(np.zeros(1, dtype=np.uint64))
@@ -337,10 +343,16 @@ def _write_records(device, chunk: ReadChunk, cols: RecordColumns,
         approx = [device.upload(_nonempty(a)) for a in (
             cols.nm, cols.x1, cols.alignment, cigars.data, cigars.offsets.astype(np.uint64),
             cigars.lengths.astype(np.uint32), mds.data, mds.offsets.astype(np.uint64), mds.lengths.astype(np.uint32))]
-    args += [device.upload(a) for a in columns] + approx + [device.upload(starts)]
+    if cols.paired:
+        mates = [device.upload(a) for a in (cols.rnext, cols.pnext, cols.tlen.astype(np.int64), cols.mate_alignment,
+                                             cols.mate_mapq)]
+    else:
+        mates = [device.upload(np.zeros(1, dtype=np.uint64))] * 5
+    args += [device.upload(a) for a in columns] + approx + mates + [device.upload(starts)]
     out = np.empty(int(ends[-1]), dtype=np.uint8)
     out_buf = device.output(out)  # on a CPU the kernel writes into `out` itself
-    device.run(device.program("sam_records.cl", {"APPROX": int(strings is not None)}), "sam_records",
+    defines = {"APPROX": int(strings is not None), "PAIRED": int(cols.paired)}
+    device.run(device.program("sam_records.cl", defines), "sam_records",
                [*args, np.uint32(n), out_buf], n, wait=False)  # the read-back waits
     device.read_back(out_buf, out)
     return out
@@ -349,45 +361,3 @@ def _write_records(device, chunk: ReadChunk, cols: RecordColumns,
 def _nonempty(a: np.ndarray) -> np.ndarray:
     """``a``, or one zero of its type where it is empty (an OpenCL buffer cannot be; no record reads it)."""
     return a if a.size else np.zeros(1, dtype=a.dtype)
-
-
-def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_names: list[str],
-                             tail: str = "") -> str:
-    """SAM records of a chunk mapped with ``--max-errors K``, in Python: the reference for
-    :func:`format_alignment_records_device`.
-
-    Each read's reported alignments in rank order (the first is primary,
-    the others secondary, flag 0x100, with SEQ and QUAL ``*``), unmapped
-    reads with flag 4.  Tags: ``NM`` (edit distance), ``MD``, ``AS`` (minus
-    the edit distance: higher is better), ``NH`` (records of the read),
-    ``X0`` and ``X1`` (alignments found at the best distance, and others:
-    :mod:`dmap.mapq`), and ``tail`` (:attr:`ReadGroup.tag`).
-    """
-    names = chunk.names
-    seqs, mapped, reverse, quals = _seq_qual_strings(chunk)
-    cigars, mds = alns.cigar.tolist(), alns.md.tolist()
-    x0, x1 = alns.n_best.tolist(), (alns.n_found - alns.n_best).tolist()
-    counts = alns.counts()
-    first = np.zeros(len(chunk), dtype=np.int64)
-    np.cumsum(counts[:-1], out=first[1:])
-    strand, contig = alns.strand.tolist(), alns.contig.tolist()
-    pos, dist, mq = alns.position.tolist(), alns.distance.tolist(), alns.mapq.tolist()
-    lines = []
-    for r in range(len(chunk)):
-        n = int(counts[r])
-        if n == 0:
-            lines.append(f"{names[r]}{UNMAPPED}{seqs[r]}\t{quals[r]}{tail}\n")
-            continue
-        for a in range(first[r], first[r] + n):
-            flag = (16 if strand[a] else 0) | (256 if a > first[r] else 0)
-            if flag & 256:
-                seq_qual = "*\t*"
-            elif flag & 16:
-                seq_qual = f"{reverse[r]}\t{quals[r][::-1]}"
-            else:
-                seq_qual = f"{mapped[r]}\t{quals[r]}"
-            d = dist[a]
-            lines.append(f"{names[r]}\t{flag}\t{contig_names[contig[a]]}\t{pos[a] + 1}\t{mq[a]}\t{cigars[a]}"
-                         f"\t*\t0\t0\t{seq_qual}\tNM:i:{d}\tMD:Z:{mds[a]}\tAS:i:{-d}\tNH:i:{n}"
-                         f"\tX0:i:{x0[r]}\tX1:i:{x1[r]}{tail}\n")
-    return "".join(lines)

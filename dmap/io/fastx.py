@@ -197,11 +197,17 @@ def read_chunk(source: Source, alphabet: Alphabet, max_length: int | None = None
         empty read, or a read longer than ``max_length``.
     """
     chunk = ReadChunk(source.number, source_fields(source), alphabet.read_table, alphabet.name)
+    return checked_chunk(chunk, source.path, max_length, check_symbols, strict)
+
+
+def checked_chunk(chunk: ReadChunk, path: str, max_length: int | None, check_symbols: bool,
+                  strict: bool) -> ReadChunk:
+    """``chunk`` (of the reads file ``path``) checked as :func:`read_chunk` describes."""
     fields = chunk.fields
     lengths = fields.seq_len
     if len(chunk) and (fields.name_len == 0).any():
         after = int(np.argmin(fields.name_len))
-        raise InputFormatError(f"reads file {source.path!r}: a read has no name"
+        raise InputFormatError(f"reads file {path!r}: a read has no name"
                                + (f" (the read after {chunk.names[after - 1]!r})" if after else ""))
     if len(chunk) and fields.name_len.max() > MAX_NAME_LENGTH:
         i = int(np.argmax(fields.name_len))
@@ -219,13 +225,13 @@ def read_chunk(source: Source, alphabet: Alphabet, max_length: int | None = None
                 f"read {chunk.names[i]!r} is {lengths[i]} symbols long, longer than the index's maximum query "
                 f"length {max_length}; rebuild the index with a larger --max-query-length"
             )
-        if check_symbols or source.number == 0:
+        if check_symbols or chunk.number == 0:
             chunk.check_symbols()
     else:
         chunk.skip(empty, "empty")
         if too_long is not None:
             chunk.skip(too_long, "too long")
-        if check_symbols or source.number == 0:
+        if check_symbols or chunk.number == 0:
             unknown = reads_with_unknown_symbols(chunk.codes, chunk.offsets, lengths)
             if unknown is not None:
                 chunk.skip(unknown, "unknown symbol")

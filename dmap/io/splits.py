@@ -163,6 +163,23 @@ def _mappable(f) -> int | None:
     return st.st_size
 
 
+def sniff(f, path: str) -> tuple[np.ndarray, int, bool, float] | None:
+    """The start of a reads file that ``f`` reads (:func:`open_reads`), from its first record on,
+    where that record begins, whether the file is FASTQ, and its bytes per record; None for a
+    file without records."""
+    head = np.zeros(SNIFF_BYTES, dtype=np.uint8)
+    n = fill(f, memoryview(head), path)
+    head = head[:n]
+    origin = _skip_head(head, path)
+    if origin == head.size:
+        if n < SNIFF_BYTES:
+            return None
+        raise InputFormatError(f"reads file {path!r} is not FASTA or FASTQ: it starts with "
+                               f"{SNIFF_BYTES} blank bytes")
+    fastq = _record_format(int(head[origin]), path)
+    return head[origin:], origin, fastq, _bytes_per_record(head[origin:], fastq)
+
+
 def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterator[Source]:
     """The chunks of the reads files ``paths`` (checked by :func:`reads_paths`), in order, numbered from 0.
 
@@ -178,17 +195,10 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
 
     for path in paths:
         with open_reads(path) as f:
-            head = np.zeros(SNIFF_BYTES, dtype=np.uint8)
-            n = fill(f, memoryview(head), path)
-            head = head[:n]
-            origin = _skip_head(head, path)
-            if origin == head.size:
-                if n < SNIFF_BYTES:
-                    continue  # no records
-                raise InputFormatError(f"reads file {path!r} is not FASTA or FASTQ: it starts with "
-                                       f"{SNIFF_BYTES} blank bytes")
-            fastq = _record_format(int(head[origin]), path)
-            per_record = _bytes_per_record(head[origin:], fastq)
+            sniffed = sniff(f, path)
+            if sniffed is None:
+                continue  # no records
+            head, origin, fastq, per_record = sniffed
             size = _mappable(f) if not path.endswith(COMPRESSED) else None
             if size is not None:
                 at = origin
@@ -199,12 +209,12 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
                     done[:] = done[0] + 1, done[1] + want, done[2] + end - at
                     at = end
                 continue
-            for offset, data, records in _stream_blocks(f, path, head[origin:], origin, fastq, per_record, wanted):
+            for offset, data, records in stream_blocks(f, path, head, origin, fastq, per_record, wanted):
                 yield RawBlock(done[0], path, offset, data, fastq)
                 done[:] = done[0] + 1, done[1] + records, done[2] + data.size
 
 
-def _stream_blocks(f, path: str, head: np.ndarray, offset: int, fastq: bool, per_record: float,
+def stream_blocks(f, path: str, head: np.ndarray, offset: int, fastq: bool, per_record: float,
                    wanted: Callable[[], int]) -> Iterator[tuple[int, np.ndarray, int]]:
     """(offset, bytes, records) of consecutive blocks of ``wanted()`` whole records of a stream
     (fewer in the last), which has yielded ``head`` already.

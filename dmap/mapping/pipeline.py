@@ -55,16 +55,19 @@ from ..format import bam, bgzf, sam
 from ..format.writer import Parts, SamWriter
 from ..index.store import Index, open_index
 from ..io.output import Output, record_format
+from ..io.pairs import PairBlock, plan_pairs
 from ..io.splits import RawBlock, Source, plan_input, reads_paths
 from ..opencl.device import DEVICE_RESOURCE
 from ..progress import Progress
 from ..search.hits import ChunkHits
+from .pairs import InsertBounds
 from .result import MappingResult, collect_hits
 from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, GuidedChunks, block_homes, block_priority
 from .tasks import (
     ChunkOutput,
     RecordSettings,
     finish_task,
+    insert_task,
     locate_task,
     neighborhood_task,
     read_task,
@@ -92,7 +95,11 @@ def _client(client: Client | None, scheduler: str | None, processes: bool, threa
 def map_reads(
     index: str | os.PathLike | Index,
     reads: str | os.PathLike | list,
+    mates: str | os.PathLike | None = None,
     *,
+    interleaved: bool = False,
+    min_insert: int | None = None,
+    max_insert: int | None = None,
     sam_path: str | os.PathLike | None = None,
     output_format: str | None = None,
     client: Client | None = None,
@@ -127,6 +134,14 @@ def map_reads(
     reads
         FASTQ or FASTA file, optionally gzip-compressed; a pipe, or ``"-"`` for standard input; or
         several files, mapped as one run in order (a list, or paths joined by commas).
+    mates
+        The second mates of paired-end reads, in the order of their first mates in
+        ``reads`` (one file each; :mod:`dmap.mapping.pairs` says what is reported).
+    interleaved
+        ``reads`` holds paired-end reads, the two mates of each pair one after the other.
+    min_insert, max_insert
+        Pairs: the inserts of a proper pair, from the forward mate's first base to the
+        reverse mate's last (both or neither); by default estimated from the first chunk.
     sam_path
         Write SAM here: a file (written under a temporary name and renamed at
         the end; an existing file is replaced only if dmap wrote it), a FIFO
@@ -226,7 +241,13 @@ def map_reads(
     group = sam.ReadGroup.parse(read_group) if read_group is not None else None
     if not 0 <= max_errors <= MAX_ERRORS_LIMIT:
         raise DmapError(f"--max-errors must be between 0 and {MAX_ERRORS_LIMIT}, not {max_errors}")
+    paired = mates is not None or interleaved
+    insert = _insert_bounds(paired, min_insert, max_insert)
+    if mates is not None and interleaved:
+        raise DmapError("give either a second reads file or --interleaved, not both")
     idx = open_index(index)
+    if paired and idx.alphabet.n_strands != 2:
+        raise DmapError(f"paired-end reads need a DNA index (both strands); this index is of {idx.alphabet.name}")
     approx = approximate_settings(idx, max_errors, report_all, eqx, max_hits, engine, delta, neighborhood_errors,
                                    seed_edits)
     if max_errors >= idx.meta.max_query_length:
@@ -239,10 +260,16 @@ def map_reads(
     if chunk_size < 1:
         raise DmapError(f"--chunk-size must be at least 1, not {chunk_size}")
     paths = reads_paths(reads)
+    if paired:
+        if len(paths) > 1:
+            raise DmapError("paired-end reads come as one file of first mates and one of second mates (or one "
+                            "interleaved file), not a list of files")
+        paths += reads_paths(mates) if mates is not None else []
     schedule = GuidedChunks(paths, chunk_size) if guided else None
     # Planning reads each file's first 64 KiB: a missing file or one that is not FASTA/FASTQ is
     # an error before a cluster starts.
-    sources = plan_input(paths, schedule or (lambda *_: chunk_size))
+    sources = (plan_pairs(paths[0], paths[1] if mates is not None else None, schedule or (lambda *_: chunk_size))
+               if paired else plan_input(paths, schedule or (lambda *_: chunk_size)))
     first = next(sources, None)
     sources = _prepended([first], sources) if first is not None else iter(())
     # An alignment with K edits spans up to m + K reference symbols, and must fit in a block overlap.
@@ -250,7 +277,7 @@ def map_reads(
     reading = dict(max_length=idx.meta.max_query_length - max_errors, check_symbols=approx is not None,
                    strict=strict)
     settings = RecordSettings(max_hits, group.tag if group is not None else "", approx, strict, return_hits,
-                              bam=as_bam)
+                              bam=as_bam, insert=insert)
     parts = None
     t0 = time.perf_counter()
     result = MappingResult()
@@ -259,12 +286,17 @@ def map_reads(
     if sam_path is not None:
         out = Output(sam_path, inputs=paths, index=idx.path)
         writer = SamWriter(out.file, name=out.name, after_failure=out.after_failure)
-    try:
+    def write_header(bounds: InsertBounds | None) -> None:
+        """The header, once the insert bounds of pairs are known (from the first chunk)."""
         if writer is not None:
-            head = sam.header(idx.meta, argv, group)
+            head = sam.header(idx.meta, argv, group, [bounds.describe()] if bounds is not None else [])
             writer.write(bgzf.compress(bam.header(head, contig_names, [c.length for c in idx.meta.contigs]))
                          if as_bam else head.encode())
-        if first is not None:  # no reads, no cluster: the SAM file is its header
+
+    try:
+        if first is None:
+            write_header(insert)
+        else:  # no reads, no cluster: the SAM file is its header
             with _client(client, scheduler, processes, threads, workers_per_device) as c:
                 n_workers = require_device_workers(c)
                 # Workers in other processes write the records themselves; those in this
@@ -278,7 +310,7 @@ def map_reads(
                 before = device_stats(c)
                 try:
                     _run(c, idx, sources, writer, in_flight, result, kept if return_hits else None, block_major,
-                         reading, settings, progress)
+                         reading, settings, progress, write_header)
                 except BaseException:
                     if out is not None:
                         out.discard()  # at once: closing the cluster takes a while, and a SIGKILL may follow
@@ -325,8 +357,21 @@ def _prepended(first: list, rest: Iterator):
     yield from rest
 
 
+def _insert_bounds(paired: bool, low: int | None, high: int | None) -> InsertBounds | None:
+    """The user's insert bounds of pairs, checked; None to estimate them."""
+    if (low is not None or high is not None) and not paired:
+        raise DmapError("--min-insert and --max-insert apply to paired-end reads only")
+    if (low is None) != (high is None):
+        raise DmapError("give --min-insert and --max-insert together (or neither: they are estimated)")
+    if low is None:
+        return None
+    if not 1 <= low <= high:
+        raise DmapError(f"the insert bounds must satisfy 1 <= --min-insert <= --max-insert, not {low} and {high}")
+    return InsertBounds(low, high)
+
+
 def _run(client, idx, sources, writer, in_flight, result, kept, block_major, reading: dict,
-         settings: RecordSettings, progress: Progress | None = None) -> None:
+         settings: RecordSettings, progress: Progress | None = None, write_header=None) -> None:
     """Submit chunks from this thread; a writer thread takes results in input order.
 
     Planning the next chunks overlaps with writing the finished ones.  The
@@ -344,7 +389,8 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
 
     def submit(source: Source) -> None:
         number = source.number
-        if isinstance(source, RawBlock):  # read by this process from a stream: its bytes go to a worker
+        pairs = isinstance(source, PairBlock)
+        if isinstance(source, RawBlock | PairBlock):  # read by this process from a stream: its bytes go to a worker
             source = client.scatter(source, hash=False)
         # Reading first: a chunk's other tasks wait for it.  Reading takes no device, but asks for
         # none of it on a device worker: a task with a resource restriction is sent to a worker as
@@ -371,13 +417,16 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
             if approx is not None:
                 loc = client.submit(verify_task, path, b, queries, loc, approx.max_errors, approx.eqx, **task)
             located.append(loc)
-        finished = client.submit(finish_task, path, chunk, located, settings, resources=dev, pure=False,
+        finished = client.submit(finish_task, path, chunk, located, settings, insert[0], resources=dev, pure=False,
                                  priority=-number)
+        if pairs and insert[0] is None and settings.insert is None:
+            insert[0] = client.submit(insert_task, finished, pure=False, priority=-number)  # chunk 0's estimate
         # Written in place, the records stay on the worker: this process gets the counts alone.
         summary = client.submit(summary_task, finished, pure=False, priority=-number) if settings.in_place else None
         pending.put((finished, summary, time.perf_counter()))
 
     placed: list = []  # (write_at_task, finish_task, offset) of the chunks being written in place
+    insert: list = [None]  # pairs: the future of the first chunk's insert bounds, for the others
 
     def place(wait: bool) -> None:
         """Take the finished writes in place (all of them with ``wait``); a chunk whose worker
@@ -395,6 +444,9 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
                     continue
                 fut, summary, started = item
                 chunk: ChunkOutput = (summary or fut).result()
+                if chunk.number == 0 and write_header is not None:
+                    write_header(chunk.insert)
+                    result.insert = chunk.insert
                 if chunk.warning is not None:
                     warnings.warn(chunk.warning, DmapWarning, stacklevel=2)
                 for why, n in chunk.unmappable.items():
@@ -413,6 +465,8 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
                 result.n_reads += chunk.n_reads
                 result.n_mapped += chunk.n_mapped
                 result.n_hits += chunk.n_hits
+                result.n_proper += chunk.n_proper
+                result.capped_pairs += chunk.capped_pairs
                 result.chunk_seconds.append(time.perf_counter() - started)
                 if progress is not None:
                     bytes_done += chunk.file_bytes

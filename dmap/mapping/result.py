@@ -52,6 +52,11 @@ class MappingResult:
     candidates: dict[str, int] = field(default_factory=dict)
     # reads written unmapped without a search, by reason (dmap.reads.UNMAPPABLE): empty, too long, unknown symbol
     unmappable: dict[str, int] = field(default_factory=dict)
+    # paired-end reads: pairs reported as proper pairs, the insert bounds used (dmap.mapping.pairs.InsertBounds),
+    # and the pairs with more proper pairs than were formed (dmap.mapping.pairs.PAIR_CAP)
+    n_proper: int = 0
+    insert: object | None = None
+    capped_pairs: int = 0
 
     @property
     def reads_per_second(self) -> float:

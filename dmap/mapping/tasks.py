@@ -22,10 +22,17 @@ from ..approx.settings import Approximate
 from ..approx.verify import myers_distances
 from ..format import bgzf
 from ..format.bam import References, encode_records_device
-from ..format.sam import contig_name_columns, format_alignment_records_device, format_records_device, primaries
+from ..format.sam import (
+    contig_name_columns,
+    format_alignment_records_device,
+    format_pair_records_device,
+    format_records_device,
+    primaries,
+)
 from ..format.writer import Parts, write_at, write_part
 from ..index.store import Index
 from ..io.fastx import alphabet_mismatch, read_chunk
+from ..io.pairs import PairBlock, read_pair_chunk
 from ..io.splits import Source
 from ..neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
 from ..opencl.device import current_device
@@ -34,6 +41,7 @@ from ..search.edits import SeedIntervals, search_with_edits
 from ..search.exact import bad_queries, search_block
 from ..search.hits import BlockHits, ChunkHits, merge_block_hits
 from ..search.locate import locate_rows, split_located
+from .pairs import InsertBounds, pair_chunk
 
 
 @lru_cache(maxsize=8)
@@ -57,9 +65,17 @@ class ChunkSeeds:
     seed_edits: int = 0
 
 
-def read_task(index_path: str, source: Source, max_length: int, check_symbols: bool, strict: bool) -> ReadChunk:
-    """A chunk of the input read and parsed on this worker (:func:`dmap.io.fastx.read_chunk`)."""
-    return read_chunk(source, cached_index(index_path).alphabet, max_length, check_symbols, strict)
+def read_task(index_path: str, source: Source | PairBlock, max_length: int, check_symbols: bool,
+              strict: bool) -> ReadChunk:
+    """A chunk of the input read and parsed on this worker (:func:`dmap.io.fastx.read_chunk`, or
+    :func:`dmap.io.pairs.read_pair_chunk` for pairs)."""
+    read = read_pair_chunk if isinstance(source, PairBlock) else read_chunk
+    return read(source, cached_index(index_path).alphabet, max_length, check_symbols, strict)
+
+
+def insert_task(out: ChunkOutput) -> InsertBounds:
+    """The insert bounds the first chunk of pairs used, for the others."""
+    return out.insert
 
 
 def seeds_task(chunk: ReadChunk, approx: Approximate) -> ChunkSeeds:
@@ -189,6 +205,7 @@ class RecordSettings:
     # (write_at_task): the records are then kept on the worker, not written to a part file.
     in_place: bool = False
     bam: bool = False  # records encoded as BAM in whole BGZF blocks (dmap.format.bam, dmap.format.bgzf)
+    insert: InsertBounds | None = None  # pairs: the user's insert bounds (None: estimated from the first chunk)
 
 
 @dataclass
@@ -208,12 +225,19 @@ class ChunkOutput:
     hits: ChunkHits | ChunkAlignments | None = None  # with RecordSettings.keep_hits
     names: list[str] | None = None  # the chunk's read names, with keep_hits
     warning: str | None = None  # chunk 0: the reads do not look like the index's alphabet
+    insert: InsertBounds | None = None  # pairs: the insert bounds used
+    n_proper: int = 0  # pairs: reported as proper pairs (their primary records)
+    capped_pairs: int = 0  # pairs: with more proper pairs than dmap.mapping.pairs.PAIR_CAP
 
 
 def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | BlockAlignments],
-                settings: RecordSettings) -> ChunkOutput:
+                settings: RecordSettings, insert: InsertBounds | None = None) -> ChunkOutput:
     """A chunk's hits merged across blocks (:func:`dmap.search.hits.merge_block_hits`, or
-    :func:`dmap.approx.alignments.merge_alignments` ranking loci) and written as SAM records."""
+    :func:`dmap.approx.alignments.merge_alignments` ranking loci) and written as SAM records.
+
+    A chunk of pairs is paired (:func:`dmap.mapping.pairs.pair_chunk`) with the insert bounds
+    ``insert`` (those of the first chunk's output), or the user's, or, for the first chunk, its
+    own estimate."""
     index = cached_index(index_path)
     searched = chunk.searched
     n = len(chunk) if searched is None else searched.size
@@ -221,9 +245,10 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
     approx = settings.approx
     if approx is None:
         hits = merge_block_hits(parts, n, ns, index.contig_offsets)
-    else:
-        hits = merge_alignments(parts, n, ns, index.contig_offsets, approx.max_errors, approx.report_all,
-                                approx.max_hits, lambda n_best: primaries(chunk, n_best, searched))
+    else:  # pairs are formed from every locus of each mate
+        hits = merge_alignments(parts, n, ns, index.contig_offsets, approx.max_errors,
+                                approx.report_all or chunk.paired, None if chunk.paired else approx.max_hits,
+                                lambda n_best: primaries(chunk, n_best, searched))
     hits = hits.renumbered(searched, len(chunk))
     unmappable = dict(chunk.unmappable)
     if hits.bad.size:  # found by the search kernel (chunk 0's were found when it was read)
@@ -231,7 +256,12 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
             raise chunk.unknown_symbol_error(int(hits.bad[0]))
         unmappable["unknown symbol"] = unmappable.get("unknown symbol", 0) + int(hits.bad.size)
     counts = hits.counts()
-    records = _records(index, chunk, hits, settings)
+    paired = None
+    if chunk.paired:
+        paired = pair_chunk(chunk, hits, insert or settings.insert, index.contig_offsets,
+                            approx is None or approx.report_all, settings.max_hits)
+        insert = paired[2]
+    records = _records(index, chunk, hits, settings, paired)
     part = None
     if settings.parts is not None and not settings.in_place and settings.parts.usable():
         part, records = write_part(settings.parts, chunk.number, records), records[:0]
@@ -239,7 +269,13 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
                        len(chunk), int((counts > 0).sum()),
                        len(hits), chunk.file_bytes, unmappable,
                        hits if settings.keep_hits else None, chunk.names if settings.keep_hits else None,
-                       alphabet_mismatch(chunk, index.alphabet.name) if chunk.number == 0 else None)
+                       alphabet_mismatch(chunk, index.alphabet.name) if chunk.number == 0 else None,
+                       insert, _proper_primaries(paired[0].flag) if paired else 0, paired[3] if paired else 0)
+
+
+def _proper_primaries(flag: np.ndarray) -> int:
+    """Pairs whose primary records are a proper pair (their first mates' records counted)."""
+    return int(((flag & (2 | 64 | 256)) == (2 | 64)).sum())
 
 
 def summary_task(out: ChunkOutput) -> ChunkOutput:
@@ -265,11 +301,15 @@ def _contig_names(index: Index) -> tuple[list[str], tuple[np.ndarray, np.ndarray
     return names, contig_name_columns(names), References.of(names)
 
 
-def _records(index: Index, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments, settings: RecordSettings) -> np.ndarray:
+def _records(index: Index, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments, settings: RecordSettings,
+             paired: tuple | None = None) -> np.ndarray:
     """A chunk's records as bytes: SAM (formatted by ``sam_records.cl`` on this worker's device),
-    or with ``settings.bam`` those records as BAM in BGZF blocks."""
+    or with ``settings.bam`` those records as BAM in BGZF blocks.  ``paired``: the record columns
+    and strings of a chunk of pairs (:func:`dmap.mapping.pairs.pair_chunk`)."""
     names, columns, references = _contig_names(index)
-    if isinstance(hits, ChunkAlignments):
+    if paired is not None:
+        text = format_pair_records_device(current_device(), chunk, paired[0], paired[1], columns, settings.tail)
+    elif isinstance(hits, ChunkAlignments):
         text = format_alignment_records_device(current_device(), chunk, hits, columns, settings.tail)
     else:
         text = format_records_device(current_device(), chunk, hits, names, settings.max_hits, columns,

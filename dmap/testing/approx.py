@@ -60,6 +60,14 @@ def brute_force_loci(
     start at the same position are one: the better is kept (least distance,
     then leftmost end), as RazerS 3 keeps one match per start.
     """
+    return {(p, c, end, dist) for p, c, _, end, dist in brute_force_alignments(contigs, patterns, sigma, max_errors)}
+
+
+def brute_force_alignments(
+    contigs: list[np.ndarray], patterns: list[np.ndarray], sigma: int, max_errors: int
+) -> set[tuple[int, int, int, int, int]]:
+    """The loci of :func:`brute_force_loci` with the start of each best alignment:
+    ``(pattern, contig, start, best end, distance)``."""
     from ..approx.traceback import traceback
 
     out = set()
@@ -74,7 +82,31 @@ def brute_force_loci(
             best: dict[int, tuple[int, int]] = {}
             for start, (_, _, end, dist) in zip(starts.tolist(), found):
                 best[start] = min(best.get(start, (dist, end)), (dist, end))
-            out.update((p, c, end, dist) for dist, end in best.values())
+            out.update((p, c, start, end, dist) for start, (dist, end) in best.items())
+    return out
+
+
+def brute_force_pairs(
+    alignments: set[tuple[int, int, int, int, int]], low: int, high: int
+) -> set[tuple[int, int, int, int, int, int]]:
+    """Every proper pair (:mod:`dmap.mapping.pairs`) of DNA reads whose mates are reads ``2i`` and
+    ``2i + 1`` (pattern ``2 * read + strand``), from their :func:`brute_force_alignments`:
+    ``(pair, contig, first mate's start, its strand, second mate's start, its strand)``."""
+    by_read: dict[int, list[tuple[int, int, int, int]]] = {}
+    for p, c, start, end, _ in alignments:
+        by_read.setdefault(p // 2, []).append((p % 2, c, start, end))
+    out = set()
+    for read, first in by_read.items():
+        if read % 2:
+            continue
+        for s1, c1, a1, e1 in first:
+            for s2, c2, a2, e2 in by_read.get(read + 1, []):
+                if c1 != c2 or s1 == s2:
+                    continue
+                (fa, f_is_first), (ra, re) = ((a1, True), (a2, e2)) if s1 == 0 else ((a2, False), (a1, e1))
+                leads = fa < ra or (fa == ra and f_is_first)
+                if leads and low <= re - fa + 1 <= high:
+                    out.add((read // 2, c1, a1, s1, a2, s2))
     return out
 
 

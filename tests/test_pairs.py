@@ -1,0 +1,250 @@
+"""Paired-end reads against the brute-force oracle, and their SAM checked by samtools and Picard.
+
+The oracle (dmap.testing.approx.brute_force_pairs) aligns each mate to every
+contig by plain DP and joins every two alignments of a pair's mates that
+face each other on one contig with an insert within bounds.  With ``--all``
+dmap's proper pairs must be exactly those.  Blocks are small, so mates fall
+in block overlaps and at contig ends.
+"""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+
+import numpy as np
+import pysam
+import pytest
+from cases import planted
+from helpers import alphabet_for, assert_clean_failure, dmap_cmd, have, sam_body, write_fasta
+
+import dmap
+from dmap.alphabet import reverse_complement
+from dmap.format.sam import contig_name_columns, format_pair_records_device
+from dmap.io.fastx import iter_contigs
+from dmap.mapping.pairs import InsertBounds, pair_chunk
+from dmap.reads import ReadChunk, ReadFields
+from dmap.search.hits import ChunkHits
+from dmap.testing.approx import brute_force_alignments, brute_force_pairs
+from dmap.testing.sam import format_pair_records
+
+LOW, HIGH = 100, 260  # the insert bounds the oracle cases are mapped with
+
+
+def make_pairs(rng, contigs: list[tuple[str, str]], n: int, k: int) -> tuple[list[str], list[str]]:
+    """Fragments of 40-330 symbols (around the bounds) from either strand, mates of 20-45 symbols
+    with up to ``k`` edits, some mates of a repeat copy or beyond a contig's end."""
+    first, second = [], []
+    for i in range(n):
+        name, seq = contigs[int(rng.integers(len(contigs)))]
+        size = int(rng.integers(40, min(330, len(seq))))
+        at = int(rng.integers(0, len(seq) - size + 1))
+        frag = seq[at: at + size]
+        a, b = frag[: int(rng.integers(20, 46))], reverse_complement(frag[-int(rng.integers(20, 46)):])
+        if rng.random() < 0.5:
+            a, b = b, a  # the fragment's other strand
+        a, b = (planted(rng, x, int(rng.integers(0, k + 1)), "ACGT") for x in (a, b))
+        if i % 11 == 0:
+            b = "".join(rng.choice(list("ACGT"), size=len(b)))  # a mate from nowhere
+        first.append(a)
+        second.append(b)
+    return first, second
+
+
+def write_pairs(directory, first: list[str], second: list[str], interleaved: bool = False) -> None:
+    names = [f"pair{i}" for i in range(len(first))]
+    recs = [[f"@{n}/{m}\n{s}\n+\n{'I' * len(s)}\n" for n, s in zip(names, mates)]
+            for m, mates in ((1, first), (2, second))]
+    if interleaved:
+        (directory / "pairs.fq").write_text("".join(a + b for a, b in zip(*recs)))
+    else:
+        (directory / "r1.fq").write_text("".join(recs[0]))
+        (directory / "r2.fq").write_text("".join(recs[1]))
+
+
+def genome(rng) -> list[tuple[str, str]]:
+    """Two contigs with a repeat (in both, and reverse-complemented) and a run of N."""
+    a = "".join(rng.choice(list("ACGT"), size=1400))
+    b = "".join(rng.choice(list("ACGT"), size=700))
+    repeat = a[300:420]
+    a = a[:900] + repeat + a[1020:1100] + "N" * 15 + a[1115:]
+    b = b[:200] + reverse_complement(repeat) + b[320:]
+    return [("chrA", a), ("chrB", b)]
+
+
+def proper_pairs_of(sam_path, names: list[str]) -> set[tuple[int, int, int, int, int, int]]:
+    """(pair, contig, first mate's start, strand, second mate's start, strand) of every proper pair."""
+    out = set()
+    with pysam.AlignmentFile(str(sam_path)) as f:
+        for r in f:
+            if r.is_proper_pair and r.is_read1:
+                pair = int(r.query_name[4:])
+                assert r.next_reference_id == r.reference_id
+                out.add((pair, names.index(r.reference_name), r.reference_start, int(r.is_reverse),
+                         r.next_reference_start, int(r.mate_is_reverse)))
+    return out
+
+
+@pytest.mark.parametrize("k", [0, 2])
+def test_all_proper_pairs_equal_oracle(tmp_path, client, k):
+    rng = np.random.default_rng(40 + k)
+    contigs = genome(rng)
+    first, second = make_pairs(rng, contigs, 70, k)
+    write_fasta(tmp_path / "ref.fa", contigs)
+    write_pairs(tmp_path, first, second)
+    contigs = [(n, s.decode("latin-1")) for n, s in iter_contigs(tmp_path / "ref.fa")]
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=60, block_length=400)
+    res = dmap.map_reads(idx, tmp_path / "r1.fq", tmp_path / "r2.fq", sam_path=tmp_path / "out.sam", client=client,
+                         max_errors=k, report_all=k > 0, chunk_size=17, min_insert=LOW, max_insert=HIGH)
+    alpha = alphabet_for("dna", contigs)
+    ref = [alpha.reference_table[np.frombuffer(s.encode(), np.uint8)] for _, s in contigs]
+    pats = []
+    for r in (x for pair in zip(first, second) for x in pair):
+        codes = alpha.read_table[np.frombuffer(r.encode(), np.uint8)]
+        pats += [codes, alpha.complement_codes(codes[::-1])]
+    expected = brute_force_pairs(brute_force_alignments(ref, pats, alpha.sigma, k), LOW, HIGH)
+    got = proper_pairs_of(tmp_path / "out.sam", [n for n, _ in contigs])
+    assert got == expected
+    assert len({p for p, *_ in expected}) == res.n_proper > 10  # the cases hold proper pairs
+    assert res.n_reads == 2 * len(first)
+    check_mate_fields(tmp_path / "out.sam")
+
+
+def check_mate_fields(path) -> None:
+    """samtools fixmate changes no mate field (flags, RNEXT, PNEXT, TLEN, MC, MQ) of the primary records;
+    ``fixmate -m`` adds ``MC:Z:*`` where the mate is unmapped, which dmap leaves out, as bwa does."""
+    fixed = subprocess.run(f"samtools view -h {path} | samtools fixmate -m - - -O sam", shell=True,
+                           capture_output=True, text=True, check=True).stdout
+    tags = lambda f: {t[:2]: t for t in f[11:] if t[:2] in ("MC", "MQ")}  # noqa: E731
+    # fixmate writes a secondary record as it comes, a primary with its mate: compare in one order.
+    before = sorted((f[:11], sorted({**tags(f), **({"MC": "MC:Z:*"} if int(f[1]) & 8 else {})}.values()))
+                    for f in sam_body(open(path).read()) if not int(f[1]) & 256)
+    after = sorted((f[:11], sorted(tags(f).values())) for f in sam_body(fixed) if not int(f[1]) & 256)
+    assert before == after
+    secondary = lambda text: sorted(f[:11] for f in sam_body(text) if int(f[1]) & 256)  # noqa: E731
+    assert secondary(open(path).read()) == secondary(fixed)
+
+
+def test_interleaved_equals_two_files_and_gzip(tmp_path, client):
+    rng = np.random.default_rng(5)
+    contigs = genome(rng)
+    first, second = make_pairs(rng, contigs, 60, 1)
+    write_fasta(tmp_path / "ref.fa", contigs)
+    write_pairs(tmp_path, first, second)
+    write_pairs(tmp_path, first, second, interleaved=True)
+    for name in ("r1.fq", "r2.fq"):
+        (tmp_path / f"{name}.gz").write_bytes(gzip.compress((tmp_path / name).read_bytes()))
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=60, block_length=400)
+    runs = {"files": ((tmp_path / "r1.fq", tmp_path / "r2.fq"), {}),
+            "gzip": ((tmp_path / "r1.fq.gz", tmp_path / "r2.fq.gz"), {}),
+            "interleaved": ((tmp_path / "pairs.fq",), {"interleaved": True})}
+    bodies = {}
+    for label, (paths, extra) in runs.items():
+        out = tmp_path / f"{label}.sam"
+        dmap.map_reads(idx, *paths, sam_path=out, client=client, max_errors=1, chunk_size=13, **extra)
+        bodies[label] = [line for line in out.read_text().splitlines() if not line.startswith("@")]
+    assert bodies["files"] == bodies["gzip"] == bodies["interleaved"]
+    names = [line.split("\t")[0] for line in bodies["files"]]
+    assert "pair0" in names and not any("/" in n for n in names)  # the /1 /2 suffixes dropped
+
+
+def test_insert_size_is_estimated_from_the_first_chunk(tmp_path, client):
+    rng = np.random.default_rng(9)
+    seq = "".join(rng.choice(list("ACGT"), size=30000))
+    first, second, sizes = [], [], []
+    for _ in range(400):
+        size = int(rng.normal(250, 20))
+        sizes.append(size)
+        at = int(rng.integers(0, len(seq) - size))
+        first.append(seq[at: at + 50])
+        second.append(reverse_complement(seq[at + size - 50: at + size]))
+    write_fasta(tmp_path / "ref.fa", [("chr", seq)])
+    write_pairs(tmp_path, first, second)
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=60)
+    res = dmap.map_reads(idx, tmp_path / "r1.fq", tmp_path / "r2.fq", sam_path=tmp_path / "out.sam",
+                         client=client, chunk_size=100)
+    ins = res.insert
+    assert ins.estimated and 240 <= ins.median <= 260 and 15 <= ins.sd <= 25
+    assert ins.low < 200 and ins.high > 300  # the spread of the data lies within the bounds
+    assert res.n_proper == sum(ins.low <= n <= ins.high for n in sizes) > 395
+    header = [line for line in (tmp_path / "out.sam").read_text().splitlines() if line.startswith("@CO")]
+    assert header == [f"@CO\t{ins.describe()}"]
+    flagstat = subprocess.run(["samtools", "flagstat", str(tmp_path / "out.sam")], capture_output=True,
+                              text=True, check=True).stdout
+    assert f"{2 * res.n_proper} + 0 properly paired" in flagstat
+
+
+def test_pair_records_kernel_equals_python(device):
+    """Proper pairs (with a repeat: secondary pairs), mates on two contigs, one mate unmapped, both
+    unmapped: sam_records.cl writes what the Python reference writes, byte for byte."""
+    names = ["p0", "p0", "p1", "p1", "p2", "p2", "p3", "p3"]
+    seqs = ["ACGTAC", "GGCATT", "ACGTAC", "TTAGGC", "ACGTAC", "", "CCCCAA", "GGTTTT"]
+    fields = ReadFields.from_strings(names, seqs, ["IIIIII", "FFFFFF", "IIIIII", "FFFFFF", "IIIIII", "", "!!!!!!",
+                                                   "######"])
+    chunk = ReadChunk(0, fields, np.arange(256, dtype=np.uint8), "dna", paired=True)
+    # read, strand, contig, position: pair 0 proper twice (mate 2 in a repeat), pair 1 on two contigs,
+    # pair 2's second mate unmapped, pair 3 unmapped.
+    hits = ChunkHits(np.array([0, 1, 1, 2, 3, 4]), np.array([0, 1, 1, 0, 1, 1], dtype=np.int8),
+                     np.array([0, 0, 0, 0, 1, 1]), np.array([10, 150, 200, 5, 40, 70]), 8)
+    cols, strings, bounds, capped = pair_chunk(chunk, hits, InsertBounds(100, 300),
+                                               np.array([0, 1000, 2000]), report_all=True, max_hits=None)
+    assert bounds == InsertBounds(100, 300) and capped == 0
+    contigs = ["chrA", "chrB"]
+    want = format_pair_records(chunk, cols, *strings, contigs, "\tRG:Z:x")
+    got = format_pair_records_device(device, chunk, cols, strings, contig_name_columns(contigs), "\tRG:Z:x")
+    assert got.tobytes().decode() == want
+    body = sam_body(want)
+    assert [int(f[1]) for f in body] == [99, 355, 147, 403, 97, 145, 89, 165, 77, 141]
+    assert body[0][6] == "=" and body[0][7] == body[2][3] and int(body[0][8]) == -int(body[2][8]) > 0
+    assert body[4][6:9] == ["chrB", "41", "0"]
+    assert body[7][2:4] == ["chrB", "71"] and body[7][6:8] == ["=", "71"]  # an unmapped mate lies at its mate
+    assert body[9][2:4] == ["*", "0"] and body[9][6:8] == ["*", "0"]
+
+
+@pytest.mark.skipif(not have("PicardCommandLine"), reason="Picard (Debian picard-tools) is not installed")
+def test_picard_and_samtools_accept_pairs(tmp_path):
+    rng = np.random.default_rng(3)
+    contigs = genome(rng)
+    first, second = make_pairs(rng, contigs, 50, 2)
+    first[3] = ""  # an empty mate is written unmapped
+    write_fasta(tmp_path / "ref.fa", contigs)
+    write_pairs(tmp_path, first, second)
+    assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "-L", "60").returncode == 0
+    for fmt in ("sam", "bam"):
+        out = tmp_path / f"o.{fmt}"
+        r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r1.fq", tmp_path / "r2.fq", "-e", "2", "-o", out,
+                     "-R", "@RG\\tID:l\\tSM:s\\tPL:ILLUMINA", "--min-insert", "100", "--max-insert", "260")
+        assert r.returncode == 0, r.stderr
+        assert "pairs properly paired" in r.stderr
+        v = subprocess.run(["PicardCommandLine", "ValidateSamFile", "-I", str(out), "-MODE", "VERBOSE",
+                            "-IGNORE_WARNINGS", "true"], capture_output=True, text=True, timeout=300)
+        assert v.returncode == 0 and "No errors found" in v.stdout + v.stderr, v.stdout + v.stderr
+    check_mate_fields(tmp_path / "o.sam")
+
+
+@pytest.mark.parametrize("case, words", [
+    ("odd", ["odd number of records"]),
+    ("short", ["fewer records than its mate file"]),
+    ("names", ["'pair1/1' and 'other/2'", "different names"]),
+    ("insert", ["--min-insert and --max-insert together"]),
+    ("both", ["not both"]),
+])
+def test_bad_pairs_get_one_line(tmp_path, case, words):
+    write_fasta(tmp_path / "ref.fa", [("chr", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGCTAGGATCGATCGGATC")])
+    assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "-L", "20").returncode == 0
+    first, second = ["GCATGCAAG", "CTAGCTAG", "GATCGATC"], ["ACTAGCTA", "CGATGACTG", "TTGCATG"]
+    write_pairs(tmp_path, first, second, interleaved=True)
+    write_pairs(tmp_path, first, second)
+    args = {"odd": ["--interleaved"], "insert": ["--min-insert", "10"], "both": ["--interleaved"]}.get(case, [])
+    reads = [tmp_path / "r1.fq", tmp_path / "r2.fq"]
+    if case == "odd":
+        text = (tmp_path / "pairs.fq").read_text().splitlines(keepends=True)
+        (tmp_path / "pairs.fq").write_text("".join(text[:-4]))
+        reads = [tmp_path / "pairs.fq"]
+    elif case == "short":
+        text = (tmp_path / "r2.fq").read_text().splitlines(keepends=True)
+        (tmp_path / "r2.fq").write_text("".join(text[:-4]))
+    elif case == "names":
+        (tmp_path / "r2.fq").write_text((tmp_path / "r2.fq").read_text().replace("@pair1/2", "@other/2"))
+    out = tmp_path / "o.sam"
+    assert_clean_failure(dmap_cmd("run", tmp_path / "idx", *reads, "-o", out, *args), out, *words)
