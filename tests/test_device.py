@@ -6,11 +6,12 @@ from helpers import alphabet_for, kernel_hits, single_block
 
 from dmap.alphabet import reverse_complement
 from dmap.errors import DeviceError
-from dmap.format.sam import format_records, format_records_device
+from dmap.format.sam import format_records_device
 from dmap.opencl.device import Device, list_devices
 from dmap.reads import ReadChunk, ReadFields, encode_reads
 from dmap.search.exact import search_block
 from dmap.search.hits import ChunkHits
+from dmap.testing.sam import format_records
 from dmap.testing.search import backward_search_numpy, brute_force_hits
 
 

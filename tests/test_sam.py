@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 
 from dmap.alphabet import get_alphabet
 from dmap.errors import OutputError
-from dmap.format.sam import format_records, format_records_device, record_columns
+from dmap.format.sam import format_records_device, record_columns
 from dmap.format.writer import PageCacheLimit, SamWriter
 from dmap.mapq import mapping_quality
 from dmap.reads import ReadChunk, ReadFields
 from dmap.search.hits import ChunkHits
+from dmap.testing.sam import format_records
 
 
 def make_chunk(seqs, quals, names):

@@ -265,19 +265,19 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
                           name_columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
                           tail: str = "", pick: np.ndarray | None = None) -> np.ndarray:
     """SAM records of a chunk, written by ``kernels/sam_records.cl``: the bytes of
-    :func:`format_records` as a uint8 array, at a third of the host CPU time
+    :func:`dmap.testing.sam.format_records` as a uint8 array, at a third of the host CPU time
     (building each line in Python was the largest host cost of a run).
 
     ``name_columns``: :func:`contig_name_columns` of ``contig_names``, made
     once per index by the caller (a draft assembly has hundreds of thousands
-    of contigs).  ``tail`` and ``pick`` as in :func:`format_records`.
+    of contigs).  ``tail`` and ``pick`` as in :func:`dmap.testing.sam.format_records`.
     """
     return _write_records(device, chunk, record_columns(hits, max_hits, pick),
                           name_columns or contig_name_columns(contig_names), tail)
 
 
 def alignment_record_columns(alns: ChunkAlignments) -> RecordColumns:
-    """The record columns of a chunk's alignments, as :func:`format_alignment_records` writes them:
+    """The record columns of a chunk's alignments, as :func:`dmap.testing.sam.format_alignment_records` writes them:
     each read's alignments in their order (the first primary, the others secondary), or one
     unmapped record."""
     counts = alns.counts()
@@ -298,7 +298,7 @@ def alignment_record_columns(alns: ChunkAlignments) -> RecordColumns:
 def format_alignment_records_device(device, chunk: ReadChunk, alns: ChunkAlignments,
                                     name_columns: tuple[np.ndarray, np.ndarray, np.ndarray],
                                     tail: str = "") -> np.ndarray:
-    """The bytes of :func:`format_alignment_records`, written by ``kernels/sam_records.cl``
+    """The bytes of :func:`dmap.testing.sam.format_alignment_records`, written by ``kernels/sam_records.cl``
     with the alignments' CIGAR and MD strings as they are, no Python string per record."""
     return _write_records(device, chunk, alignment_record_columns(alns), name_columns, tail, (alns.cigar, alns.md))
 
