@@ -22,7 +22,7 @@ import dmap
 from dmap.alphabet import reverse_complement
 from dmap.format.sam import contig_name_columns, format_pair_records_device
 from dmap.io.fastx import iter_contigs
-from dmap.mapping.pairs import InsertBounds, pair_chunk
+from dmap.mapping.pairs import InsertBounds, MateAlignments, pair_chunk, proper_pairs
 from dmap.reads import ReadChunk, ReadFields
 from dmap.search.hits import ChunkHits
 from dmap.testing.approx import brute_force_alignments, brute_force_pairs
@@ -248,3 +248,23 @@ def test_bad_pairs_get_one_line(tmp_path, case, words):
         (tmp_path / "r2.fq").write_text((tmp_path / "r2.fq").read_text().replace("@pair1/2", "@other/2"))
     out = tmp_path / "o.sam"
     assert_clean_failure(dmap_cmd("run", tmp_path / "idx", *reads, "-o", out, *args), out, *words)
+
+
+def test_pairs_of_a_repeat_are_capped_and_counted():
+    """A pair whose mates lie in a tandem repeat: every forward copy of mate 1 faces many reverse
+    copies of mate 2.  At most ``cap`` pairs are formed, all are counted, and the pair says so."""
+    copies = 30  # mate 1 forward at 0, 10, ..., mate 2 reverse at 100, 110, ... (spans 10)
+    read = np.r_[np.zeros(copies, int), np.ones(copies, int), 2, 3]
+    strand = np.r_[np.zeros(copies, int), np.ones(copies, int), 0, 1]
+    position = np.r_[np.arange(copies) * 10, 100 + np.arange(copies) * 10, 5000, 5200]
+    n = read.size
+    aln = MateAlignments(read, strand, np.zeros(n, int), position, np.full(n, 10), np.zeros(n, int),
+                         np.zeros(n, int), np.ones(n, bool), np.zeros(n, int))
+    bounds = InsertBounds(1, 10_000)
+    every = proper_pairs(aln, 2, bounds, np.array([0]))
+    # mate 1 (forward) at p faces mate 2 at q when p <= q: at one position the forward mate 1 leads
+    facing = sum(1 for p in range(copies) for q in range(copies) if p * 10 <= 100 + q * 10)
+    assert (every.n_found[0], len(every), every.capped.tolist()) == (facing, facing + 1, [False, False])
+    capped = proper_pairs(aln, 2, bounds, np.array([0]), cap=50)
+    assert (capped.pair == 0).sum() == 50 and capped.n_found[0] == facing and capped.capped.tolist() == [True, False]
+    assert (capped.pair == 1).sum() == 1 and capped.n_found[1] == 1
