@@ -15,7 +15,7 @@ import time
 from distributed import Client
 
 import dmap
-from dmap.opencl.device import list_devices
+from dmap.opencl.discovery import list_devices
 
 
 def main():

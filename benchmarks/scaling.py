@@ -14,7 +14,7 @@ The experiment itself is dmap.cluster.scaling (notebooks/02-scaling.ipynb plots 
 import argparse
 
 from dmap.cluster.scaling import measure_workers, part_configurations
-from dmap.opencl.device import list_devices
+from dmap.opencl.discovery import list_devices
 
 
 def main():

@@ -349,7 +349,7 @@ def cluster_down(cluster_file):
 @_user_errors
 def devices():
     """List the OpenCL devices and how workers are pinned to them."""
-    from .opencl.device import list_devices
+    from .opencl.discovery import list_devices
 
     for d in list_devices():
         click.echo(

@@ -145,7 +145,7 @@ def samtools_quickcheck(path) -> None:
 
 def require_device_parts(n: int = 2) -> None:
     """Skip unless the first OpenCL device can be split into ``n`` workers."""
-    from dmap.opencl.device import list_devices
+    from dmap.opencl.discovery import list_devices
 
     if list_devices()[0].max_split < n:
         pytest.skip(f"this device cannot be split into {n} workers")

@@ -24,7 +24,7 @@ def test_dmap_page_shows_every_device(tmp_path):
     from distributed import Client
 
     import dmap
-    from dmap.opencl.device import list_devices
+    from dmap.opencl.discovery import list_devices
 
     idx = genome_case(tmp_path, seed=2, size=300_000, read_length=80, n_reads=200_000)
     with socket.socket() as s:

@@ -13,7 +13,8 @@ import dask
 from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
 
 from ..errors import ClusterError
-from ..opencl.device import DEVICE_RESOURCE, list_devices
+from ..opencl.device import DEVICE_RESOURCE
+from ..opencl.discovery import list_devices
 from .worker import DevicePlugin
 
 # Threads per device worker: one runs a kernel while the other locates,
@@ -195,3 +196,18 @@ def require_device_workers(client: Client) -> int:
             f"'{DEVICE_RESOURCE}'); start workers with '--resources {DEVICE_RESOURCE}=1 --preload dmap.cluster.worker'"
         )
     return n
+
+
+@contextlib.contextmanager
+def client_for(client: Client | None, scheduler: str | None, processes: bool, threads: int | None = None,
+               per_device: int = 1) -> Iterator[Client]:
+    """The client a run uses: ``client`` itself, one connected to ``scheduler``, or an embedded
+    cluster's (:func:`embedded_client`)."""
+    if client is not None:
+        yield client
+    elif scheduler is not None:
+        with connect(scheduler) as c:
+            yield c
+    else:
+        with embedded_client(processes=processes, threads=threads, per_device=per_device) as c:
+            yield c

@@ -22,7 +22,8 @@ from pathlib import Path
 from distributed import Client
 
 from ..errors import ClusterError
-from ..opencl.device import DEVICE_RESOURCE, Device, list_devices
+from ..opencl.device import DEVICE_RESOURCE, Device
+from ..opencl.discovery import list_devices
 from .config import ClusterFile, WorkerGroup, is_this_machine, read_cluster_file
 
 START_TIMEOUT = 60.0

@@ -11,7 +11,7 @@ import time
 from distributed import Client, get_task_stream
 
 from ..mapping.pipeline import map_reads
-from ..opencl.device import list_devices
+from ..opencl.discovery import list_devices
 from .client import LocalDeviceCluster
 
 

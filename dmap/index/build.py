@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
-import psutil
 import pydivsufsort
 import zarr
 
@@ -26,7 +25,14 @@ from ..io.splits import STDIN
 from ..neighborhood.build import index_neighborhoods
 from ..neighborhood.params import NeighborhoodParams, NeighborhoodSpec
 from ..progress import Progress
-from .occ import LAYOUTS, build_occ, default_rate, occ_bytes_per_symbol
+from .occ import LAYOUTS, build_occ, default_rate
+from .sizes import (
+    MAX_BLOCK_LENGTH,
+    build_bytes_per_symbol,
+    check_build_memory,
+    default_block_length,
+    default_sa_sample_rate,
+)
 from .store import (
     DEFAULT_MAX_QUERY_LENGTH,
     MAX_QUERY_LENGTH,
@@ -38,75 +44,7 @@ from .store import (
     is_index,
 )
 
-# Every read is searched in every block, so mapping time grows with the
-# number of blocks: a 3.1 Gbp reference mapped 2.2x faster in 6 blocks of
-# 2^29 than in 12 of 2^28 (docs/performance.md), for 8.2 GB of build memory
-# instead of 4.4 GB.  Larger alphabets get shorter blocks by default, so
-# that one block's occurrence table stays within MAX_DEVICE_BUFFER.
-LONGEST_DEFAULT_BLOCK = 1 << 29
-# The smallest per-buffer limit met so far (PoCL on some machines; GPUs
-# allow a quarter of their memory).
-MAX_DEVICE_BUFFER = 1 << 31
-# S, the SA sampling: one SA value every S rows.  A row reached by an LF
-# step is sampled with chance 1/S, so a locate walk takes about S-1 LF steps
-# (geometric: with S = 16, mean 15 and p99 71), and a work-item advancing
-# 16 walks in step waits for the longest.  Against 32 (bowtie's and bwa's
-# default), 16 mapped exact reads 20% faster for 0.125 more bytes per symbol;
-# on E. coli, keeping every SA value (S = 1: no walks at all) mapped 10M reads
-# in 25-35% less time than S = 16 (docs/performance.md, "SA sample rate").  So
-# by default a reference keeps every SA value while they take at most
-# SA_SAMPLE_BUDGET bytes (64 M symbols), and S doubles beyond that, up to 16
-# from 1 G symbols (a human genome: 0.25 bytes per symbol, as before).
-SA_SAMPLE_BUDGET = 1 << 28
-MAX_DEFAULT_SA_SAMPLE_RATE = 16
-# Each block's SA must stay int32 and its occ table under PoCL's per-buffer cap.
-MAX_BLOCK_LENGTH = (1 << 30) - 1
 _ZARR_CHUNK = 1 << 24
-
-
-def available_memory() -> int:
-    """Bytes of memory available to new allocations (page cache counts as available)."""
-    return int(psutil.virtual_memory().available)
-
-
-def default_sa_sample_rate(text_length: int) -> int:
-    """S for a reference of ``text_length`` symbols: the smallest power of two
-    whose SA samples (4 bytes each) fit SA_SAMPLE_BUDGET, at most 16."""
-    rate = 1
-    while rate < MAX_DEFAULT_SA_SAMPLE_RATE and 4 * text_length > SA_SAMPLE_BUDGET * rate:
-        rate *= 2
-    return rate
-
-
-def build_bytes_per_symbol(sigma: int, rate: int) -> float:
-    """Peak build memory per symbol of the block being built: the int32
-    suffix array, BWT, text and sorting space, plus an occurrence table's
-    worth.  Measured 15.3-16.2 bytes for DNA and 19.3 for protein
-    (docs/performance.md); this gives 16 and 20.5."""
-    return 15 + occ_bytes_per_symbol(sigma, rate)
-
-
-def default_block_length(sigma: int, rate: int) -> int:
-    """The longest power of two up to LONGEST_DEFAULT_BLOCK whose occurrence table, with the longest
-    overlap, fits MAX_DEVICE_BUFFER."""
-    longest = MAX_DEVICE_BUFFER / occ_bytes_per_symbol(sigma, rate) - MAX_QUERY_LENGTH
-    return min(LONGEST_DEFAULT_BLOCK, 1 << (int(longest).bit_length() - 1))
-
-
-def _check_build_memory(longest_block: int, per_symbol: float) -> None:
-    """Refuse, before sorting, a block this machine cannot build (instead of being killed mid-build)."""
-    need, have = int(per_symbol * longest_block), available_memory()
-    if need > have:
-        fits = 1 << max(int(have // per_symbol).bit_length() - 2, 0)  # with room to spare
-        raise InputFormatError(
-            f"building a block of {longest_block} symbols needs about {_size(need)} of memory, but {_size(have)} "
-            f"is available; pass a smaller --block-length, e.g. {fits}"
-        )
-
-
-def _size(n: int) -> str:
-    unit = next(u for u in (3, 2, 1, 0) if n >= 1024**u or u == 0)
-    return f"{n / 1024**unit:.1f} {('bytes', 'KiB', 'MiB', 'GiB')[unit]}"
 
 
 def _text_alphabet(reference: str | os.PathLike) -> Alphabet:
@@ -327,7 +265,7 @@ def build_index(
         group = zarr.open_group(tmp, mode="w")
         contigs, n = _stream_reference(reference, alpha, group)
         sa_sample_rate = sa_sample_rate or default_sa_sample_rate(n)
-        _check_build_memory(min(block_length + max_query_length - 1, n), build_bytes_per_symbol(alpha.sigma, rate))
+        check_build_memory(min(block_length + max_query_length - 1, n), build_bytes_per_symbol(alpha.sigma, rate))
         ref = group["reference"]
         checksums: dict[str, str] = {"reference": checksum(ref[...])}
         starts = list(range(0, n, block_length))

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..approx.alignments import ChunkAlignments
+from ..errors import DmapError
 from ..format.sam import NONE, RecordColumns, primaries
 from ..mapq import NO_SECOND, mapping_quality, primary_first
 from ..reads import FlatStrings, ReadChunk
@@ -71,6 +72,19 @@ class InsertBounds:
             return (f"insert size: only {self.pairs} confidently placed pairs in the first chunk, too few to "
                     f"estimate; proper pairs have inserts {self.low}-{self.high} (set --min-insert/--max-insert)")
         return f"insert size: proper pairs have inserts {self.low}-{self.high}"
+
+
+def insert_bounds(paired: bool, low: int | None, high: int | None) -> InsertBounds | None:
+    """The user's insert bounds of pairs, checked; None to estimate them."""
+    if (low is not None or high is not None) and not paired:
+        raise DmapError("--min-insert and --max-insert apply to paired-end reads only")
+    if (low is None) != (high is None):
+        raise DmapError("give --min-insert and --max-insert together (or neither: they are estimated)")
+    if low is None:
+        return None
+    if not 1 <= low <= high:
+        raise DmapError(f"the insert bounds must satisfy 1 <= --min-insert <= --max-insert, not {low} and {high}")
+    return InsertBounds(low, high)
 
 
 @dataclass

@@ -25,14 +25,14 @@ submitted at a time (backpressure: memory stays bounded on any input size),
 and chunks are written in input order.
 
 The graph, its submission with backpressure and the writer that takes the
-results in input order stay together here (about 460 lines) so that the
-Dask side of dmap can be read in one place; what the tasks compute is in
+results in input order stay together here (about 470 lines, 120 of them
+:func:`map_reads`' documentation of the public API) so that the Dask side of
+dmap can be read in one place; what the tasks compute is in
 :mod:`dmap.mapping.tasks`, and the results and settings have modules of their own.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import queue
@@ -48,7 +48,7 @@ from distributed.comm.core import CommClosedError
 
 from ..approx.alignments import ChunkAlignments
 from ..approx.settings import MAX_ERRORS_LIMIT, approximate_settings
-from ..cluster.client import connect, embedded_client, require_device_workers
+from ..cluster.client import client_for, require_device_workers
 from ..cluster.worker import device_stats
 from ..errors import ClusterError, DmapError, DmapWarning
 from ..format import bam, bgzf, sam
@@ -60,7 +60,7 @@ from ..io.splits import RawBlock, Source, plan_input, reads_paths
 from ..opencl.device import DEVICE_RESOURCE
 from ..progress import Progress
 from ..search.hits import ChunkHits
-from .pairs import InsertBounds
+from .pairs import InsertBounds, insert_bounds
 from .result import MappingResult, collect_hits
 from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, GuidedChunks, block_homes, block_priority
 from .tasks import (
@@ -77,19 +77,6 @@ from .tasks import (
     verify_task,
     write_at_task,
 )
-
-
-@contextlib.contextmanager
-def _client(client: Client | None, scheduler: str | None, processes: bool, threads: int | None = None,
-            per_device: int = 1) -> Client:
-    if client is not None:
-        yield client
-    elif scheduler is not None:
-        with connect(scheduler) as c:
-            yield c
-    else:
-        with embedded_client(processes=processes, threads=threads, per_device=per_device) as c:
-            yield c
 
 
 def map_reads(
@@ -242,7 +229,7 @@ def map_reads(
     if not 0 <= max_errors <= MAX_ERRORS_LIMIT:
         raise DmapError(f"--max-errors must be between 0 and {MAX_ERRORS_LIMIT}, not {max_errors}")
     paired = mates is not None or interleaved
-    insert = _insert_bounds(paired, min_insert, max_insert)
+    insert = insert_bounds(paired, min_insert, max_insert)
     if mates is not None and interleaved:
         raise DmapError("give either a second reads file or --interleaved, not both")
     idx = open_index(index)
@@ -297,7 +284,7 @@ def map_reads(
         if first is None:
             write_header(insert)
         else:  # no reads, no cluster: the SAM file is its header
-            with _client(client, scheduler, processes, threads, workers_per_device) as c:
+            with client_for(client, scheduler, processes, threads, workers_per_device) as c:
                 n_workers = require_device_workers(c)
                 # Workers in other processes write the records themselves; those in this
                 # process (the embedded cluster) hand them over in memory, without a copy.
@@ -355,19 +342,6 @@ def _prepended(first: list, rest: Iterator):
     it is written."""
     yield first.pop()
     yield from rest
-
-
-def _insert_bounds(paired: bool, low: int | None, high: int | None) -> InsertBounds | None:
-    """The user's insert bounds of pairs, checked; None to estimate them."""
-    if (low is not None or high is not None) and not paired:
-        raise DmapError("--min-insert and --max-insert apply to paired-end reads only")
-    if (low is None) != (high is None):
-        raise DmapError("give --min-insert and --max-insert together (or neither: they are estimated)")
-    if low is None:
-        return None
-    if not 1 <= low <= high:
-        raise DmapError(f"the insert bounds must satisfy 1 <= --min-insert <= --max-insert, not {low} and {high}")
-    return InsertBounds(low, high)
 
 
 def _run(client, idx, sources, writer, in_flight, result, kept, block_major, reading: dict,

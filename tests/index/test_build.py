@@ -6,17 +6,17 @@ import pytest
 from helpers import write_fasta
 
 import dmap
-from dmap.index import build
+from dmap.index import sizes
 from dmap.index.occ import occ_bytes_per_symbol
 
 
 @pytest.mark.parametrize("alphabet,sigma,expected", [("dna", 4, 1 << 29), ("protein", 22, 1 << 28),
                                                      ("text", 64, 1 << 26), ("text", 95, 1 << 26)])
 def test_default_blocks_keep_the_occurrence_table_within_one_device_buffer(tmp_path, alphabet, sigma, expected):
-    b = build.default_block_length(sigma, 1)
-    rows = b + build.MAX_QUERY_LENGTH  # the longest overlap, and the sentinel's row
-    assert b == expected and rows * occ_bytes_per_symbol(sigma, 1) <= build.MAX_DEVICE_BUFFER
-    assert b == build.LONGEST_DEFAULT_BLOCK or (rows + b) * occ_bytes_per_symbol(sigma, 1) > build.MAX_DEVICE_BUFFER
+    b = sizes.default_block_length(sigma, 1)
+    rows = b + sizes.MAX_QUERY_LENGTH  # the longest overlap, and the sentinel's row
+    assert b == expected and rows * occ_bytes_per_symbol(sigma, 1) <= sizes.MAX_DEVICE_BUFFER
+    assert b == sizes.LONGEST_DEFAULT_BLOCK or (rows + b) * occ_bytes_per_symbol(sigma, 1) > sizes.MAX_DEVICE_BUFFER
     if alphabet != "text":  # a text index's sigma is the symbols its reference holds
         write_fasta(tmp_path / "ref.fa", [("a", "ACDEFGHIKLMNPQRSTVWY" if alphabet == "protein" else "ACGT")])
         assert dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", alphabet=alphabet).meta.block_length == b
@@ -24,12 +24,12 @@ def test_default_blocks_keep_the_occurrence_table_within_one_device_buffer(tmp_p
 
 def test_a_block_too_large_for_the_memory_is_refused_before_sorting(tmp_path, monkeypatch):
     write_fasta(tmp_path / "ref.fa", [("a", "ACGT" * 1000)])
-    monkeypatch.setattr(build, "available_memory", lambda: 10 * 4000)  # room for 10 bytes per symbol, not 16
+    monkeypatch.setattr(sizes, "available_memory", lambda: 10 * 4000)  # room for 10 bytes per symbol, not 16
     expected = r"block of 4000 symbols needs about 62.5 KiB of memory, but 39.1 KiB is available; .*, e.g. 1024$"
     with pytest.raises(dmap.InputFormatError, match=expected):
         dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.fa"]  # nothing half-written
-    monkeypatch.setattr(build, "available_memory", lambda: 20 * 4000)
+    monkeypatch.setattr(sizes, "available_memory", lambda: 20 * 4000)
     assert dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx").n_blocks == 1
 
 
@@ -37,10 +37,10 @@ def test_a_block_too_large_for_the_memory_is_refused_before_sorting(tmp_path, mo
 @pytest.mark.parametrize("symbols,rate", [(1, 1), (1 << 26, 1), ((1 << 26) + 1, 2), (100_000_000, 2),
                                           (1 << 28, 4), (1 << 29, 8), (1 << 30, 16), (3_100_000_000, 16)])
 def test_default_sa_sample_rate_keeps_every_value_of_small_references(symbols, rate):
-    assert build.default_sa_sample_rate(symbols) == rate
+    assert sizes.default_sa_sample_rate(symbols) == rate
     # Within the budget, or at the largest default rate.
-    assert 4 * symbols <= build.SA_SAMPLE_BUDGET * rate or rate == build.MAX_DEFAULT_SA_SAMPLE_RATE
-    assert rate == 1 or 4 * symbols > build.SA_SAMPLE_BUDGET * (rate // 2)  # and no sparser than it needs
+    assert 4 * symbols <= sizes.SA_SAMPLE_BUDGET * rate or rate == sizes.MAX_DEFAULT_SA_SAMPLE_RATE
+    assert rate == 1 or 4 * symbols > sizes.SA_SAMPLE_BUDGET * (rate // 2)  # and no sparser than it needs
 
 
 def test_the_sa_sample_rate_is_recorded_and_an_explicit_one_kept(tmp_path):

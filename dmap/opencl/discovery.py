@@ -1,0 +1,108 @@
+"""The OpenCL devices of this machine: listing them (``dmap devices``) and resolving a
+worker's device spec (``P:D``, or ``P:D/N:K`` for a part of a split device)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import DeviceError
+
+
+def _cl():
+    try:
+        import pyopencl as cl
+    except ImportError as e:  # pragma: no cover - pyopencl is a dependency
+        raise DeviceError(f"pyopencl cannot be imported ({e}); install dmap's dependencies") from None
+    return cl
+
+
+@dataclass
+class DeviceInfo:
+    """One OpenCL device as listed by ``dmap devices``."""
+
+    spec: str  # "platform:device", how workers are pinned to it
+    platform: str
+    name: str
+    type: str
+    compute_units: int
+    global_mem: int
+    local_mem: int
+    max_alloc: int
+    version: str
+    max_split: int  # sub-devices it can be split into (1: no fission)
+
+
+def list_devices() -> list[DeviceInfo]:
+    """Every OpenCL device on this machine.
+
+    Raises
+    ------
+    DeviceError
+        If no OpenCL platform or device is found.
+    """
+    cl = _cl()
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as e:
+        platforms = []
+        reason = str(e)
+    else:
+        reason = "no OpenCL platform is installed"
+    out = []
+    for p_i, p in enumerate(platforms):
+        try:
+            devices = p.get_devices()
+        except cl.Error:
+            continue
+        for d_i, d in enumerate(devices):
+            out.append(
+                DeviceInfo(
+                    spec=f"{p_i}:{d_i}",
+                    platform=p.name.strip(),
+                    name=d.name.strip(),
+                    type=cl.device_type.to_string(d.type),
+                    compute_units=d.max_compute_units,
+                    global_mem=d.global_mem_size,
+                    local_mem=d.local_mem_size,
+                    max_alloc=d.max_mem_alloc_size,
+                    version=d.version.strip(),
+                    max_split=max(d.partition_max_sub_devices, 1) if d.partition_properties else 1,
+                )
+            )
+    if not out:
+        raise DeviceError(
+            f"no OpenCL device found ({reason}); install an OpenCL driver, e.g. 'apt-get install pocl-opencl-icd' "
+            "for the CPU or your GPU vendor's driver"
+        )
+    return out
+
+
+def resolve(cl, spec: str):
+    """The OpenCL device of a spec: ``P:D``, or ``P:D/N:K`` for part K of P:D split into N equal parts.
+
+    Splitting (device fission) lets several workers share one CPU device
+    without fighting over its cores.
+    """
+    whole, _, part = spec.partition("/")
+    try:
+        p_i, d_i = (int(x) for x in whole.split(":"))
+        device = cl.get_platforms()[p_i].get_devices()[d_i]
+    except (ValueError, IndexError):
+        raise DeviceError(f"no OpenCL device {spec!r}; 'dmap devices' lists them as PLATFORM:DEVICE") from None
+    if not part:
+        return device
+    try:
+        n, k = (int(x) for x in part.split(":"))
+    except ValueError:
+        raise DeviceError(f"device spec {spec!r}: a split is written P:D/N:K (part K of N)") from None
+    units = device.max_compute_units
+    if not (1 <= n <= max(device.partition_max_sub_devices, 1) and n <= units and 0 <= k < n):
+        raise DeviceError(
+            f"device {whole} cannot be split into {n} parts (it has {units} compute units and allows at most "
+            f"{device.partition_max_sub_devices} sub-devices) or has no part {k}"
+        )
+    try:
+        parts = device.create_sub_devices([cl.device_partition_property.EQUALLY, units // n])
+    except cl.Error as e:
+        raise DeviceError(f"device {whole} does not support splitting: {e}") from None
+    return parts[k]
