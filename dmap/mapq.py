@@ -37,6 +37,24 @@ def mapping_quality(n_best: np.ndarray, gap: np.ndarray | None = None) -> np.nda
     return np.where(n_best > 1, 0, q).astype(np.int64)
 
 
+def ranked(group: np.ndarray, score: np.ndarray, n_groups: int
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Entries sorted by (group, score), such as a read's alignments by edit distance or a pair's
+    pairs by summed distance: each entry's rank in its group, per group the entries and those at
+    its least score, which entries are at it, and the group's MAPQ (:func:`mapping_quality`,
+    the gap being the next score past the least)."""
+    n_found = np.bincount(group, minlength=n_groups)
+    rank = np.arange(group.size) - (np.cumsum(n_found) - n_found)[group]
+    least = np.zeros(n_groups, dtype=np.int64)
+    least[group[rank == 0]] = score[rank == 0]
+    at_best = score == least[group]
+    n_best = np.bincount(group[at_best], minlength=n_groups)
+    gap = np.full(n_groups, NO_SECOND, dtype=np.int64)
+    past = rank == n_best[group]
+    gap[group[past]] = score[past] - least[group[past]]
+    return rank, n_found, n_best, at_best, mapping_quality(n_best, gap)
+
+
 # FNV-1a's 64-bit constants, applied a byte position at a time over all names at once.
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)

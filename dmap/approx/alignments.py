@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..mapq import NO_SECOND, mapping_quality, primary_first
+from ..mapq import primary_first, ranked
 from ..opencl.device import BlockText
 from ..reads import FlatStrings
 from .candidates import Regions
@@ -191,7 +191,6 @@ def merge_alignments(
     n_reads: int,
     n_strands: int,
     contig_offsets: np.ndarray,
-    max_errors: int,
     report_all: bool = False,
     max_hits: int | None = None,
     primary: Callable[[np.ndarray], np.ndarray] | None = None,
@@ -242,19 +241,7 @@ def merge_alignments(
     rank_order = np.lexsort((strand, position, contig, dist, read))
     read, strand, contig, position, dist, src, span = (a[rank_order] for a in (read, strand, contig, position, dist,
                                                                             src, span))
-    n_found = np.bincount(read, minlength=n_reads)
-    first_of_read = np.zeros(n_reads, dtype=np.int64)
-    np.cumsum(n_found[:-1], out=first_of_read[1:])
-    rank = np.arange(read.size) - first_of_read[read]
-    best = np.full(n_reads, max_errors + 1, dtype=np.int64)
-    best[read[rank == 0]] = dist[rank == 0]
-    at_best = dist == best[read]
-    n_best = np.bincount(read[at_best], minlength=n_reads)
-    # The second best distance: the first alignment of each read past its best ones.
-    second = np.full(n_reads, NO_SECOND, dtype=np.int64)
-    past = rank == n_best[read]
-    second[read[past]] = dist[past] - best[read[past]]
-    mapq = mapping_quality(n_best, second)
+    rank, n_found, n_best, at_best, mapq = ranked(read, dist, n_reads)
     if primary is not None:
         rank = primary_first(rank, primary(n_best)[read])
         order = np.lexsort((rank, read))

@@ -34,7 +34,7 @@ import numpy as np
 from ..approx.alignments import ChunkAlignments
 from ..errors import DmapError
 from ..format.sam import NONE, RecordColumns, primaries
-from ..mapq import NO_SECOND, mapping_quality, primary_first
+from ..mapq import mapping_quality, primary_first, ranked
 from ..reads import FlatStrings, ReadChunk
 from ..search.hits import ChunkHits
 
@@ -180,21 +180,12 @@ def proper_pairs(aln: MateAlignments, n_pairs: int, bounds: InsertBounds, contig
     score = aln.distance[f] + aln.distance[r]
     order = np.lexsort((aln.strand[first], aln.position[first], aln.contig[first], score, pair))
     pair, first, second, score = pair[order], first[order], second[order], score[order]
-    n_found = np.bincount(pair, minlength=n_pairs)
-    rank = np.arange(pair.size) - (np.cumsum(n_found) - n_found)[pair]
-    least = np.full(n_pairs, -1, dtype=np.int64)
-    least[pair[rank == 0]] = score[rank == 0]
-    at_best = score == least[pair]
-    n_best = np.bincount(pair[at_best], minlength=n_pairs)
-    gap = np.full(n_pairs, NO_SECOND, dtype=np.int64)
-    past = rank == n_best[pair]
-    gap[pair[past]] = score[past] - least[pair[past]]
+    rank, n_found, n_best, _, mapq = ranked(pair, score, n_pairs)
     if primary is not None:
         rank = primary_first(rank, primary(n_best)[pair])
         order = np.lexsort((rank, pair))
         pair, first, second, score, rank = (a[order] for a in (pair, first, second, score, rank))
-    return Pairs(pair, first, second, score, rank, np.maximum(found, n_found), n_best,
-                 mapping_quality(n_best, gap), found > cap)
+    return Pairs(pair, first, second, score, rank, np.maximum(found, n_found), n_best, mapq, found > cap)
 
 
 def estimate_insert(aln: MateAlignments, n_pairs: int, n_found: np.ndarray) -> InsertBounds:

@@ -246,8 +246,8 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
     if approx is None:
         hits = merge_block_hits(parts, n, ns, index.contig_offsets)
     else:  # pairs are formed from every locus of each mate
-        hits = merge_alignments(parts, n, ns, index.contig_offsets, approx.max_errors,
-                                approx.report_all or chunk.paired, None if chunk.paired else approx.max_hits,
+        hits = merge_alignments(parts, n, ns, index.contig_offsets, approx.report_all or chunk.paired,
+                                None if chunk.paired else approx.max_hits,
                                 lambda n_best: primaries(chunk, n_best, searched))
     hits = hits.renumbered(searched, len(chunk))
     unmappable = dict(chunk.unmappable)
