@@ -118,12 +118,17 @@ def commands(ref: Path, idx: dict[str, Path], reads: Path, length: int, k: int, 
             "bowtie2": ["bowtie2", "-p", t, "-x", str(ref.with_suffix(".bt2")), "-U", str(reads), "-S", str(out)],
             "minimap2 -ax sr": ["minimap2", "-ax", "sr", "-t", t, "-o", str(out), str(ref), str(reads)],
         })
-        bt2 = str(ref.with_suffix(".bt2"))
-        for done, build in ((f"{ref}.bwt", ["bwa", "index", str(ref)]),
-                            (f"{bt2}.1.bt2", ["bowtie2-build", "-q", "--threads", t, str(ref), bt2])):
-            if shutil.which(build[0]) and not Path(done).exists():
-                subprocess.run(build, check=True, capture_output=True)
+        heuristic_indexes(ref, threads)
     return {name: cmd for name, cmd in cmds.items() if shutil.which(cmd[0]) or Path(cmd[0]).exists()}
+
+
+def heuristic_indexes(ref: Path, threads: int) -> None:
+    """bwa's index beside ``ref`` and bowtie2's (``REF.bt2``), built once, where the tools are installed."""
+    bt2 = str(ref.with_suffix(".bt2"))
+    for done, build in ((f"{ref}.bwt", ["bwa", "index", str(ref)]),
+                        (f"{bt2}.1.bt2", ["bowtie2-build", "-q", "--threads", str(threads), str(ref), bt2])):
+        if shutil.which(build[0]) and not Path(done).exists():
+            subprocess.run(build, check=True, capture_output=True)
 
 
 def loci(sam: Path) -> tuple[dict[str, list[tuple[str, int, int]]], dict[str, int | None]]:
@@ -191,6 +196,19 @@ def main() -> None:
             run_reference(args, work, ref_name, scheduler)
 
 
+def run_rounds(cmds: dict[str, list[str]], prefix: Path, inputs: list[Path], repeat: int
+               ) -> tuple[dict[str, Path], dict[str, list[dict]], dict[str, float]]:
+    """Run each command ``repeat`` times, alternating, its :data:`OUT` written to ``PREFIX_NAME.sam``:
+    the outputs, every run's :func:`measure`, and each command's median wall time."""
+    outs = {name: Path(f"{prefix}_{re.sub(r'[^a-z0-9]+', '_', name)}.sam") for name in cmds}
+    runs: dict[str, list[dict]] = {name: [] for name in cmds}
+    for _ in range(repeat):
+        for name, cmd in cmds.items():
+            outs[name].unlink(missing_ok=True)
+            runs[name].append(measure([str(outs[name]) if x == OUT else x for x in cmd], inputs))
+    return outs, runs, {name: statistics.median(m["wall"] for m in ms) for name, ms in runs.items()}
+
+
 def run_reference(args: argparse.Namespace, work: Path, ref_name: str, scheduler: str | None) -> None:
     """The rows of one reference."""
     ref = reference(work, ref_name)
@@ -198,17 +216,8 @@ def run_reference(args: argparse.Namespace, work: Path, ref_name: str, scheduler
     for row in args.rows:
         length, k = map(int, row.split(":"))
         reads = mason_reads(work, ref, args.reads, length, args.threads)
-        outs = {}
-        cmds = {}
-        for name, cmd in commands(ref, idx, reads, length, k, args.threads, args.context, scheduler).items():
-            outs[name] = work / f"allmap_{re.sub(r'[^a-z0-9]+', '_', name)}.sam"
-            cmds[name] = [str(outs[name]) if x == OUT else x for x in cmd]
-        runs: dict[str, list[dict]] = {name: [] for name in cmds}
-        for _ in range(args.repeat):
-            for name, cmd in cmds.items():
-                outs[name].unlink(missing_ok=True)
-                runs[name].append(measure(cmd, [reads, ref, *idx.values()]))
-        wall = {name: statistics.median(m["wall"] for m in ms) for name, ms in runs.items()}
+        outs, runs, wall = run_rounds(commands(ref, idx, reads, length, k, args.threads, args.context, scheduler),
+                                      work / "allmap", [reads, ref, *idx.values()], args.repeat)
         print(f"\n### {ref_name}, {args.reads:,} x {length} bp (mason_simulator), K = {k}; "
               f"{args.threads} threads for the peers; medians of {args.repeat}\n")
         print("| mapper | wall s | reads/s | peak RSS MB | candidate regions per read | speed vs its peer |")

@@ -25,13 +25,12 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-from allmap_vs_peers import OUT, indexes, reference, tool
-from exact_vs_bowtie import DMAP, compile_dmap, measure
+from allmap_vs_peers import OUT, heuristic_indexes, indexes, reference, run_rounds, tool
+from exact_vs_bowtie import DMAP, compile_dmap
 
 SLACK = 10  # positions a placement may differ from mason's and count as correct
 
@@ -60,11 +59,7 @@ def commands(ref: Path, idx: dict[str, Path], r1: Path, r2: Path, length: int, k
         "bowtie2": ["bowtie2", "-p", t, "-x", str(ref.with_suffix(".bt2")), "-1", str(r1), "-2", str(r2),
                     "-S", OUT],
     }
-    bt2 = str(ref.with_suffix(".bt2"))
-    for done, build in ((f"{ref}.bwt", ["bwa", "index", str(ref)]),
-                        (f"{bt2}.1.bt2", ["bowtie2-build", "-q", "--threads", t, str(ref), bt2])):
-        if shutil.which(build[0]) and not Path(done).exists():
-            subprocess.run(build, check=True, capture_output=True)
+    heuristic_indexes(ref, threads)
     return {name: cmd for name, cmd in cmds.items() if shutil.which(cmd[0]) or Path(cmd[0]).exists()}
 
 
@@ -114,16 +109,8 @@ def main() -> None:
         idx = indexes(work, ref)
         r1, r2, truth_sam = mason_pairs(work, ref, args.pairs, args.length, args.threads)
         truth = primaries(truth_sam)
-        outs, cmds = {}, {}
-        for name, cmd in commands(ref, idx, r1, r2, args.length, args.errors, args.threads).items():
-            outs[name] = work / f"pairs_{re.sub(r'[^a-z0-9]+', '_', name)}.sam"
-            cmds[name] = [str(outs[name]) if x == OUT else x for x in cmd]
-        runs: dict[str, list[dict]] = {name: [] for name in cmds}
-        for _ in range(args.repeat):
-            for name, cmd in cmds.items():
-                outs[name].unlink(missing_ok=True)
-                runs[name].append(measure(cmd, [r1, r2, ref, *idx.values()]))
-        wall = {name: statistics.median(m["wall"] for m in ms) for name, ms in runs.items()}
+        outs, runs, wall = run_rounds(commands(ref, idx, r1, r2, args.length, args.errors, args.threads),
+                                      work / "pairs", [r1, r2, ref, *idx.values()], args.repeat)
         print(f"\n### {ref_name}, {args.pairs:,} pairs x {args.length} bp (mason_simulator), K = {args.errors}; "
               f"{args.threads} threads for the peers; medians of {args.repeat}\n")
         print("| mapper | wall s | pairs/s | peak RSS MB | properly paired % | placed as mason % | speed vs Yara |")
