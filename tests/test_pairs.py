@@ -268,3 +268,39 @@ def test_pairs_of_a_repeat_are_capped_and_counted():
     capped = proper_pairs(aln, 2, bounds, np.array([0]), cap=50)
     assert (capped.pair == 0).sum() == 50 and capped.n_found[0] == facing and capped.capped.tolist() == [True, False]
     assert (capped.pair == 1).sum() == 1 and capped.n_found[1] == 1
+
+
+def test_interleaved_pairs_from_standard_input(tmp_path):
+    """``zcat pairs.fq.gz | dmap run IDX - --interleaved``: the same records as from the file."""
+    rng = np.random.default_rng(11)
+    contigs = genome(rng)
+    first, second = make_pairs(rng, contigs, 30, 0)
+    write_fasta(tmp_path / "ref.fa", contigs)
+    write_pairs(tmp_path, first, second, interleaved=True)
+    assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "-L", "60").returncode == 0
+    piped = dmap_cmd("run", tmp_path / "idx", "-", "--interleaved", stdin=(tmp_path / "pairs.fq").read_text())
+    from_file = dmap_cmd("run", tmp_path / "idx", tmp_path / "pairs.fq", "--interleaved")
+    assert piped.returncode == from_file.returncode == 0, piped.stderr + from_file.stderr
+    assert sam_body(piped.stdout) == sam_body(from_file.stdout) and len(sam_body(piped.stdout)) >= 60
+
+
+def test_max_hits_keeps_that_many_pairs_and_the_primary_first(tmp_path, client):
+    rng = np.random.default_rng(42)
+    contigs = genome(rng)
+    first, second = make_pairs(rng, contigs, 70, 2)
+    write_fasta(tmp_path / "ref.fa", contigs)
+    write_pairs(tmp_path, first, second)
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=60, block_length=400)
+    counts = {}
+    for hits in (None, 1):
+        out = tmp_path / f"out{hits}.sam"
+        dmap.map_reads(idx, tmp_path / "r1.fq", tmp_path / "r2.fq", sam_path=out, client=client, max_errors=2,
+                       report_all=True, max_hits=hits, min_insert=LOW, max_insert=HIGH)
+        body = sam_body(out.read_text())
+        counts[hits] = {}
+        for f in body:
+            counts[hits][(f[0], int(f[1]) & 192)] = counts[hits].get((f[0], int(f[1]) & 192), 0) + 1
+        primaries = [f for f in body if not int(f[1]) & 256]
+        assert len(primaries) == 2 * len(first)  # one primary record per mate
+    assert max(counts[1].values()) == 1 and max(counts[None].values()) > 1  # a repeat gave several
+    assert counts[1].keys() == counts[None].keys()
