@@ -123,7 +123,9 @@ def map_reads(
         several files, mapped as one run in order (a list, or paths joined by commas).
     mates
         The second mates of paired-end reads, in the order of their first mates in
-        ``reads`` (one file each; :mod:`dmap.mapping.pairs` says what is reported).
+        ``reads`` (one file each; :mod:`dmap.mapping.pairs` says what is reported).  The result's
+        hits are then each mate's alignments (every locus within K), read ``2i`` and ``2i + 1``
+        being pair ``i``'s mates.
     interleaved
         ``reads`` holds paired-end reads, the two mates of each pair one after the other.
     min_insert, max_insert

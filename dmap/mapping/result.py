@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..approx.alignments import ChunkAlignments
 from ..search.hits import ChunkHits
+
+if TYPE_CHECKING:  # pairs.py imports the SAM formatter; the result needs only the type
+    from .pairs import InsertBounds
 
 
 @dataclass
@@ -55,7 +59,7 @@ class MappingResult:
     # paired-end reads: pairs reported as proper pairs, the insert bounds used (dmap.mapping.pairs.InsertBounds),
     # and the pairs with more proper pairs than were formed (dmap.mapping.pairs.PAIR_CAP)
     n_proper: int = 0
-    insert: object | None = None
+    insert: InsertBounds | None = None
     capped_pairs: int = 0
 
     @property
