@@ -72,6 +72,21 @@ def genome(rng) -> list[tuple[str, str]]:
     return [("chrA", a), ("chrB", b)]
 
 
+def pair_case(tmp_path, seed: int, n: int, k: int, interleaved: bool = False):
+    """A :func:`genome`, ``n`` :func:`make_pairs` written as r1.fq and r2.fq (and pairs.fq), and its
+    index in ``idx`` (400-symbol blocks); the contigs as dmap reads them, and the mates."""
+    rng = np.random.default_rng(seed)
+    contigs = genome(rng)
+    first, second = make_pairs(rng, contigs, n, k)
+    write_fasta(tmp_path / "ref.fa", contigs)
+    write_pairs(tmp_path, first, second)
+    if interleaved:
+        write_pairs(tmp_path, first, second, interleaved=True)
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=60, block_length=400)
+    contigs = [(name, seq.decode("latin-1")) for name, seq in iter_contigs(tmp_path / "ref.fa")]
+    return idx, contigs, first, second
+
+
 def proper_pairs_of(sam_path, names: list[str]) -> set[tuple[int, int, int, int, int, int]]:
     """(pair, contig, first mate's start, strand, second mate's start, strand) of every proper pair."""
     out = set()
@@ -87,13 +102,7 @@ def proper_pairs_of(sam_path, names: list[str]) -> set[tuple[int, int, int, int,
 
 @pytest.mark.parametrize("k", [0, 2])
 def test_all_proper_pairs_equal_oracle(tmp_path, client, k):
-    rng = np.random.default_rng(40 + k)
-    contigs = genome(rng)
-    first, second = make_pairs(rng, contigs, 70, k)
-    write_fasta(tmp_path / "ref.fa", contigs)
-    write_pairs(tmp_path, first, second)
-    contigs = [(n, s.decode("latin-1")) for n, s in iter_contigs(tmp_path / "ref.fa")]
-    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=60, block_length=400)
+    idx, contigs, first, second = pair_case(tmp_path, 40 + k, 70, k)
     res = dmap.map_reads(idx, tmp_path / "r1.fq", tmp_path / "r2.fq", sam_path=tmp_path / "out.sam", client=client,
                          max_errors=k, report_all=k > 0, chunk_size=17, min_insert=LOW, max_insert=HIGH)
     alpha = alphabet_for("dna", contigs)
@@ -126,15 +135,9 @@ def check_mate_fields(path) -> None:
 
 
 def test_interleaved_equals_two_files_and_gzip(tmp_path, client):
-    rng = np.random.default_rng(5)
-    contigs = genome(rng)
-    first, second = make_pairs(rng, contigs, 60, 1)
-    write_fasta(tmp_path / "ref.fa", contigs)
-    write_pairs(tmp_path, first, second)
-    write_pairs(tmp_path, first, second, interleaved=True)
+    idx, _, _, _ = pair_case(tmp_path, 5, 60, 1, interleaved=True)
     for name in ("r1.fq", "r2.fq"):
         (tmp_path / f"{name}.gz").write_bytes(gzip.compress((tmp_path / name).read_bytes()))
-    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=60, block_length=400)
     runs = {"files": ((tmp_path / "r1.fq", tmp_path / "r2.fq"), {}),
             "gzip": ((tmp_path / "r1.fq.gz", tmp_path / "r2.fq.gz"), {}),
             "interleaved": ((tmp_path / "pairs.fq",), {"interleaved": True})}
@@ -285,12 +288,7 @@ def test_interleaved_pairs_from_standard_input(tmp_path):
 
 
 def test_max_hits_keeps_that_many_pairs_and_the_primary_first(tmp_path, client):
-    rng = np.random.default_rng(42)
-    contigs = genome(rng)
-    first, second = make_pairs(rng, contigs, 70, 2)
-    write_fasta(tmp_path / "ref.fa", contigs)
-    write_pairs(tmp_path, first, second)
-    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=60, block_length=400)
+    idx, _, first, _ = pair_case(tmp_path, 42, 70, 2)
     counts = {}
     for hits in (None, 1):
         out = tmp_path / f"out{hits}.sam"
