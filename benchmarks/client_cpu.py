@@ -3,6 +3,7 @@ scheduler and the worker, as real processes, per extra million reads.
 
     python3 benchmarks/client_cpu.py [--work /tmp/dmap-bench] [--small 1000000] [--large 3000000]
                                      [--max-errors 0] [--repeat 2] [--output sam|bam]
+                                     [--compress none|gzip|bgzf]
 
 Starts ``dask scheduler`` and one ``dask worker --resources opencl=1
 --preload dmap.cluster.worker`` (on the whole PoCL device), maps a small and a large
@@ -15,7 +16,9 @@ cluster connection, the index's first load) cancels out.
 
 The client only plans byte ranges and writes the bytes the workers
 formatted, so its share should be small: the number that says whether
-adding workers adds speed.
+adding workers adds speed.  ``--compress bgzf`` maps the reads compressed
+by htslib's bgzip (through pysam), which the workers cut and inflate;
+``--compress gzip`` by ``gzip -1``, which the client must inflate whole.
 """
 
 from __future__ import annotations
@@ -62,6 +65,24 @@ def run_once(index: Path, reads: Path, out: str, address: str, options: list[str
             "scheduler": cpu(scheduler) - s0, "worker": cpu(worker) - w0, "wall": wall}
 
 
+def compressed(reads: Path, how: str) -> Path:
+    """``reads`` compressed ``how`` (made once, beside it)."""
+    if how == "none":
+        return reads
+    out = reads.with_name(f"{reads.name}.{how}.gz")
+    if not out.exists():
+        tmp = out.with_name(out.name + ".tmp")
+        if how == "bgzf":
+            import pysam
+
+            pysam.tabix_compress(str(reads), str(tmp), force=True)
+        else:
+            with open(tmp, "wb") as f:
+                subprocess.run(["gzip", "-1", "-c", str(reads)], stdout=f, check=True)
+        tmp.rename(out)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", default="/tmp/dmap-bench")
@@ -70,6 +91,7 @@ def main() -> None:
     ap.add_argument("--max-errors", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--output", default="sam", choices=["sam", "bam"], help="output format")
+    ap.add_argument("--compress", default="none", choices=["none", "gzip", "bgzf"], help="how the reads are compressed")
     args = ap.parse_args()
     work = Path(args.work)
     ref = ecoli_reference(work)
@@ -77,7 +99,8 @@ def main() -> None:
     if not index.exists():
         subprocess.run([sys.executable, "-m", "dmap", "index", str(ref), "-o", str(index), "-q"], check=True)
     sizes = {"small": args.small, "large": args.large}
-    files = {k: simulated_reads(work, ref, n, 100, args.max_errors) for k, n in sizes.items()}
+    files = {k: compressed(simulated_reads(work, ref, n, 100, args.max_errors), args.compress)
+             for k, n in sizes.items()}
     options = ["-e", str(args.max_errors)] if args.max_errors else []
     with device_workers(1) as (address, procs):
         scheduler, worker = (psutil.Process(p.pid) for p in procs)
@@ -91,7 +114,8 @@ def main() -> None:
                     os.unlink(f"{tmp}/{k}.{ext}")
     extra = (args.large - args.small) / 1e6
     print(f"# {'exact' if not args.max_errors else f'-e {args.max_errors}'} 100-bp E. coli reads, "
-          f"{args.output.upper()}; real dask scheduler + 1 worker (2 threads); {os.cpu_count()} CPUs; "
+          f"{args.output.upper()}, reads {'' if args.compress == 'none' else args.compress + '-'}compressed; "
+          f"real dask scheduler + 1 worker (2 threads); {os.cpu_count()} CPUs; "
           f"medians of {args.repeat}")
     print("\n| process | CPU s, small | CPU s, large | CPU s per extra M reads | share |")
     print("|---|---|---|---|---|")

@@ -153,6 +153,23 @@ def test_workers_write_bam_in_place_and_to_a_stream(real_cluster, mapping_case, 
     subprocess.run(["samtools", "quickcheck", "-v", str(tmp_path / "o.bam")], check=True)
 
 
+def test_workers_cut_and_inflate_bgzip_reads(real_cluster, mapping_case, tmp_path):
+    """Reads compressed by htslib's bgzip are cut into byte ranges of the compressed file (the
+    client reads its first blocks only) and inflated by the workers: the records of the
+    uncompressed file's run, whatever worker read which range."""
+    import pysam
+
+    address, _ = real_cluster
+    pysam.tabix_compress(str(tmp_path / "r.fq"), str(tmp_path / "r.fq.gz"))
+    plan = list(plan_input([str(tmp_path / "r.fq.gz")], lambda *_: 1000))
+    assert len(plan) > 20 and all(s.bgzf for s in plan)
+    run = [*mapping_case, "--scheduler", address]
+    subprocess.run([*run, "-o", str(tmp_path / "plain.sam")], check=True, capture_output=True, timeout=300)
+    run[run.index(str(tmp_path / "r.fq"))] = str(tmp_path / "r.fq.gz")
+    subprocess.run([*run, "-o", str(tmp_path / "bgzf.sam")], check=True, capture_output=True, timeout=300)
+    assert sam_body(tmp_path / "bgzf.sam") == sam_body(tmp_path / "plain.sam")
+
+
 def test_workers_per_device_share_a_device_and_write_the_same_sam(real_cluster, mapping_case, tmp_path):
     """--workers-per-device 3: three spawned worker processes on the one device, each reading and
     writing its own chunks; the records are those of a run on the real cluster."""

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from dmap.alphabet import get_alphabet
 from dmap.errors import InputFormatError
+from dmap.format import bgzf
 from dmap.io import fastx, splits
 from dmap.io.fastx import iter_read_chunks, split_fastq
 
@@ -55,17 +56,26 @@ def chunk_records(path, chunk_size, sizes=None, fastq=True):
     return out
 
 
-def split_records(path, cuts, fastq=True):
-    """Every record of the file read as the splits between ``cuts``, each read as a worker reads it."""
+def split_records(path, cuts, fastq=True, blocked=False):
+    """Every record of the file (``blocked``: BGZF) read as the splits between ``cuts``, each read as a
+    worker reads it."""
     size = os.path.getsize(path)
-    with open(path, "rb") as f:
+    with splits.open_reads(str(path)) as f:
         origin = splits._skip_head(np.frombuffer(f.read(splits.SNIFF_BYTES), np.uint8), str(path))
-    bounds = [origin] + sorted(c for c in cuts if origin < c < size) + [size]
+    first = 0 if blocked else origin
+    bounds = [first] + sorted(c for c in cuts if first < c < size) + [size]
     out = []
     for k, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
-        chunk = fastx.read_chunk(splits.FileSplit(k, str(path), lo, hi, fastq, origin, size), DNA)
+        chunk = fastx.read_chunk(splits.FileSplit(k, str(path), lo, hi, fastq, origin, size, blocked), DNA)
         out += list(zip(chunk.names, chunk.seqs, chunk.quals if fastq else [None] * len(chunk)))
     return out
+
+
+def bgzf_blocks(text, cuts):
+    """``text`` as BGZF whose blocks end at ``cuts``, as bgzip writes them (one block per 65,280 bytes)
+    but with blocks as small as one byte, empty ones and the end-of-file block."""
+    bounds = [0] + sorted(c for c in cuts if 0 <= c <= len(text)) + [len(text)]
+    return b"".join(bgzf._block(text[a:b], 1) for a, b in zip(bounds, bounds[1:])) + bgzf.EOF
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -110,6 +120,72 @@ def test_fasta_split_at_any_byte(tmp_path):
     for cut in range(len(text) + 1):
         assert split_records(tmp_path / "r.fa", [cut], fastq=False) == want, cut
     assert chunk_records(tmp_path / "r.fa", 1, fastq=False) == want
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=fastq_files(), data=st.data())
+def test_a_bgzf_file_split_at_any_byte_reads_every_record_once(tmp_path, text, data):
+    # Blocks that end anywhere (in a name, between CR and LF, at a record's end), a block of one byte,
+    # an empty block: wherever the compressed bytes are cut, the workers on each side start at the same
+    # block and find the same record in the inflated bytes.
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=8), "block ends")
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(bgzf_blocks(text, cuts))
+    want = dnaio_records(path)
+    size = os.path.getsize(path)
+    for cut in range(size + 1):
+        assert split_records(path, [cut], blocked=True) == want, cut
+    assert split_records(path, range(0, size, 11), blocked=True) == want
+
+
+def test_bgzf_fasta_with_blank_lines_split_at_any_byte(tmp_path):
+    text = b"\xef\xbb\xbf\n\n>a x\nACGT\nAC\n>b\nGG\n>c\nG\n>d desc\nTTTT\n\n\n"
+    path = tmp_path / "r.fa.gz"
+    path.write_bytes(bgzf_blocks(text, [1, 2, 4, 5, 12, 13, 20, 30]))
+    want = [("a", "ACGTAC", None), ("b", "GG", None), ("c", "G", None), ("d", "TTTT", None)]
+    for cut in range(os.path.getsize(path) + 1):
+        assert split_records(path, [cut], fastq=False, blocked=True) == want, cut
+    assert chunk_records(path, 1, fastq=False) == want
+
+
+def test_bgzip_files_are_split_by_the_workers(tmp_path):
+    # htslib's bgzip (through pysam) writes 64 KiB blocks; the plan cuts the compressed bytes without
+    # inflating more than the first blocks, and the chunks hold about the reads asked for.
+    import pysam
+
+    rng = np.random.default_rng(3)
+    seqs = ["".join(rng.choice(list("ACGT"), 100)) for _ in range(4000)]
+    text = "".join(f"@r{i} c\n{s}\n+\n{'I' * 100}\n" for i, s in enumerate(seqs)).encode()
+    (tmp_path / "r.fq").write_bytes(text)
+    pysam.tabix_compress(str(tmp_path / "r.fq"), str(tmp_path / "r.fq.gz"))
+    plan = list(splits.plan_input([str(tmp_path / "r.fq.gz")], lambda *_: 500))
+    assert all(isinstance(s, splits.FileSplit) and s.bgzf for s in plan) and len(plan) > 4
+    chunks = list(iter_read_chunks(tmp_path / "r.fq.gz", DNA, 500))
+    assert [r for c in chunks for r in zip(c.names, c.seqs)] == [(f"r{i}", s) for i, s in enumerate(seqs)]
+    assert all(250 <= len(c) <= 1000 for c in chunks[:-1]), [len(c) for c in chunks]
+    # bgzip files joined with cat (the end-of-file block in the middle) are BGZF still.
+    (tmp_path / "two.fq.gz").write_bytes((tmp_path / "r.fq.gz").read_bytes() * 2)
+    assert len(chunk_records(tmp_path / "two.fq.gz", 300)) == 8000
+
+
+def test_damaged_bgzf_is_one_clear_error(tmp_path):
+    # Damage past the first 64 KiB is found by the worker that inflates it, damage before by the client.
+    # Random bases compress poorly: the client's look-ahead (xopen reads 1 MiB of compressed bytes) ends
+    # far before the damaged block.
+    seqs = np.random.default_rng(0).choice(list(b"ACGT"), (40_000, 100)).astype(np.uint8)
+    text = b"".join(b"@r%d\n%s\n+\n%s\n" % (i, s.tobytes(), s.tobytes()) for i, s in enumerate(seqs))
+    blocks = bgzf_blocks(text, range(0, len(text), 60_000))
+    for block, error in [(100, r"is not whole BGZF: the BGZF block at byte \d+ is damaged"), (1, "is malformed")]:
+        blob, at = bytearray(blocks), 0
+        for _ in range(block):
+            at += bgzf.block_size(blob, at)
+        blob[at + 30] ^= 0xFF  # in the block's deflate data
+        (tmp_path / "r.fq.gz").write_bytes(bytes(blob))
+        with pytest.raises(InputFormatError, match=error):
+            list(iter_read_chunks(tmp_path / "r.fq.gz", DNA, 100))
+    (tmp_path / "cut.fq.gz").write_bytes(blocks[:-40])
+    with pytest.raises(InputFormatError, match="is not whole BGZF: no whole BGZF block begins at byte"):
+        list(iter_read_chunks(tmp_path / "cut.fq.gz", DNA, 100))
 
 
 def test_a_chunk_holds_its_own_records_bytes(tmp_path):

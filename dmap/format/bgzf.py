@@ -4,7 +4,10 @@ A BGZF file is a series of gzip members of at most 64 KiB each, with the
 compressed size in an extra field, ended by a fixed 28-byte empty block.
 Members concatenate: each chunk of a run is compressed on its worker into
 whole blocks, and the output is the header's blocks, the chunks' blocks in
-input order and :data:`EOF`.
+input order and :data:`EOF`.  For the same reason a ``bgzip``-compressed
+reads file can be cut anywhere: the worker that gets a byte range finds the
+first block in it (:func:`find_block`) and inflates the blocks from there
+(:func:`inflate_blocks`).
 
 Deflate is ISA-L's (``isal``, installed with ``xopen`` on x86-64 and ARM)
 where present, else zlib's.
@@ -19,12 +22,17 @@ import numpy as np
 
 try:
     from isal import isal_zlib as _deflate_lib
+    from isal.igzip_lib import IsalError
+
+    # What inflating damaged data raises, here and in xopen's gzip readers.
+    INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, IsalError)
 
     # ISA-L's levels are 0-3; its level 1 compresses BAM about as well as zlib's level 6 (about 3%
     # larger; docs/performance.md) at several times the speed.
     DEFAULT_LEVEL = 1
 except ImportError:  # pragma: no cover - platforms without ISA-L
     _deflate_lib = zlib
+    INFLATE_ERRORS = (zlib.error,)
     DEFAULT_LEVEL = 6
 
 # Uncompressed bytes per block, as htslib writes them: room for deflate's worst case below 64 KiB.
@@ -35,12 +43,12 @@ EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 # whose value is the block's total size minus one.
 _HEADER = struct.Struct("<4BI2BH2BHH")
 _TRAILER = struct.Struct("<II")
-_MAX_BLOCK = 1 << 16
+MAX_BLOCK = 1 << 16  # bytes of a whole block, at most
 
 
 def _block(data: bytes | memoryview, level: int) -> bytes:
     cdata = _deflate_lib.compress(data, level, -15)
-    if len(cdata) + _HEADER.size + _TRAILER.size > _MAX_BLOCK:  # incompressible: stored
+    if len(cdata) + _HEADER.size + _TRAILER.size > MAX_BLOCK:  # incompressible: stored
         cdata = zlib.compress(data, 0, -15)
     size = len(cdata) + _HEADER.size + _TRAILER.size
     return (_HEADER.pack(31, 139, 8, 4, 0, 0, 255, 6, 66, 67, 2, size - 1) + cdata
@@ -56,3 +64,89 @@ def compress(data: bytes | np.ndarray, level: int = DEFAULT_LEVEL) -> bytes:
 def is_bgzf(head: bytes) -> bool:
     """Whether ``head``, a file's first bytes, begin a BGZF block."""
     return len(head) >= 16 and head[:4] == b"\x1f\x8b\x08\x04" and head[12:16] == b"BC\x02\x00"
+
+
+_MAGIC = b"\x1f\x8b\x08\x04"  # gzip, deflate, FEXTRA: every BGZF block starts so
+
+
+def block_size(data: np.ndarray | bytes, at: int = 0) -> int | None:
+    """The total size of the BGZF block whose header begins at ``data[at]``; None where
+    no BGZF header begins there, or ``data`` ends within it.
+
+    The ``BC`` subfield is looked for among all of the header's extra
+    subfields, as the SAM specification allows others beside it.
+    """
+    head = bytes(data[at:at + 12])
+    if len(head) < 12 or head[:4] != _MAGIC:
+        return None
+    xlen = int.from_bytes(head[10:12], "little")
+    extra = bytes(data[at + 12:at + 12 + xlen])
+    i = 0
+    while len(extra) == xlen and i + 4 <= xlen:
+        length = int.from_bytes(extra[i + 2:i + 4], "little")
+        if extra[i:i + 2] == b"BC" and length == 2 and i + 6 <= xlen:
+            size = int.from_bytes(extra[i + 4:i + 6], "little") + 1
+            return size if size >= 12 + xlen + _TRAILER.size else None
+        i += 4 + length
+    return None
+
+
+def inflate_block(block: np.ndarray | bytes) -> bytes:
+    """The data of one whole BGZF block; ValueError where its deflate stream, length or CRC is wrong."""
+    view = memoryview(block)
+    xlen = int.from_bytes(view[10:12], "little")
+    crc, size = _TRAILER.unpack(view[-_TRAILER.size:])
+    try:
+        data = _deflate_lib.decompress(view[12 + xlen:-_TRAILER.size], -15)
+    except INFLATE_ERRORS as e:
+        raise ValueError(f"its deflate data is damaged ({e})") from None
+    if len(data) != size or zlib.crc32(data) != crc:
+        raise ValueError("its length or CRC does not match its data")
+    return data
+
+
+def find_block(data: np.ndarray) -> int | None:
+    """The offset in ``data`` of the first whole BGZF block that inflates with the right
+    length and CRC (None if none begins in it).
+
+    A false start inside compressed data would need the 4 bytes of the gzip
+    magic, a well-formed ``BC`` field and deflate data whose CRC matches by
+    chance: the workers on both sides of a cut find the same block.
+    """
+    magic = np.frombuffer(_MAGIC, np.uint8)
+    if data.size < 4:
+        return None
+    hits = np.flatnonzero((data[:-3] == magic[0]) & (data[1:-2] == magic[1]) & (data[2:-1] == magic[2])
+                          & (data[3:] == magic[3]))
+    for at in hits.tolist():
+        size = block_size(data, at)
+        if size is None or at + size > data.size:
+            continue
+        try:
+            inflate_block(data[at:at + size])
+        except ValueError:
+            continue
+        return at
+    return None
+
+
+def inflate_blocks(data: np.ndarray, stop: int, base: int = 0) -> tuple[list[bytes], int]:
+    """The inflated data of the consecutive BGZF blocks at the start of ``data`` that begin
+    before ``stop``, and the offset after the last of them (one Python call per block of
+    up to 64 KiB, not per record).  ``data`` must reach :data:`MAX_BLOCK` bytes past
+    ``stop`` or the end of the file.
+
+    Raises ValueError, naming the block's offset (``base`` being that of
+    ``data``), where a block is not BGZF, is damaged or is cut short.
+    """
+    out, at = [], 0
+    while at < min(stop, data.size):
+        size = block_size(data, at)
+        if size is None or at + size > data.size:
+            raise ValueError(f"no whole BGZF block begins at byte {base + at}")
+        try:
+            out.append(inflate_block(data[at:at + size]))
+        except ValueError as e:
+            raise ValueError(f"the BGZF block at byte {base + at} is damaged: {e}") from None
+        at += size
+    return out, at

@@ -133,17 +133,17 @@ def split_fastq(data: np.ndarray) -> ReadFields | None:
     return ReadFields(data, name, name_end - name, seq, seq_len, qual)
 
 
-def _parse_with_dnaio(data: np.ndarray, fastq: bool, path: str, offset: int) -> ReadFields:
+def _parse_with_dnaio(data: np.ndarray, fastq: bool, path: str, where: str) -> ReadFields:
     """Records of a buffer of whole records parsed by dnaio; its errors name the file and where the
-    buffer begins in it (``offset``)."""
+    buffer begins in it (``where``, e.g. "byte 1234")."""
     try:
         records = list(dnaio.open(io.BytesIO(data.tobytes()), fileformat="fastq" if fastq else "fasta"))
     except dnaio.FileFormatError as e:
         at = "" if e.line is None else f"line {e.line + 1} of "
-        raise InputFormatError(f"reads file {path!r} is malformed: {e.message} ({at}the records from byte "
-                               f"{offset})") from None
+        raise InputFormatError(f"reads file {path!r} is malformed: {e.message} ({at}the records from "
+                               f"{where})") from None
     except (UnicodeDecodeError, EOFError) as e:
-        raise InputFormatError(f"reads file {path!r} is malformed: {e} (the records from byte {offset})") from None
+        raise InputFormatError(f"reads file {path!r} is malformed: {e} (the records from {where})") from None
     return ReadFields.from_strings([r.id for r in records], [r.sequence for r in records],
                                    [r.qualities for r in records] if fastq else None)
 
@@ -162,17 +162,17 @@ def source_fields(source: Source) -> ReadFields:
     """The records of a chunk of the input (:mod:`dmap.io.splits`), parsed where the chunk is read:
     plain four-line FASTQ by :func:`split_fastq`, anything else by dnaio."""
     if isinstance(source, FileSplit):
-        data, offset = split_bytes(source)
+        data, where = split_bytes(source)
     else:
-        data, offset = source.data, source.offset
+        data, where = source.data, f"byte {source.offset}"
     fields = split_fastq(data) if source.fastq else None
     if fields is None:
         if data.size == 0:
             return ReadFields.from_strings([], [], [] if source.fastq else None)
-        fields = _parse_with_dnaio(data, source.fastq, source.path, offset)
+        fields = _parse_with_dnaio(data, source.fastq, source.path, where)
     if len(fields) and fields.seq_len.max() > splits.MAX_RECORD_BYTES:
         raise InputFormatError(f"reads file {source.path!r} holds a record over {splits.MAX_RECORD_BYTES} bytes "
-                               f"long (after byte {offset}), far longer than any index maps")
+                               f"long (after {where}), far longer than any index maps")
     return fields
 
 

@@ -9,7 +9,13 @@ boundary, so every record is read exactly once, whatever the cuts).  This
 is how Hadoop-BAM's ``FastqInputFormat`` splits FASTQ; dmap's check of the
 record structure is stricter (below).
 
-Any other input (gzip, a pipe, standard input) cannot be cut without
+A ``bgzip``-compressed file (BGZF, a series of gzip members of at most
+64 KiB) is cut the same way into ranges of its compressed bytes: the worker
+starts at the first BGZF block that begins in its range, inflates the
+blocks that begin there, and applies the same record rule to the inflated
+bytes, reading on into the next blocks (:class:`_Inflated`).
+
+Any other input (plain gzip, a pipe, standard input) cannot be cut without
 reading it: the client reads it as blocks of whole records
 (:class:`RawBlock`, cut at the newlines of whole FASTQ records or before a
 FASTA ``>``) and hands them on unparsed, so such input limits a run to what
@@ -33,6 +39,7 @@ import numpy as np
 from xopen import xopen
 
 from ..errors import InputFormatError
+from ..format import bgzf
 from .mapfile import map_bytes
 
 STDIN = "-"  # a reads path that means standard input
@@ -48,15 +55,17 @@ _BLANK = np.frombuffer(b"\n\r \t", np.uint8)
 
 @dataclass(frozen=True)
 class FileSplit:
-    """Bytes ``start`` to ``end`` of a regular file, read by a worker: the records that begin in them."""
+    """Bytes ``start`` to ``end`` of a regular file, read by a worker: the records that begin in them
+    (in a BGZF file, the records that begin in the blocks that begin in them)."""
 
     number: int  # the chunk's place in the run's output
     path: str
     start: int
     end: int
     fastq: bool
-    origin: int  # where the file's first record begins (after a byte-order mark and blank lines)
+    origin: int  # where the file's first record begins (after a byte-order mark and blank lines; inflated)
     size: int  # the file's size when it was planned
+    bgzf: bool = False  # the file is BGZF: start, end and size count its compressed bytes
 
 
 @dataclass
@@ -115,7 +124,7 @@ def fill(f, view: memoryview, path: str) -> int:
     try:
         while done < len(view) and (got := f.readinto(view[done:])):
             done += got
-    except (EOFError, OSError) as e:  # a damaged gzip stream
+    except (EOFError, OSError, *bgzf.INFLATE_ERRORS) as e:  # a damaged gzip stream
         raise InputFormatError(f"reads file {path!r} is malformed: {e}") from None
     return done
 
@@ -163,6 +172,41 @@ def _mappable(f) -> int | None:
     return st.st_size
 
 
+def splittable(path: str) -> bool:
+    """Whether ``path`` is a regular file that workers can cut: uncompressed, or BGZF."""
+    if not os.path.isfile(path):
+        return False
+    if not path.endswith(COMPRESSED):
+        return True
+    with open(path, "rb") as f:
+        return bgzf.is_bgzf(f.read(16))
+
+
+def _bgzf_ratio(path: str) -> float | None:
+    """Compressed bytes per inflated byte of the first blocks of ``path`` (up to 256 KiB), if it is
+    a regular, mappable BGZF file (``bgzip``) that workers can cut; None for anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.pread(fd, 4 * bgzf.MAX_BLOCK, 0)
+        if not bgzf.is_bgzf(head):
+            return None
+        map_bytes(fd, 0, 1)
+        at = inflated = 0
+        while (size := bgzf.block_size(head, at)) is not None and at + size <= len(head):
+            inflated += int.from_bytes(head[at + size - 4:at + size], "little")
+            at += size
+        return at / inflated if at and inflated else 1.0
+    except (OSError, ValueError):  # some file systems cannot map files
+        return None
+    finally:
+        os.close(fd)
+
+
 def sniff(f, path: str) -> tuple[np.ndarray, int, bool, float] | None:
     """The start of a reads file that ``f`` reads (:func:`open_reads`), from its first record on,
     where that record begins, whether the file is FASTQ, and its bytes per record; None for a
@@ -199,13 +243,18 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
             if sniffed is None:
                 continue  # no records
             head, origin, fastq, per_record = sniffed
-            size = _mappable(f) if not path.endswith(COMPRESSED) else None
+            blocked = _bgzf_ratio(path) if path != STDIN else None
+            if blocked:
+                size = os.path.getsize(path)
+            else:
+                size = None if path.endswith(COMPRESSED) else _mappable(f)
             if size is not None:
-                at = origin
+                # Plain bytes from the first record on; BGZF from its first block, in compressed bytes.
+                at, per_byte = (0, blocked) if blocked else (origin, 1.0)
                 while at < size:
                     want = wanted()
-                    end = min(size, at + max(1, round(want * per_record)))
-                    yield FileSplit(done[0], path, at, end, fastq, origin, size)
+                    end = min(size, at + max(1, round(want * per_record * per_byte)))
+                    yield FileSplit(done[0], path, at, end, fastq, origin, size, bool(blocked))
                     done[:] = done[0] + 1, done[1] + want, done[2] + end - at
                     at = end
                 continue
@@ -301,8 +350,58 @@ class _File:
                 raise InputFormatError(f"reads file {self.path!r} was cut short while dmap read it") from None
             return out
 
+    def upto(self, lo: int, hi: int) -> tuple[np.ndarray, bool]:
+        """Bytes ``lo`` to ``hi`` or to the end of the file, and whether that is the end."""
+        return self.bytes(lo, min(hi, self.size)), hi >= self.size
 
-def record_start(file: _File, pos: int, fastq: bool, origin: int) -> int:
+
+class _Inflated:
+    """The inflated bytes of a BGZF file from its block at ``first`` on, counted from there:
+    the blocks are inflated as they are asked for."""
+
+    def __init__(self, file: _File, first: int):
+        self.file, self.path = file, file.path
+        self.next = first  # the compressed offset of the next block to inflate
+        self.data = np.empty(0, dtype=np.uint8)
+        self.parts: list[bytes] = []  # inflated, not yet in ``data``
+        self.size = 0  # bytes inflated
+
+    def take(self, stop: int) -> None:
+        """Inflate the blocks that begin before the compressed offset ``stop``."""
+        if self.next >= min(stop, self.file.size):
+            return
+        try:
+            parts, used = bgzf.inflate_blocks(self.file.bytes(self.next, min(self.file.size, stop + bgzf.MAX_BLOCK)),
+                                              stop - self.next, self.next)
+        except ValueError as e:
+            raise InputFormatError(f"reads file {self.path!r} is not whole BGZF: {e}") from None
+        self.parts += parts
+        self.size += sum(map(len, parts))
+        self.next += used
+
+    def upto(self, lo: int, hi: int) -> tuple[np.ndarray, bool]:
+        """Inflated bytes ``lo`` to ``hi`` or to the end of the file, and whether that is the end."""
+        while self.size < hi and self.next < self.file.size:
+            self.take(self.next + 1)
+        if self.parts:  # one copy of what was inflated since the last call
+            self.data = np.concatenate([self.data, *(np.frombuffer(p, np.uint8) for p in self.parts)])
+            self.parts = []
+        return self.data[lo:hi], self.next >= self.file.size and hi >= self.size
+
+
+def first_block(file: _File, pos: int) -> int:
+    """The offset of the first BGZF block of ``file`` that begins at or after ``pos`` (its size if none)."""
+    window = file.bytes(pos, min(file.size, pos + 2 * bgzf.MAX_BLOCK))
+    at = bgzf.find_block(window)
+    if at is not None and at < bgzf.MAX_BLOCK:
+        return pos + at
+    if at is None and pos + window.size == file.size:
+        return file.size  # the last block began before pos
+    raise InputFormatError(f"reads file {file.path!r} is not BGZF after byte {pos}: no block begins there "
+                           "(compress it with bgzip, or plain gzip to have it read whole)")
+
+
+def record_start(file: _File | _Inflated, pos: int, fastq: bool, origin: int) -> int:
     """The offset of the first record that begins at or after ``pos`` (the file's size if none does).
 
     A FASTA record begins at a line starting with ``>``.  A FASTQ quality
@@ -317,10 +416,9 @@ def record_start(file: _File, pos: int, fastq: bool, origin: int) -> int:
         return origin
     window = SNIFF_BYTES
     while True:
-        hi = min(file.size, pos + window)
-        data = file.bytes(pos - 1, hi)
+        data, at_end = file.upto(pos - 1, pos + window)
         nl = np.flatnonzero(data == 10) + (pos - 1)  # newlines at pos - 1 or later: lines start after them
-        found = _first_record(data, pos - 1, nl, hi == file.size, fastq)
+        found = _first_record(data, pos - 1, nl, at_end, fastq)
         if found is not None:
             return found
         if window > CHAIN * 4 * MAX_RECORD_BYTES:
@@ -370,18 +468,43 @@ def _first_record(data: np.ndarray, base: int, nl: np.ndarray, at_end: bool, fas
     return end if at_end else None
 
 
-def split_bytes(split: FileSplit) -> tuple[np.ndarray, int]:
-    """The records of ``split`` as bytes, and their offset in the file (on the worker)."""
+def split_bytes(split: FileSplit) -> tuple[np.ndarray, str]:
+    """The records of ``split`` as bytes, and where they begin in the file, in words (on the worker)."""
     file = _File(split)
     try:
+        if split.bgzf:
+            return _inflated_split(file, split)
         begin = record_start(file, split.start, split.fastq, split.origin)
         end = record_start(file, split.end, split.fastq, split.origin) if split.end < split.size else split.size
         data = file.bytes(begin, max(begin, end))
         if end == split.size:
             data = data[:records_end(data, split.fastq)]
-        return data, begin
+        return data, f"byte {begin}"
     finally:
         file.close()
+
+
+def _inflated_split(file: _File, split: FileSplit) -> tuple[np.ndarray, str]:
+    """The records of a split of a BGZF file: those that begin in its blocks' inflated bytes.
+
+    The rule of :func:`record_start` is applied to the bytes inflated from
+    the split's first block on, at the start of every block that begins at
+    or after a cut, so both neighbours of a cut find the same boundary:
+    ``record_start(inflated, q + 1)`` looks at the lines that begin after a
+    newline at ``q`` or later, which is how the next split, whose bytes
+    begin at ``q``, looks for its first record.
+    """
+    first = 0 if split.start == 0 else first_block(file, split.start)
+    inflated = _Inflated(file, first)
+    inflated.take(split.end)
+    own = inflated.size  # the inflated bytes of the blocks that begin in the split
+    inflated.take(inflated.next + 1)  # and those of the next block, where its last record most often ends
+    begin = split.origin if split.start == 0 else record_start(inflated, 1, split.fastq, 0)
+    end = max(begin, record_start(inflated, own + 1, split.fastq, 0))
+    data, at_end = inflated.upto(begin, end)
+    if at_end and end >= inflated.size:
+        data = data[:records_end(data, split.fastq)]
+    return data, f"the BGZF blocks at byte {first}"
 
 
 def records_end(data: np.ndarray, fastq: bool) -> int:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ..io.splits import COMPRESSED
+from ..io.splits import splittable
 
 if TYPE_CHECKING:  # `dmap --help` imports this module: Dask and Zarr stay out of its start
     from distributed import Client
@@ -62,14 +62,15 @@ class GuidedChunks:
     The bounds by the reads done make the sizes grow from ``first_size``,
     doubling, up to ``max_size / 2``, and then by a tenth a chunk up to
     ``max_size``.  The reads left are estimated from the file size and the
-    bytes per read seen so far, so shrinking needs an uncompressed input;
-    compressed input grows to ``max_size`` and stays there.
+    bytes per read seen so far (compressed bytes of a BGZF file), so
+    shrinking needs input that workers cut (:func:`dmap.io.splits.splittable`);
+    other input grows to ``max_size`` and stays there.
     """
 
     def __init__(self, paths: str | os.PathLike | list, max_size: int, min_size: int = 1000,
                  first_size: int = FIRST_CHUNK_SIZE):
         paths = [os.fspath(p) for p in (paths if isinstance(paths, list | tuple) else [paths])]
-        plain = all(not p.endswith(COMPRESSED) and os.path.isfile(p) for p in paths)
+        plain = all(splittable(p) for p in paths)
         self.total_bytes = sum(os.path.getsize(p) for p in paths) if plain else None
         self.max_size = max_size
         self.min_size = min(min_size, max_size)
