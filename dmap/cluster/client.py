@@ -18,7 +18,7 @@ from ..opencl.discovery import list_devices
 from .worker import DevicePlugin
 
 # Threads per device worker: one runs a kernel while the other locates,
-# merges and formats SAM for another chunk.
+# merges and formats SAM for another chunk (BUFFER_SETS device tasks at once).
 WORKER_THREADS = 2
 # An embedded cluster serves this machine only.
 LOOPBACK = "127.0.0.1"

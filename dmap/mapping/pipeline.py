@@ -57,7 +57,7 @@ from ..index.store import Index, open_index
 from ..io.output import Output, record_format
 from ..io.pairs import PairBlock, plan_pairs
 from ..io.splits import RawBlock, Source, plan_input, reads_paths
-from ..opencl.device import DEVICE_RESOURCE
+from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
 from ..progress import Progress
 from ..search.hits import ChunkHits
 from .pairs import InsertBounds, insert_bounds
@@ -355,7 +355,7 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
     whatever the input size.
     """
     path = idx.path
-    dev = {DEVICE_RESOURCE: 1}
+    dev = {DEVICE_RESOURCE: DEVICE_SHARE}  # BUFFER_SETS device tasks at once per worker
     home = block_homes(client, idx)
     approx = settings.approx
     done = object()

@@ -149,7 +149,7 @@ def neighborhood_task(index_path: str, block: int, seeds: ChunkSeeds, errors: in
     query, positions = seed_and_filter(device, store, index.neighborhood_params, reads, patterns, errors,
                                        index.alphabet.n_strands)
     # (read, strand) pairs, as exact search counts them
-    device.queries_searched += int(reads.lengths.size) * index.alphabet.n_strands
+    device.tally("queries_searched", int(reads.lengths.size) * index.alphabet.n_strands)
     return BlockHits(block, index.meta.blocks[block].start, index.own_length(block), query, positions)
 
 
@@ -167,8 +167,8 @@ def verify_task(index_path: str, block: int, chunk_seeds: ChunkSeeds, located: B
     ns = index.alphabet.n_strands
     regions = candidate_regions(located, seeds, reads.lengths, ns, max_errors, meta.blocks[block].length,
                                 index.contig_offsets, np.array([c.length for c in meta.contigs], dtype=np.int64))
-    device.candidates["seed hits"] += int(located.query.size)
-    device.candidates["regions"] += len(regions)
+    device.tally("candidates", int(located.query.size), "seed hits")
+    device.tally("candidates", len(regions), "regions")
     if len(regions) == 0:
         return BlockAlignments.empty()
     text = device.block_text(index, block)

@@ -29,8 +29,14 @@ from ..index.store import BLOCK_ARRAYS, BlockArrays, Index
 from .discovery import _cl, list_devices, resolve
 from .programs import KernelCache, build_quietly
 
-# Dask resource that device tasks ask for; workers with a device declare it.
+# Dask resource that device tasks ask for; workers with a device declare it (``opencl=1``).
 DEVICE_RESOURCE = "opencl"
+# Device tasks that run at once on a worker, each on its own thread's command queue and buffers
+# (a "buffer set", BowMapCL 4.3.1): a task asks for this share of the device.  While one task's
+# kernels run, another's host work (regions, patterns, merging, records) goes on; with one at a
+# time, a 2-thread worker ran one task 80% of an `-e 3` run (docs/performance.md, "Buffer sets").
+BUFFER_SETS = 2
+DEVICE_SHARE = 1 / BUFFER_SETS
 DEVICE_PLUGIN = "dmap-device"  # the name of each device worker's dmap.cluster.worker.DevicePlugin
 
 
@@ -125,10 +131,20 @@ class Device:
         self._kernel_cache = KernelCache(self.cl)
         self._blocks: OrderedDict = OrderedDict()
         self._lock = threading.RLock()
+        self._tally_lock = threading.Lock()
         self.block_loads = 0
         self.queries_searched = 0  # (read, strand) pairs, for the workers page
         self.candidates = collections.Counter()  # "seed hits", "regions" of approximate mapping
         self.seconds: collections.Counter = collections.Counter()  # label of Device.timed -> seconds
+
+    def tally(self, counter: str, amount: float = 1, key: str | None = None) -> None:
+        """Add ``amount`` to the counter attribute ``counter`` (to its entry ``key``, for
+        ``candidates`` and ``seconds``): :data:`BUFFER_SETS` tasks count at once."""
+        with self._tally_lock:
+            if key is None:
+                setattr(self, counter, getattr(self, counter) + amount)
+            else:
+                getattr(self, counter)[key] += amount
 
     @property
     def is_gpu(self) -> bool:
@@ -147,7 +163,7 @@ class Device:
             with context_meter.meter(label):
                 yield
         finally:
-            self.seconds[label] += time.perf_counter() - start
+            self.tally("seconds", time.perf_counter() - start, label)
 
     def run(self, program, name: str, args, work_items: int = 0, label: str | None = None,
             size: tuple[tuple[int, ...], tuple[int, ...]] | None = None, wait: bool = True):
@@ -254,7 +270,7 @@ class Device:
         """Block ``number`` of ``index`` on this device, loading it on first use."""
         blk, loaded = self._resident((index.uid, number), lambda: index.load_block(number), self.upload_block)
         if loaded:
-            self.block_loads += 1
+            self.tally("block_loads")
         return blk
 
     def block_text(self, index: Index, number: int) -> BlockText:
@@ -282,7 +298,7 @@ class Device:
         store, loaded = self._resident((index.uid, number, "neighborhood"), lambda: _Sized(index.load_neighborhood(
             number)), lambda host: upload(self, host.arrays))
         if loaded:
-            self.block_loads += 1
+            self.tally("block_loads")
         return store
 
     def upload_block(self, host: BlockArrays) -> DeviceBlock:

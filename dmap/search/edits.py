@@ -99,7 +99,7 @@ def search_with_edits(
     with device.timed("dmap-transfer"):
         device.read_back(count_buf, count)
         device.read_back(out_buf, out)
-    device.queries_searched += n_queries
+    device.tally("queries_searched", n_queries)
     kept = np.minimum(count, keep).astype(np.int64)
     query = np.repeat(np.arange(n_queries, dtype=np.int64), kept)
     slot = query * keep + np.arange(query.size) - np.repeat(np.cumsum(kept) - kept, kept)

@@ -108,7 +108,7 @@ def search_block(
     ], work_items, "dmap-search-kernel")
     with device.timed("dmap-transfer"):
         device.read_back(out_buf, out)
-    device.queries_searched += n_queries
+    device.tally("queries_searched", n_queries)
     return out.reshape(n, n_strands, 2)
 
 
