@@ -66,7 +66,7 @@ def main(argv=None) -> list[dict]:
                 after = client.run(queries)
                 done = collections.defaultdict(float)
                 for task in ts.data:
-                    if "search_task" in str(task["key"]) or "locate_task" in str(task["key"]):
+                    if "block_task" in str(task["key"]):
                         done[task["worker"]] = max(done[task["worker"]], task["startstops"][-1]["stop"])
                 share = {names[w]: (after[w] - before[w]) / 2 / res.n_reads for w in after}
                 gap = abs(done[min(done)] - done[max(done)]) if len(done) == 2 else float("nan")

@@ -12,7 +12,7 @@ import pytest
 from helpers import bam_parts, genome_case, htslib_bam, require_device_parts, write_fasta, write_fastq
 
 from dmap.io.splits import plan_input
-from dmap.mapping.tasks import search_task
+from dmap.mapping.tasks import block_task
 
 HERE = os.path.dirname(__file__)
 
@@ -387,7 +387,7 @@ def test_worker_memory_stays_bounded_on_a_long_run(real_cluster, tmp_path):
 
 
 class _SubmittedGate:
-    """Holds every search task until the reads are all submitted, so that which
+    """Holds every block task until the reads are all submitted, so that which
     tasks a worker can choose from does not depend on how fast this machine is."""
 
     submitted = threading.Event()
@@ -398,9 +398,9 @@ class _SubmittedGate:
         _SubmittedGate.submitted.set()
 
     @staticmethod
-    def search_task(*args, **kwargs):
+    def block_task(*args, **kwargs):
         assert _SubmittedGate.submitted.wait(120), "the chunks were never all submitted"
-        return search_task(*args, **kwargs)
+        return block_task(*args, **kwargs)
 
 
 def test_block_major_order_reloads_fewer_blocks(tmp_path, monkeypatch):
@@ -416,7 +416,7 @@ def test_block_major_order_reloads_fewer_blocks(tmp_path, monkeypatch):
     block_bytes = max(idx.load_block(b).nbytes for b in range(idx.n_blocks))
     monkeypatch.setenv("DMAP_BLOCK_BUDGET", str(int(block_bytes * 1.5)))  # room for one block
     monkeypatch.setattr(dmap.mapping.pipeline, "plan_input", _SubmittedGate.chunks)
-    monkeypatch.setattr(dmap.mapping.pipeline, "search_task", _SubmittedGate.search_task)
+    monkeypatch.setattr(dmap.mapping.pipeline, "block_task", _SubmittedGate.block_task)
     n_chunks = 8000 // 500
     loads, sams = {}, {}
     for block_major in (False, True):
@@ -428,9 +428,9 @@ def test_block_major_order_reloads_fewer_blocks(tmp_path, monkeypatch):
         sams[block_major] = [x for x in open(tmp_path / f"{block_major}.sam") if not x.startswith("@PG")]
     assert sams[True] == sams[False]
     assert loads[False] >= n_chunks * idx.n_blocks * 0.75, loads  # chunk-major: about a load per (chunk, block)
-    # Block-major: each block once, but for the locate tasks that reach the worker after it has
-    # moved on to the next block (a scheduler round trip; 8-12 loads here, idle or busy).  The
-    # order the pipeline asks for is checked exactly in test_block_priority_orders_windows_then_blocks.
+    # Block-major: each block about once per window of chunks in flight (a block task that reaches
+    # the worker after it has moved on to the next block, a scheduler round trip, loads one again).
+    # The order the pipeline asks for is checked exactly in test_block_priority_orders_windows_then_blocks.
     assert loads[True] <= loads[False] / 2, loads
 
 

@@ -37,7 +37,7 @@ def measure_workers(index, reads, configs: list[tuple[str, list[str]]], repeat: 
     """Reads/s of each configuration (a LocalDeviceCluster of worker processes).
 
     Each result has the label, devices, median reads/s, each worker's share
-    of the search tasks, and the spread of the workers' last-task finish times.
+    of the block tasks, and the spread of the workers' last-task finish times.
     """
     results = []
     for label, specs in configs:
@@ -51,7 +51,7 @@ def measure_workers(index, reads, configs: list[tuple[str, list[str]]], repeat: 
                     res = map_reads(index, reads, client=client, chunk_size=chunk_size, return_hits=False,
                                     sam_path=f"{tmp}/out.sam")
                     rates.append(res.n_reads / (time.perf_counter() - t))
-                searches = [task for task in ts.data if "search_task" in str(task["key"])]
+                searches = [task for task in ts.data if "block_task" in str(task["key"])]
                 count = collections.Counter(task["worker"] for task in searches)
                 last: dict[str, float] = collections.defaultdict(float)
                 for task in searches:

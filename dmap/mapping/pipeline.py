@@ -66,15 +66,12 @@ from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, GuidedChunk
 from .tasks import (
     ChunkOutput,
     RecordSettings,
+    block_task,
     finish_task,
     insert_task,
-    locate_task,
-    neighborhood_task,
     read_task,
-    search_task,
     seeds_task,
     summary_task,
-    verify_task,
     write_at_task,
 )
 
@@ -384,15 +381,8 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
             # window of chunks instead of once per chunk.
             prio = block_priority(b, number, in_flight) if block_major else -number
             place = {"workers": [home[b]], "allow_other_workers": True} if home else {}
-            task = dict(resources=dev, pure=False, priority=prio, **place)
-            if approx is not None and approx.engine == "phash":
-                loc = client.submit(neighborhood_task, path, b, queries, approx.neighborhood_errors, **task)
-            else:
-                loc = client.submit(locate_task, path, b, client.submit(search_task, path, b, queries, **task),
-                                    **task)
-            if approx is not None:
-                loc = client.submit(verify_task, path, b, queries, loc, approx.max_errors, approx.eqx, **task)
-            located.append(loc)
+            located.append(client.submit(block_task, path, b, queries, approx, resources=dev, pure=False,
+                                         priority=prio, **place))
         finished = client.submit(finish_task, path, chunk, located, settings, insert[0], resources=dev, pure=False,
                                  priority=-number)
         if pairs and insert[0] is None and settings.insert is None:

@@ -87,7 +87,27 @@ def seeds_task(chunk: ReadChunk, approx: Approximate) -> ChunkSeeds:
     return ChunkSeeds(reads, seeds, seeds.encoded(reads), seed_edits)
 
 
-def search_task(index_path: str, block: int, queries: ReadChunk | ChunkSeeds) -> np.ndarray | SeedIntervals:
+def block_task(index_path: str, block: int, queries: ReadChunk | ChunkSeeds,
+               approx: Approximate | None) -> BlockHits | BlockAlignments:
+    """A chunk's work on one index block, on this worker's device: its reads (exact mapping) or
+    seeds searched and located, or its neighborhood patterns looked up (``--engine phash``), and
+    with ``approx`` the hits verified into alignments.
+
+    One Dask task per (chunk, block), not one per step: the steps run back to
+    back on the same block anyway, and each task costs the process that runs
+    ``dmap run`` and the scheduler their bookkeeping (about a millisecond
+    each, docs/performance.md "Client CPU").
+    """
+    if approx is not None and approx.engine == "phash":
+        located = find_neighborhood(index_path, block, queries, approx.neighborhood_errors)
+    else:
+        located = locate(index_path, block, search(index_path, block, queries))
+    if approx is None:
+        return located
+    return verify(index_path, block, queries, located, approx.max_errors, approx.eqx)
+
+
+def search(index_path: str, block: int, queries: ReadChunk | ChunkSeeds) -> np.ndarray | SeedIntervals:
     """Intervals of a chunk's reads (exact mapping) or seeds in one block, on this worker's device:
     exact intervals ``(n_queries, 2)``, or with seeds searched with edits, every string within
     that many edits of each (:func:`dmap.search.edits.search_with_edits`)."""
@@ -120,8 +140,8 @@ def _early_stop_text(device, index: Index, block: int):
     return device.block_text(index, block) if _bytes_with_texts(index) <= device.block_budget else None
 
 
-def locate_task(index_path: str, block: int, intervals: np.ndarray | SeedIntervals) -> BlockHits:
-    """Positions of every interval row (of :func:`search_task`), on this worker's device."""
+def locate(index_path: str, block: int, intervals: np.ndarray | SeedIntervals) -> BlockHits:
+    """Positions of every interval row (of :func:`search`), on this worker's device."""
     index = cached_index(index_path)
     device = current_device()
     blk = device.block(index, block)
@@ -140,7 +160,7 @@ def locate_task(index_path: str, block: int, intervals: np.ndarray | SeedInterva
                      bad=bad)
 
 
-def neighborhood_task(index_path: str, block: int, seeds: ChunkSeeds, errors: int) -> BlockHits:
+def find_neighborhood(index_path: str, block: int, seeds: ChunkSeeds, errors: int) -> BlockHits:
     """Window positions matching a chunk's patterns (seed exact, neighborhood within ``errors``) in one block."""
     reads, patterns = seeds.reads, seeds.seeds
     index = cached_index(index_path)
@@ -153,12 +173,12 @@ def neighborhood_task(index_path: str, block: int, seeds: ChunkSeeds, errors: in
     return BlockHits(block, index.meta.blocks[block].start, index.own_length(block), query, positions)
 
 
-def verify_task(index_path: str, block: int, chunk_seeds: ChunkSeeds, located: BlockHits,
-                max_errors: int, eqx: bool = False) -> BlockAlignments:
+def verify(index_path: str, block: int, chunk_seeds: ChunkSeeds, located: BlockHits,
+           max_errors: int, eqx: bool = False) -> BlockAlignments:
     """Candidate regions of a block's seed hits, verified by Myers' kernel, traced back to alignments.
 
     ``seeds`` and ``located`` come from either engine: FM-index seeds
-    (search + locate) or neighborhood patterns (:func:`neighborhood_task`).
+    (search + locate) or neighborhood patterns (:func:`find_neighborhood`).
     """
     reads, seeds = chunk_seeds.reads, chunk_seeds.seeds
     index = cached_index(index_path)
