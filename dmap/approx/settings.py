@@ -15,8 +15,6 @@ from .seeds import Seeds, choose_seed_edits, pigeonhole_seeds, selective_length
 MAX_ERRORS_LIMIT = 32  # distances are kept in one byte; seeds shorter than ~3 symbols hit everywhere anyway
 
 
-
-
 @dataclass
 class Approximate:
     """Settings of approximate mapping (``map_reads(max_errors=K)``)."""
