@@ -43,6 +43,7 @@ EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 # whose value is the block's total size minus one.
 _HEADER = struct.Struct("<4BI2BH2BHH")
 _TRAILER = struct.Struct("<II")
+_MAGIC = b"\x1f\x8b\x08\x04"  # gzip, deflate, FEXTRA: every BGZF block starts so
 MAX_BLOCK = 1 << 16  # bytes of a whole block, at most
 
 
@@ -63,10 +64,7 @@ def compress(data: bytes | np.ndarray, level: int = DEFAULT_LEVEL) -> bytes:
 
 def is_bgzf(head: bytes) -> bool:
     """Whether ``head``, a file's first bytes, begin a BGZF block."""
-    return len(head) >= 16 and head[:4] == b"\x1f\x8b\x08\x04" and head[12:16] == b"BC\x02\x00"
-
-
-_MAGIC = b"\x1f\x8b\x08\x04"  # gzip, deflate, FEXTRA: every BGZF block starts so
+    return len(head) >= 16 and head[:4] == _MAGIC and head[12:16] == b"BC\x02\x00"
 
 
 def block_size(data: np.ndarray | bytes, at: int = 0) -> int | None:

@@ -174,12 +174,7 @@ def _mappable(f) -> int | None:
 
 def splittable(path: str) -> bool:
     """Whether ``path`` is a regular file that workers can cut: uncompressed, or BGZF."""
-    if not os.path.isfile(path):
-        return False
-    if not path.endswith(COMPRESSED):
-        return True
-    with open(path, "rb") as f:
-        return bgzf.is_bgzf(f.read(16))
+    return os.path.isfile(path) and (not path.endswith(COMPRESSED) or _bgzf_ratio(path) is not None)
 
 
 def _bgzf_ratio(path: str) -> float | None:
@@ -243,18 +238,18 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
             if sniffed is None:
                 continue  # no records
             head, origin, fastq, per_record = sniffed
-            blocked = _bgzf_ratio(path) if path != STDIN else None
-            if blocked:
-                size = os.path.getsize(path)
+            if path.endswith(COMPRESSED):  # BGZF is cut in its compressed bytes; other compression is a stream
+                blocked = _bgzf_ratio(path)
+                size = None if blocked is None else os.path.getsize(path)
             else:
-                size = None if path.endswith(COMPRESSED) else _mappable(f)
+                blocked, size = None, _mappable(f)
             if size is not None:
                 # Plain bytes from the first record on; BGZF from its first block, in compressed bytes.
-                at, per_byte = (0, blocked) if blocked else (origin, 1.0)
+                at, per_byte = (origin, 1.0) if blocked is None else (0, blocked)
                 while at < size:
                     want = wanted()
                     end = min(size, at + max(1, round(want * per_record * per_byte)))
-                    yield FileSplit(done[0], path, at, end, fastq, origin, size, bool(blocked))
+                    yield FileSplit(done[0], path, at, end, fastq, origin, size, blocked is not None)
                     done[:] = done[0] + 1, done[1] + want, done[2] + end - at
                     at = end
                 continue
