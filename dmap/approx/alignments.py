@@ -25,6 +25,7 @@ import numpy as np
 
 from ..mapq import primary_first, ranked
 from ..opencl.device import BlockText
+from ..order import lexsort
 from ..reads import FlatStrings
 from .candidates import Regions
 from .traceback import traceback_device
@@ -217,7 +218,7 @@ def merge_alignments(
     if len(parts) == 1 and _sorted_by(pattern, first):
         order = np.arange(pattern.size)
     else:
-        order = np.lexsort((first, pattern))
+        order = lexsort((first, pattern))
         pattern, first, last, start, end, dist = (a[order] for a in (pattern, first, last, start, end, dist))
     new = np.ones(order.size, dtype=bool)
     new[1:] = (pattern[1:] != pattern[:-1]) | (first[1:] != last[:-1] + 1)
@@ -230,7 +231,13 @@ def merge_alignments(
         pick = at_lowest[np.r_[True, locus[at_lowest][1:] != locus[at_lowest][:-1]]]
     # Loci whose best alignments start at the same place are one (they differ only past a
     # stretch of ends over K): the better is kept.
-    pick = pick[np.lexsort((end[pick], dist[pick], start[pick], pattern[pick]))]
+    # The order (pattern, start, dist, end), in two sorts whose keys pack into one int64 each
+    # (dmap.order.lexsort): by (pattern, start), then by (that group, dist, end).
+    if pick.size:
+        pick = pick[lexsort((start[pick], pattern[pick]))]
+        p, s = pattern[pick], start[pick]
+        group = np.cumsum(np.r_[True, (p[1:] != p[:-1]) | (s[1:] != s[:-1])])
+        pick = pick[lexsort((end[pick], dist[pick], group))]
     same = (pattern[pick][1:] == pattern[pick][:-1]) & (start[pick][1:] == start[pick][:-1])
     pick = pick[np.r_[True, ~same]] if pick.size else pick
     pattern, start, dist, span = pattern[pick], start[pick], dist[pick], end[pick] - start[pick] + 1
@@ -238,13 +245,14 @@ def merge_alignments(
     read, strand = pattern // n_strands, pattern % n_strands
     contig = np.searchsorted(contig_offsets, start, side="right") - 1
     position = start - contig_offsets[contig]
-    rank_order = np.lexsort((strand, position, contig, dist, read))
+    # Contigs lie in order in the joined reference: (contig, position) sorts as start.
+    rank_order = lexsort((strand, start, dist, read))
     read, strand, contig, position, dist, src, span = (a[rank_order] for a in (read, strand, contig, position, dist,
                                                                             src, span))
     rank, n_found, n_best, at_best, mapq = ranked(read, dist, n_reads)
     if primary is not None:
         rank = primary_first(rank, primary(n_best)[read])
-        order = np.lexsort((rank, read))
+        order = lexsort((rank, read))
         read, strand, contig, position, dist, src, rank, at_best, span = (
             a[order] for a in (read, strand, contig, position, dist, src, rank, at_best, span))
     keep = np.ones(read.size, dtype=bool) if report_all else at_best

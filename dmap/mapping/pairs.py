@@ -35,6 +35,7 @@ from ..approx.alignments import ChunkAlignments
 from ..errors import DmapError
 from ..format.sam import NONE, RecordColumns, primaries
 from ..mapq import mapping_quality, primary_first, ranked
+from ..order import lexsort
 from ..reads import FlatStrings, ReadChunk
 from ..search.hits import ChunkHits
 
@@ -178,12 +179,12 @@ def proper_pairs(aln: MateAlignments, n_pairs: int, bounds: InsertBounds, contig
     first = np.where(mate[f] == 0, f, r)
     second = np.where(mate[f] == 0, r, f)
     score = aln.distance[f] + aln.distance[r]
-    order = np.lexsort((aln.strand[first], aln.position[first], aln.contig[first], score, pair))
+    order = lexsort((aln.strand[first], aln.position[first], aln.contig[first], score, pair))
     pair, first, second, score = pair[order], first[order], second[order], score[order]
     rank, n_found, n_best, _, mapq = ranked(pair, score, n_pairs)
     if primary is not None:
         rank = primary_first(rank, primary(n_best)[pair])
-        order = np.lexsort((rank, pair))
+        order = lexsort((rank, pair))
         pair, first, second, score, rank = (a[order] for a in (pair, first, second, score, rank))
     return Pairs(pair, first, second, score, rank, np.maximum(found, n_found), n_best, mapq, found > cap)
 
@@ -252,7 +253,7 @@ def pair_record_columns(aln: MateAlignments, pairs: Pairs, n_reads: int, n_best:
     read = np.concatenate([read, aln.read[s], u])
     key = np.concatenate([key, aln.rank[s], np.zeros(u.size, dtype=np.int64)])
     proper = np.concatenate([np.ones(2 * p.size, dtype=bool), np.zeros(s.size + u.size, dtype=bool)])
-    order = np.lexsort((key, read))
+    order = lexsort((key, read))
     own, mate, read, key, proper = own[order], mate[order], read[order], key[order], proper[order]
     mapped, mate_mapped = own >= 0, mate >= 0
     o, m = np.maximum(own, 0), np.maximum(mate, 0)
@@ -298,7 +299,7 @@ def mate_alignments(chunk: ReadChunk, found: ChunkHits | ChunkAlignments
     counts = found.counts()
     first = np.cumsum(counts) - counts
     rank = primary_first(np.arange(len(found)) - first[found.read], primaries(chunk, counts)[found.read])
-    order = np.lexsort((rank, found.read))
+    order = lexsort((rank, found.read))
     read = found.read[order]
     length = chunk.lengths[read].astype(np.int64)
     sizes, which = np.unique(length, return_inverse=True)  # few read lengths: one string each

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..order import lexsort
+
 
 @dataclass
 class BlockHits:
@@ -72,13 +74,8 @@ def merge_block_hits(parts: list[BlockHits], n_reads: int, n_strands: int, conti
     g = np.concatenate(glob) if glob else np.zeros(0, dtype=np.int64)
     read, strand = q // n_strands, q % n_strands
     # Contigs lie in order in the joined reference, so (contig, position)
-    # sorts as the joined position g: one int64 key when it fits (a 4-key
-    # lexsort took most of this task's time).
-    span = int(g.max(initial=0)) + 1
-    if (int(read.max(initial=0)) + 1) * span * 2 < 2**62:
-        order = np.argsort((read * span + g) * 2 + strand, kind="stable")
-    else:
-        order = np.lexsort((strand, g, read))
+    # sorts as the joined position g.
+    order = lexsort((strand, g, read))
     read, strand, g = read[order], strand[order], g[order]
     contig = np.searchsorted(contig_offsets, g, side="right") - 1
     position = g - contig_offsets[contig]
