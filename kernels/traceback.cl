@@ -88,7 +88,7 @@ inline uint write_md(__global const uchar *o, uint k, long t, __global const uch
 }
 
 __kernel void traceback(__global const uchar *text, const uint text_length,
-                        __global const uchar *patterns, const uint pattern_stride,
+                        __global const uchar *patterns, const uint pattern_stride, __global const uint *row_of,
                         __global const uint *pattern_length, __global const uint *end,
                         __global const uint *min_start, __global const uint *expect, const uint n,
                         __global const uchar *letters, __global uchar *ptr_scratch,
@@ -96,7 +96,7 @@ __kernel void traceback(__global const uchar *text, const uint text_length,
                         __global uint *n_ops_out, __global uint *cigar_len, __global uint *md_len) {
     const uint a = get_global_id(0);
     if (a >= n) return;
-    __global const uchar *pat = patterns + (ulong)a * pattern_stride;
+    __global const uchar *pat = patterns + (ulong)row_of[a] * pattern_stride;  // alignment a's pattern row
     __global uchar *ptr = ptr_scratch + (ulong)a * (MAXOPS + 1) * WIDTH;
     const int m = (int)pattern_length[a];
     const int cols = m + K;

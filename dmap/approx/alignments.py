@@ -28,6 +28,7 @@ from ..opencl.device import BlockText
 from ..order import lexsort
 from ..reads import FlatStrings
 from .candidates import Regions
+from .patterns import DevicePatterns
 from .traceback import traceback_device
 from .verify import region_offsets
 
@@ -111,8 +112,7 @@ def align_block(
     device,
     distances: np.ndarray,
     regions: Regions,
-    patterns: np.ndarray,
-    pattern_length: np.ndarray,
+    patterns: DevicePatterns,
     text: BlockText,
     letters: np.ndarray,
     sigma: int,
@@ -124,19 +124,18 @@ def align_block(
 ) -> BlockAlignments:
     """The block's alignments: best end per owned run, traced back to CIGAR and MD.
 
-    ``patterns`` is indexed by ``regions.pattern``; ``text`` is the block's
+    ``patterns`` (on the device) is indexed by ``regions.pattern``; ``text`` is the block's
     :class:`dmap.opencl.device.BlockText`; ``letters`` maps codes to reference
     symbols for MD.  The traceback runs in ``kernels/traceback.cl`` on
     ``device`` (tested against the numpy :func:`dmap.approx.traceback.traceback`).
     """
     region, end, dist, run_first, run_last, n = best_of_runs(
-        distances, regions, pattern_length, max_errors, own_from, own_until)
+        distances, regions, patterns.lengths, max_errors, own_from, own_until)
     if n == 0:
         return BlockAlignments.empty()
     pattern = regions.pattern[region]
-    start, d, _, cigar, md = traceback_device(device, text, patterns[pattern], pattern_length[pattern], end,
-                                              regions.start[region], max_errors, sigma, letters, eqx, expect=dist,
-                                              with_ops=False)
+    start, d, _, cigar, md = traceback_device(device, text, patterns, pattern, end, regions.start[region],
+                                              max_errors, sigma, letters, eqx, expect=dist, with_ops=False)
     if not np.array_equal(d, dist):
         raise AssertionError("traceback distance differs from Myers' distance")
     return BlockAlignments(pattern, start + block_start, end + block_start, dist,

@@ -41,7 +41,7 @@ def candidate_regions(
     contig_offsets: np.ndarray,
     contig_lengths: np.ndarray,
 ) -> Regions:
-    """Merged, clipped candidate regions of a block's located seed hits."""
+    """Merged, clipped candidate regions of a block's located seed hits, sorted by (pattern, start)."""
     if hits.query.size == 0:
         z = np.zeros(0, dtype=np.int64)
         return Regions(z, z, z)

@@ -1,6 +1,14 @@
-"""Reads as verification patterns: a padded code matrix and Myers' match masks."""
+"""Reads as verification patterns: a padded code matrix and Myers' match masks.
+
+Mapping builds them on the device (:func:`oriented_patterns`,
+``kernels/patterns.cl``); :func:`pattern_rows` and :func:`match_masks` are
+their numpy references, and :func:`upload_patterns` puts a host matrix on a
+device for the kernels' tests and benchmarks.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -67,3 +75,57 @@ def match_masks(patterns: np.ndarray, sigma: int) -> np.ndarray:
     for c in range(sigma):  # a symbol at a time: no (n, sigma, width) temporary
         out[:, c] = np.packbits(patterns == c, axis=-1, bitorder="little")
     return out.view("<u8").reshape(n, sigma, width // WORD)
+
+
+@dataclass
+class DevicePatterns:
+    """Patterns on a device: ``rows`` (n, width) codes padded with NO_MATCH and ``peq``
+    (n, sigma, width // 64) match masks, as :func:`pattern_rows` and :func:`match_masks`
+    make them; ``lengths`` on the host and as ``length_buffer``."""
+
+    rows: object
+    peq: object
+    lengths: np.ndarray
+    length_buffer: object
+    width: int
+
+    @property
+    def words(self) -> int:
+        return self.width // WORD
+
+    def __len__(self) -> int:
+        return int(self.lengths.size)
+
+
+def oriented_patterns(device, codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, which: np.ndarray,
+                      n_strands: int, sigma: int) -> DevicePatterns:
+    """Patterns ``which`` (``read * n_strands + strand``) of reads given by ``codes``/``offsets``/``lengths``,
+    made on ``device`` by ``kernels/patterns.cl``: row ``i`` is :func:`pattern_rows`' row ``i``."""
+    which = np.asarray(which, dtype=np.int64)
+    m = lengths[which // n_strands].astype(np.uint32)
+    width = n_words(m.max(initial=1)) * WORD
+    n = int(which.size)
+    prg = device.program("patterns.cl", {"SIGMA": sigma, "WIDTH": width, "N_STRANDS": n_strands,
+                                         "NO_MATCH": NO_MATCH})
+    mf = device.cl.mem_flags
+    rows = device.cl.Buffer(device.context, mf.READ_WRITE, max(1, n * width))
+    peq = device.cl.Buffer(device.context, mf.READ_WRITE, max(1, n * sigma * width // 8))
+    with device.timed("dmap-transfer"):
+        ins = [device.upload(np.ascontiguousarray(a, dtype=dt)) for a, dt in (
+            (codes, np.uint8), (offsets, np.uint32), (lengths, np.uint32), (which, np.uint32))]
+        length_buffer = device.upload(m)
+    if n:
+        device.run(prg, "oriented_patterns", [*ins, np.uint32(n), rows, peq], n, "dmap-verify-kernel")
+    return DevicePatterns(rows, peq, m, length_buffer, width)
+
+
+def upload_patterns(device, patterns: np.ndarray, lengths: np.ndarray, sigma: int) -> DevicePatterns:
+    """A host pattern matrix (:func:`pattern_matrix`; rows padded to whole words here) and its
+    match masks on ``device``."""
+    n, width = patterns.shape
+    padded = np.full((n, n_words(width) * WORD), NO_MATCH, dtype=np.uint8)
+    padded[:, :width] = patterns
+    patterns = padded
+    m = np.asarray(lengths).astype(np.uint32)
+    return DevicePatterns(device.upload(patterns), device.upload(match_masks(patterns, sigma)), m,
+                          device.upload(m), patterns.shape[1])

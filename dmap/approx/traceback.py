@@ -13,6 +13,7 @@ import re
 import numpy as np
 
 from ..reads import FlatStrings
+from .patterns import DevicePatterns
 
 INF = np.int16(10_000)
 DIAG, UP, LEFT = 0, 1, 2  # match/mismatch, insertion (read symbol only), deletion (reference symbol only)
@@ -158,8 +159,8 @@ NO_DISTANCE = 0xFFFFFFFF  # traceback.cl: no distance known for the end
 def traceback_device(
     device,
     text,
-    patterns: np.ndarray,
-    pattern_length: np.ndarray,
+    patterns: DevicePatterns,
+    row: np.ndarray,
     end: np.ndarray,
     min_start: np.ndarray,
     max_errors: int,
@@ -175,8 +176,9 @@ def traceback_device(
     ----------
     text
         The text, as a :class:`dmap.opencl.device.BlockText` (host array and device buffer).
-    patterns
-        ``(n, width)`` codes of each alignment's pattern (one row per alignment).
+    patterns, row
+        The patterns on the device (:class:`dmap.approx.patterns.DevicePatterns`) and
+        each alignment's row of them.
     expect
         The edit distance at each end, as Myers' kernel found it: alignments
         without an indel are then written without the DP (``traceback.cl``).
@@ -187,7 +189,8 @@ def traceback_device(
     -------
     start, distance, ops, cigar, md
     """
-    n, width = patterns.shape
+    n, width = int(row.size), patterns.width
+    pattern_length = patterns.lengths[row]
     k = max_errors
     maxops = width + 2 * k
     cl = device.cl
@@ -205,12 +208,11 @@ def traceback_device(
         c = hi - lo
         with device.timed("dmap-transfer"):
             ins = [device.upload(np.ascontiguousarray(a[lo:hi])) for a in (
-                patterns, pattern_length.astype(np.uint32), end.astype(np.uint32), min_start.astype(np.uint32),
-                want)]
+                row.astype(np.uint32), pattern_length, end.astype(np.uint32), min_start.astype(np.uint32), want)]
         outs = [cl.Buffer(device.context, cl.mem_flags.READ_WRITE, max(1, size)) for size in (
             c * (maxops + 1) * (2 * k + 1), c * maxops, 4 * c, 4 * c, 4 * c, 4 * c, 4 * c)]
-        device.run(prg, "traceback", [text.buffer, np.uint32(text.host.size), ins[0], np.uint32(width), ins[1], ins[2],
-                                      ins[3], ins[4], np.uint32(c), letters_buf, *outs], c, "dmap-traceback-kernel")
+        device.run(prg, "traceback", [text.buffer, np.uint32(text.host.size), patterns.rows, np.uint32(width), *ins,
+                                      np.uint32(c), letters_buf, *outs], c, "dmap-traceback-kernel")
         with device.timed("dmap-transfer"):
             for host, buf in zip((start[lo:hi], dist[lo:hi], n_ops[lo:hi], cigar_len[lo:hi], md_len[lo:hi]),
                                  outs[2:]):

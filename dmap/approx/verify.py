@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..opencl.device import Device
-from .patterns import match_masks
+from .patterns import DevicePatterns
 
 COOPERATIVE_GROUP = 64  # work-items per group of the cooperative kernel (words x regions)
 
@@ -20,8 +20,7 @@ def region_offsets(lengths: np.ndarray) -> np.ndarray:
 def myers_distances(
     device: Device,
     text_buffer,
-    patterns: np.ndarray,
-    pattern_length: np.ndarray,
+    patterns: DevicePatterns,
     sigma: int,
     region_start: np.ndarray,
     region_length: np.ndarray,
@@ -34,8 +33,9 @@ def myers_distances(
     ----------
     text_buffer
         Device buffer of the text (codes) the regions index into.
-    patterns, pattern_length
-        Padded pattern codes (:func:`dmap.approx.patterns.pattern_matrix`) and lengths.
+    patterns
+        The patterns and their match masks on the device
+        (:func:`dmap.approx.patterns.oriented_patterns` or ``upload_patterns``).
     region_start, region_length, region_pattern
         Each region's first text position, length and pattern number.
     cooperative
@@ -55,15 +55,13 @@ def myers_distances(
     out = np.empty(total, dtype=np.uint8)
     if n == 0:
         return out
-    peq = match_masks(patterns, sigma)
-    words = peq.shape[2]
+    words = patterns.words
     per_group = max(1, COOPERATIVE_GROUP // words)
     prg = device.program("myers.cl", {"SIGMA": sigma, "WORDS": words, "REGIONS_PER_GROUP": per_group})
     with device.timed("dmap-transfer"):
-        bufs = [device.upload(np.ascontiguousarray(a)) for a in (
-            peq, pattern_length.astype(np.uint32), region_start.astype(np.uint32),
-            region_length.astype(np.uint32), region_pattern.astype(np.uint32),
-            region_offsets(region_length).astype(np.uint32))]
+        regions = (region_start, region_length, region_pattern, region_offsets(region_length))
+        bufs = [patterns.peq, patterns.length_buffer,
+                *(device.upload(np.ascontiguousarray(a, dtype=np.uint32)) for a in regions)]
     out_buf = device.output(out)
     size = None
     if cooperative:

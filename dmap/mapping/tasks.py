@@ -16,7 +16,7 @@ import numpy as np
 
 from ..approx.alignments import BlockAlignments, ChunkAlignments, align_block, merge_alignments
 from ..approx.candidates import Regions, candidate_regions
-from ..approx.patterns import pattern_rows
+from ..approx.patterns import oriented_patterns
 from ..approx.seeds import Seeds
 from ..approx.settings import Approximate
 from ..approx.verify import myers_distances
@@ -192,19 +192,20 @@ def verify(index_path: str, block: int, chunk_seeds: ChunkSeeds, located: BlockH
     if len(regions) == 0:
         return BlockAlignments.empty()
     text = device.block_text(index, block)
-    # Patterns only for the (read, strand) pairs with candidates, renumbered densely.
-    used, dense = np.unique(regions.pattern, return_inverse=True)
-    patterns = pattern_rows(reads.codes, reads.offsets, reads.lengths, used, ns)
-    lengths = reads.lengths[used // ns]
-    local = Regions(dense, regions.start, regions.length)
+    # Patterns only for the (read, strand) pairs with candidates, renumbered densely
+    # (regions come sorted by pattern), made on the device.
+    first = np.r_[True, regions.pattern[1:] != regions.pattern[:-1]]
+    used, dense = regions.pattern[first], np.cumsum(first) - 1
     sigma = index.alphabet.sigma
+    patterns = oriented_patterns(device, reads.codes, reads.offsets, reads.lengths, used, ns, sigma)
+    local = Regions(dense, regions.start, regions.length)
     # Paper 001's thread-cooperative kernel (a work-item per 64-bit word) on a GPU:
     # 1.7-3.5x the per-region kernel on an H100, 0.6-0.8x on PoCL (docs/performance.md).
-    dist = myers_distances(device, text.buffer, patterns, lengths, sigma, local.start, local.length, local.pattern,
+    dist = myers_distances(device, text.buffer, patterns, sigma, local.start, local.length, local.pattern,
                            cooperative=device.is_gpu)
     last = block == index.n_blocks - 1
     with device.timed("dmap-traceback"):
-        found = align_block(device, dist, local, patterns, lengths, text, reference_letters(index.alphabet), sigma,
+        found = align_block(device, dist, local, patterns, text, reference_letters(index.alphabet), sigma,
                             max_errors, located.start, None if block == 0 else 0,
                             None if last else located.own_length, eqx)
     found.pattern = used[found.pattern]

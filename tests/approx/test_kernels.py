@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dmap.alphabet import NO_MATCH
-from dmap.approx.patterns import match_masks, pattern_matrix
+from dmap.approx.patterns import match_masks, oriented_patterns, pattern_matrix, pattern_rows, upload_patterns
 from dmap.approx.traceback import OP_INS, PAD, cigar_and_md, traceback, traceback_device
 from dmap.approx.verify import myers_distances
 from dmap.opencl.device import BlockText
@@ -53,11 +53,32 @@ def test_myers_kernel_equals_dp_on_every_length(device, sigma, cooperative):
     text = np.concatenate([t for _, t in cases])
     starts = np.r_[0, np.cumsum([t.size for _, t in cases])[:-1]]
     region_length = np.array([t.size for _, t in cases])
-    got = myers_distances(device, device.upload(text), patterns, lengths, sigma, starts, region_length,
-                          np.arange(len(cases)), cooperative=cooperative)
+    got = myers_distances(device, device.upload(text), upload_patterns(device, patterns, lengths, sigma), sigma,
+                          starts, region_length, np.arange(len(cases)), cooperative=cooperative)
     for k, (p, t) in enumerate(cases):
         expected = np.minimum(semiglobal_row(p, t, sigma), 255)
         assert np.array_equal(got[starts[k] : starts[k] + t.size], expected), f"pattern length {p.size}"
+
+
+@pytest.mark.parametrize("sigma, n_strands", [(4, 2), (4, 1), (20, 1)], ids=["dna", "one-strand", "protein"])
+def test_patterns_kernel_equals_numpy(device, sigma, n_strands):
+    """Rows and match masks built on the device are pattern_rows' and match_masks', for reads of
+    every length up to two words, symbols that match nothing, and any subset of (read, strand)."""
+    rng = np.random.default_rng(sigma + n_strands)
+    lengths = rng.integers(1, 140, 300)
+    codes = rng.integers(0, sigma, int(lengths.sum())).astype(np.uint8)
+    codes[rng.random(codes.size) < 0.02] = NO_MATCH
+    offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+    for which in (np.arange(lengths.size * n_strands), np.sort(rng.choice(lengths.size * n_strands, 77, False)),
+                  np.flatnonzero(lengths < 64)[:5] * n_strands):
+        got = oriented_patterns(device, codes, offsets, lengths, which, n_strands, sigma)
+        rows = pattern_rows(codes, offsets, lengths, which, n_strands)
+        back = np.empty_like(rows)
+        masks = np.empty((which.size, sigma, rows.shape[1] // 64), dtype=np.uint64)
+        device.cl.enqueue_copy(device.queue, back, got.rows)
+        device.cl.enqueue_copy(device.queue, masks, got.peq)
+        assert np.array_equal(back, rows) and np.array_equal(masks, match_masks(rows, sigma))
+        assert np.array_equal(got.lengths, lengths[which // n_strands])
 
 
 def test_pattern_matrix_reverse_complement():
@@ -95,14 +116,14 @@ def test_traceback_kernel_equals_numpy_and_alignments_are_optimal(device, k):
     end, min_start = np.array(ends), np.array(starts)
     s_np, d_np, ops_np = traceback(patterns, m, text, end, min_start, k, sigma)
     host = BlockText(text, device.upload(text), text.nbytes)
-    s, d, ops, cigar_strings, md_strings = traceback_device(device, host, patterns, np.full(len(pats), m), end,
-                                                            min_start, k, sigma, letters)
+    on_device, rows = upload_patterns(device, patterns, np.full(len(pats), m), sigma), np.arange(len(pats))
+    s, d, ops, cigar_strings, md_strings = traceback_device(device, host, on_device, rows, end, min_start, k, sigma,
+                                                            letters)
     cigars, mds = cigar_strings.tolist(), md_strings.tolist()
     assert np.array_equal(s, s_np) and np.array_equal(d, d_np)
     # Given the distances (as Myers' kernel gives them), alignments without an indel skip the DP:
     # the same alignments.
-    fast = traceback_device(device, host, patterns, np.full(len(pats), m), end, min_start, k, sigma, letters,
-                            expect=d_np)
+    fast = traceback_device(device, host, on_device, rows, end, min_start, k, sigma, letters, expect=d_np)
     assert all(np.array_equal(x, y) for x, y in zip(fast[:3], (s, d, ops)))
     assert (fast[3].tolist(), fast[4].tolist()) == (cigars, mds)
     assert np.array_equal(ops[:, : ops_np.shape[1]], ops_np) and (ops[:, ops_np.shape[1] :] == PAD).all()
