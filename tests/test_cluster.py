@@ -155,8 +155,8 @@ def test_workers_write_bam_in_place_and_to_a_stream(real_cluster, mapping_case, 
 
 def test_workers_cut_and_inflate_bgzip_reads(real_cluster, mapping_case, tmp_path):
     """Reads compressed by htslib's bgzip are cut into byte ranges of the compressed file (the
-    client reads its first blocks only) and inflated by the workers: the records of the
-    uncompressed file's run, whatever worker read which range."""
+    client reads its first blocks only) and inflated by the workers, also given as a URL: the
+    records of the uncompressed file's run, whatever worker read which range."""
     import pysam
 
     address, _ = real_cluster
@@ -165,9 +165,14 @@ def test_workers_cut_and_inflate_bgzip_reads(real_cluster, mapping_case, tmp_pat
     assert len(plan) > 20 and all(s.bgzf for s in plan)
     run = [*mapping_case, "--scheduler", address]
     subprocess.run([*run, "-o", str(tmp_path / "plain.sam")], check=True, capture_output=True, timeout=300)
-    run[run.index(str(tmp_path / "r.fq"))] = str(tmp_path / "r.fq.gz")
+    at = run.index(str(tmp_path / "r.fq"))
+    run[at] = str(tmp_path / "r.fq.gz")
     subprocess.run([*run, "-o", str(tmp_path / "bgzf.sam")], check=True, capture_output=True, timeout=300)
     assert sam_body(tmp_path / "bgzf.sam") == sam_body(tmp_path / "plain.sam")
+    # The same file as a URL (fsspec's file://): the workers fetch their byte ranges through fsspec.
+    run[at] = (tmp_path / "r.fq.gz").as_uri()
+    subprocess.run([*run, "-o", str(tmp_path / "url.sam")], check=True, capture_output=True, timeout=300)
+    assert sam_body(tmp_path / "url.sam") == sam_body(tmp_path / "plain.sam")
 
 
 def test_workers_per_device_share_a_device_and_write_the_same_sam(real_cluster, mapping_case, tmp_path):

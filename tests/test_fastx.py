@@ -168,6 +168,31 @@ def test_bgzip_files_are_split_by_the_workers(tmp_path):
     assert len(chunk_records(tmp_path / "two.fq.gz", 300)) == 8000
 
 
+@pytest.mark.parametrize("blocked", [False, True], ids=["plain", "bgzip"])
+def test_a_url_is_cut_and_read_as_its_file_is(tmp_path, blocked):
+    # A reads URL (here fsspec's file://) is planned from its size and first bytes, and each split
+    # fetched by byte ranges (fs.cat_file), as a worker does: the same records as the local file.
+    import pysam
+
+    rng = np.random.default_rng(5)
+    text = "".join(f"@r{i}\n{''.join(rng.choice(list('ACGT'), 60))}\n+\n{'+@I'[i % 3] * 60}\n"
+                   for i in range(3000)).encode()
+    (tmp_path / "r.fq").write_bytes(text)
+    path = tmp_path / "r.fq"
+    if blocked:
+        pysam.tabix_compress(str(path), str(tmp_path / "r.fq.gz"))
+        path = tmp_path / "r.fq.gz"
+    url = path.as_uri()
+    plan = list(splits.plan_input(splits.reads_paths(url), lambda *_: 400))
+    assert len(plan) > 3 and all(isinstance(s, splits.FileSplit) and s.path == url and s.bgzf == blocked
+                                 for s in plan)
+    assert chunk_records(url, 400) == chunk_records(path, 400) == dnaio_records(tmp_path / "r.fq")
+    with pytest.raises(InputFormatError, match="does not exist"):
+        splits.reads_paths((tmp_path / "missing.fq").as_uri())
+    with pytest.raises(InputFormatError, match="cannot be opened"):
+        splits.reads_paths("nosuchprotocol://bucket/r.fq")
+
+
 def test_damaged_bgzf_is_one_clear_error(tmp_path):
     # Damage past the first 64 KiB is found by the worker that inflates it, damage before by the client.
     # Random bases compress poorly: the client's look-ahead (xopen reads 1 MiB of compressed bytes) ends

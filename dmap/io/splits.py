@@ -15,6 +15,11 @@ starts at the first BGZF block that begins in its range, inflates the
 blocks that begin there, and applies the same record rule to the inflated
 bytes, reading on into the next blocks (:class:`_Inflated`).
 
+Reads may also be URLs of any file system that fsspec knows (``file://``,
+``s3://`` with s3fs, ``http(s)://`` with aiohttp, ...): their files are cut
+the same way, and each worker fetches its own byte ranges
+(:func:`url_fs`), as ``dask.bytes.read_bytes`` does.
+
 Any other input (plain gzip, a pipe, standard input) cannot be cut without
 reading it: the client reads it as blocks of whole records
 (:class:`RawBlock`, cut at the newlines of whole FASTQ records or before a
@@ -90,7 +95,7 @@ def reads_paths(reads: str | os.PathLike | list) -> list[str]:
         paths = [os.fspath(p) for p in reads]
     else:
         path = os.fspath(reads)
-        paths = [path] if path == STDIN or os.path.exists(path) or "," not in path else path.split(",")
+        paths = [path] if path == STDIN or _exists(path) or "," not in path else path.split(",")
     if not paths or any(p == "" for p in paths):
         raise InputFormatError(f"no reads file in {reads!r}")
     if STDIN in paths and len(paths) > 1:
@@ -100,19 +105,55 @@ def reads_paths(reads: str | os.PathLike | list) -> list[str]:
     return paths
 
 
+def is_url(path: str) -> bool:
+    """Whether ``path`` is a URL (``protocol://...``) for fsspec rather than a local path."""
+    return "://" in path
+
+
+def url_fs(path: str):
+    """The fsspec file system of a reads URL and the path within it; one clear line where
+    fsspec does not know the protocol or lacks the package that serves it (s3fs for ``s3://``)."""
+    import fsspec.core
+
+    try:
+        return fsspec.core.url_to_fs(path)
+    except (ImportError, ValueError) as e:
+        raise InputFormatError(f"reads URL {path!r} cannot be opened: {e}") from None
+
+
+def _exists(path: str) -> bool:
+    if not is_url(path):
+        return os.path.exists(path)
+    fs, inner = url_fs(path)
+    try:
+        return fs.exists(inner)
+    except OSError as e:
+        raise InputFormatError(f"reads URL {path!r} cannot be read: {e}") from None
+
+
 def check_path(path: str, what: str) -> None:
     """Refuse a missing file or a directory with one clear line."""
     if path == STDIN:
         return
-    if not os.path.exists(path):
+    if not _exists(path):
         raise InputFormatError(f"{what} file {path!r} does not exist")
-    if os.path.isdir(path):
+    if is_url(path):
+        fs, inner = url_fs(path)
+        directory = fs.isdir(inner)
+    else:
+        directory = os.path.isdir(path)
+    if directory:
         raise InputFormatError(f"{what} path {path!r} is a directory, not a FASTA/FASTQ file")
 
 
 def open_reads(path: str):
-    """A binary reader of the reads file ``path`` (``-``: standard input; gzip etc. decompressed)."""
+    """A binary reader of the reads file ``path`` (``-``: standard input; gzip etc. decompressed;
+    a URL through fsspec)."""
     try:
+        if is_url(path):
+            import fsspec
+
+            return fsspec.open(path, "rb", compression="infer").open()
         return xopen(path, "rb")
     except OSError as e:
         raise InputFormatError(f"reads file {path!r} cannot be read: {e}") from None
@@ -173,13 +214,22 @@ def _mappable(f) -> int | None:
 
 
 def splittable(path: str) -> bool:
-    """Whether ``path`` is a regular file that workers can cut: uncompressed, or BGZF."""
-    return os.path.isfile(path) and (not path.endswith(COMPRESSED) or _bgzf_ratio(path) is not None)
+    """Whether ``path`` is a regular file (or a URL's file) that workers can cut: uncompressed, or BGZF."""
+    regular = _exists(path) if is_url(path) else os.path.isfile(path)
+    return regular and (not path.endswith(COMPRESSED) or _bgzf_ratio(path) is not None)
 
 
 def _bgzf_ratio(path: str) -> float | None:
     """Compressed bytes per inflated byte of the first blocks of ``path`` (up to 256 KiB), if it is
-    a regular, mappable BGZF file (``bgzip``) that workers can cut; None for anything else."""
+    a regular, mappable BGZF file (``bgzip``) or a URL's BGZF file, that workers can cut; None for
+    anything else."""
+    if is_url(path):
+        try:
+            fs, inner = url_fs(path)
+            head = fs.cat_file(inner, 0, 4 * bgzf.MAX_BLOCK)
+        except OSError:
+            return None
+        return _inflated_ratio(head)
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -188,18 +238,41 @@ def _bgzf_ratio(path: str) -> float | None:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         head = os.pread(fd, 4 * bgzf.MAX_BLOCK, 0)
-        if not bgzf.is_bgzf(head):
-            return None
-        map_bytes(fd, 0, 1)
-        at = inflated = 0
-        while (size := bgzf.block_size(head, at)) is not None and at + size <= len(head):
-            inflated += int.from_bytes(head[at + size - 4:at + size], "little")
-            at += size
-        return at / inflated if at and inflated else 1.0
+        ratio = _inflated_ratio(head)
+        if ratio is not None:
+            map_bytes(fd, 0, 1)
+        return ratio
     except (OSError, ValueError):  # some file systems cannot map files
         return None
     finally:
         os.close(fd)
+
+
+def _inflated_ratio(head: bytes) -> float | None:
+    """Compressed bytes per inflated byte of the whole BGZF blocks in ``head``; None if it is not BGZF."""
+    if not bgzf.is_bgzf(head):
+        return None
+    at = inflated = 0
+    while (size := bgzf.block_size(head, at)) is not None and at + size <= len(head):
+        inflated += int.from_bytes(head[at + size - 4:at + size], "little")
+        at += size
+    return at / inflated if at and inflated else 1.0
+
+
+def file_size(path: str) -> int:
+    """The size in bytes of a reads file or a URL's file."""
+    if is_url(path):
+        return _url_size(path) or 0
+    return os.path.getsize(path)
+
+
+def _url_size(path: str) -> int | None:
+    """The size of a URL's file, None for an empty one (it is read as a stream: nothing to cut)."""
+    fs, inner = url_fs(path)
+    try:
+        return int(fs.size(inner)) or None
+    except (OSError, TypeError):  # a server that does not tell the size: read as a stream
+        return None
 
 
 def sniff(f, path: str) -> tuple[np.ndarray, int, bool, float] | None:
@@ -240,9 +313,9 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
             head, origin, fastq, per_record = sniffed
             if path.endswith(COMPRESSED):  # BGZF is cut in its compressed bytes; other compression is a stream
                 blocked = _bgzf_ratio(path)
-                size = None if blocked is None else os.path.getsize(path)
+                size = None if blocked is None else file_size(path)
             else:
-                blocked, size = None, _mappable(f)
+                blocked, size = None, _url_size(path) if is_url(path) else _mappable(f)
             if size is not None:
                 # Plain bytes from the first record on; BGZF from its first block, in compressed bytes.
                 at, per_byte = (origin, 1.0) if blocked is None else (0, blocked)
@@ -317,25 +390,40 @@ def _block_end(data: np.ndarray, fastq: bool, n: int, at_end: bool) -> tuple[int
 
 class _File:
     """A regular reads file a worker reads: byte ranges mapped from the page cache (or
-    read, where the file system cannot map files)."""
+    read, where the file system cannot map files), or fetched from a URL's file system."""
 
     def __init__(self, split: FileSplit):
         self.path, self.size = split.path, split.size
+        self.fd = self.fs = None
         try:
-            self.fd = os.open(split.path, os.O_RDONLY)
+            if is_url(split.path):
+                self.fs, self.inner = url_fs(split.path)
+                size = int(self.fs.size(self.inner))
+            else:
+                self.fd = os.open(split.path, os.O_RDONLY)
+                size = os.fstat(self.fd).st_size
         except OSError as e:
             raise InputFormatError(f"reads file {split.path!r} cannot be read: {e}") from None
-        if os.fstat(self.fd).st_size < split.size:
-            os.close(self.fd)
+        if size < split.size:
+            self.close()
             raise InputFormatError(f"reads file {split.path!r} was cut short while dmap read it")
 
     def close(self) -> None:
-        os.close(self.fd)
+        if self.fd is not None:
+            os.close(self.fd)
 
     def bytes(self, lo: int, hi: int) -> np.ndarray:
         """Bytes ``lo`` to ``hi`` (read-only where mapped)."""
         if hi <= lo:
             return np.empty(0, dtype=np.uint8)
+        if self.fs is not None:
+            try:
+                got = self.fs.cat_file(self.inner, lo, hi)
+            except OSError as e:
+                raise InputFormatError(f"reads file {self.path!r} cannot be read: {e}") from None
+            if len(got) < hi - lo:
+                raise InputFormatError(f"reads file {self.path!r} was cut short while dmap read it")
+            return np.frombuffer(got, dtype=np.uint8)
         try:
             return map_bytes(self.fd, lo, hi - lo)
         except (OSError, ValueError):

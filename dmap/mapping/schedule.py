@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ..io.splits import splittable
+from ..io.splits import file_size, splittable
 
 if TYPE_CHECKING:  # `dmap --help` imports this module: Dask and Zarr stay out of its start
     from distributed import Client
@@ -71,7 +71,7 @@ class GuidedChunks:
                  first_size: int = FIRST_CHUNK_SIZE):
         paths = [os.fspath(p) for p in (paths if isinstance(paths, list | tuple) else [paths])]
         plain = all(splittable(p) for p in paths)
-        self.total_bytes = sum(os.path.getsize(p) for p in paths) if plain else None
+        self.total_bytes = sum(file_size(p) for p in paths) if plain else None
         self.max_size = max_size
         self.min_size = min(min_size, max_size)
         self.first_size = min(first_size, max_size)
