@@ -35,6 +35,9 @@ except ImportError:  # pragma: no cover - platforms without ISA-L
     INFLATE_ERRORS = (zlib.error,)
     DEFAULT_LEVEL = 6
 
+# CRC-32 (gzip's), ISA-L's where installed: 22 ms per 500 MB against zlib's 125 ms here.
+crc32 = _deflate_lib.crc32
+
 # Uncompressed bytes per block, as htslib writes them: room for deflate's worst case below 64 KiB.
 BLOCK_DATA = 0xFF00
 # The empty block that ends every BGZF file (readers check for it to tell a truncated file).
@@ -53,7 +56,7 @@ def _block(data: bytes | memoryview, level: int) -> bytes:
         cdata = zlib.compress(data, 0, -15)
     size = len(cdata) + _HEADER.size + _TRAILER.size
     return (_HEADER.pack(31, 139, 8, 4, 0, 0, 255, 6, 66, 67, 2, size - 1) + cdata
-            + _TRAILER.pack(zlib.crc32(data), len(data)))
+            + _TRAILER.pack(crc32(data), len(data)))
 
 
 def compress(data: bytes | np.ndarray, level: int = DEFAULT_LEVEL) -> bytes:
@@ -98,7 +101,7 @@ def inflate_block(block: np.ndarray | bytes) -> bytes:
         data = _deflate_lib.decompress(view[12 + xlen:-_TRAILER.size], -15)
     except INFLATE_ERRORS as e:
         raise ValueError(f"its deflate data is damaged ({e})") from None
-    if len(data) != size or zlib.crc32(data) != crc:
+    if len(data) != size or crc32(data) != crc:
         raise ValueError("its length or CRC does not match its data")
     return data
 
