@@ -3,7 +3,7 @@ scheduler and the worker, as real processes, per extra million reads.
 
     python3 benchmarks/client_cpu.py [--work /tmp/dmap-bench] [--small 1000000] [--large 3000000]
                                      [--max-errors 0] [--repeat 2] [--output sam|bam]
-                                     [--compress none|gzip|bgzf]
+                                     [--compress none|gzip|bgzf] [--paired]
 
 Starts ``dask scheduler`` and one ``dask worker --resources opencl=1
 --preload dmap.cluster.worker`` (on the whole PoCL device), maps a small and a large
@@ -19,6 +19,9 @@ formatted, so its share should be small: the number that says whether
 adding workers adds speed.  ``--compress bgzf`` maps the reads compressed
 by htslib's bgzip (through pysam), which the workers cut and inflate;
 ``--compress gzip`` by ``gzip -1``, which the client must inflate whole.
+``--paired`` maps the reads as pairs (reads 2i and 2i+1 of the file, in two
+files named alike): the workers count the records of each byte range of
+both files and read their chunks' pairs (per extra million reads, not pairs).
 """
 
 from __future__ import annotations
@@ -50,11 +53,11 @@ def cpu(proc: psutil.Process) -> float:
     return total
 
 
-def run_once(index: Path, reads: Path, out: str, address: str, options: list[str],
+def run_once(index: Path, reads: list[Path], out: str, address: str, options: list[str],
              scheduler: psutil.Process, worker: psutil.Process) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     s0, w0, t0 = cpu(scheduler), cpu(worker), time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "dmap", "run", str(index), str(reads), "-o", out, "-q",
+    r = subprocess.run([sys.executable, "-m", "dmap", "run", str(index), *map(str, reads), "-o", out, "-q",
                         "--scheduler", address, *options], capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if r.returncode:
@@ -63,6 +66,20 @@ def run_once(index: Path, reads: Path, out: str, address: str, options: list[str
     time.sleep(0.5)  # the worker's last heartbeat and cleanup of the run
     return {"client": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
             "scheduler": cpu(scheduler) - s0, "worker": cpu(worker) - w0, "wall": wall}
+
+
+def as_pairs(reads: Path) -> list[Path]:
+    """Reads 2i and 2i+1 of a FASTQ file as the mates of pair i, in two files (made once, beside it)."""
+    outs = [reads.with_name(f"{reads.stem}_{mate}.fq") for mate in (1, 2)]
+    if not all(o.exists() for o in outs):
+        tmps = [o.with_name(o.name + ".tmp") for o in outs]
+        with open(reads) as f, open(tmps[0], "w") as a, open(tmps[1], "w") as b:
+            for i, _header in enumerate(f):
+                rest = f.readline() + f.readline() + f.readline()
+                (a if i % 2 == 0 else b).write(f"@p{i // 2}/{i % 2 + 1}\n{rest}")
+        for t, o in zip(tmps, outs):
+            t.rename(o)
+    return outs
 
 
 def compressed(reads: Path, how: str) -> Path:
@@ -92,6 +109,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--output", default="sam", choices=["sam", "bam"], help="output format")
     ap.add_argument("--compress", default="none", choices=["none", "gzip", "bgzf"], help="how the reads are compressed")
+    ap.add_argument("--paired", action="store_true", help="map the reads as pairs from two files")
     args = ap.parse_args()
     work = Path(args.work)
     ref = ecoli_reference(work)
@@ -99,8 +117,10 @@ def main() -> None:
     if not index.exists():
         subprocess.run([sys.executable, "-m", "dmap", "index", str(ref), "-o", str(index), "-q"], check=True)
     sizes = {"small": args.small, "large": args.large}
-    files = {k: compressed(simulated_reads(work, ref, n, 100, args.max_errors), args.compress)
-             for k, n in sizes.items()}
+    files = {}
+    for k, n in sizes.items():
+        reads = simulated_reads(work, ref, n, 100, args.max_errors)
+        files[k] = [compressed(r, args.compress) for r in (as_pairs(reads) if args.paired else [reads])]
     options = ["-e", str(args.max_errors)] if args.max_errors else []
     with device_workers(1) as (address, procs):
         scheduler, worker = (psutil.Process(p.pid) for p in procs)
@@ -114,7 +134,8 @@ def main() -> None:
                     os.unlink(f"{tmp}/{k}.{ext}")
     extra = (args.large - args.small) / 1e6
     print(f"# {'exact' if not args.max_errors else f'-e {args.max_errors}'} 100-bp E. coli reads, "
-          f"{args.output.upper()}, reads {'' if args.compress == 'none' else args.compress + '-'}compressed; "
+          f"{args.output.upper()}, {'paired ' if args.paired else ''}reads "
+          f"{'' if args.compress == 'none' else args.compress + '-'}compressed; "
           f"real dask scheduler + 1 worker (2 threads); {os.cpu_count()} CPUs; "
           f"medians of {args.repeat}")
     print("\n| process | CPU s, small | CPU s, large | CPU s per extra M reads | share |")

@@ -1,6 +1,7 @@
 """dmap against a real cluster: `dask scheduler` and `dask worker --preload
 dmap.cluster.worker` processes on loopback."""
 
+import gzip
 import json
 import os
 import subprocess
@@ -173,6 +174,24 @@ def test_workers_cut_and_inflate_bgzip_reads(real_cluster, mapping_case, tmp_pat
     run[at] = (tmp_path / "r.fq.gz").as_uri()
     subprocess.run([*run, "-o", str(tmp_path / "url.sam")], check=True, capture_output=True, timeout=300)
     assert sam_body(tmp_path / "url.sam") == sam_body(tmp_path / "plain.sam")
+
+
+def test_workers_count_and_read_paired_byte_ranges(real_cluster, mapping_case, tmp_path):
+    """Paired plain files are cut into byte ranges whose records the workers count, then read
+    (two worker processes): the records of the run that reads the gzip files as streams."""
+    address, _ = real_cluster
+    records = (tmp_path / "r.fq").read_text().splitlines(keepends=True)
+    for mate in (1, 2):  # reads 2i and 2i+1 as the mates of pair i
+        text = "".join(f"@p{i // 8}/{mate}\n" + "".join(records[i + 1:i + 4])
+                       for i in range(4 * (mate - 1), len(records), 8))
+        (tmp_path / f"r{mate}.fq").write_text(text)
+        (tmp_path / f"r{mate}.fq.gz").write_bytes(gzip.compress(text.encode(), 1))
+    run = [*mapping_case[:5], "--scheduler", address, "-e", "1", "--chunk-size", "2000"]
+    for name, suffix in (("split", ""), ("stream", ".gz")):
+        subprocess.run([*run, tmp_path / f"r1.fq{suffix}", tmp_path / f"r2.fq{suffix}", "-o", tmp_path / f"{name}.sam"],
+                       check=True, capture_output=True, timeout=300)
+    assert sam_body(tmp_path / "split.sam") == sam_body(tmp_path / "stream.sam")
+    assert len(sam_body(tmp_path / "split.sam")) > 60_000
 
 
 def test_workers_per_device_share_a_device_and_write_the_same_sam(real_cluster, mapping_case, tmp_path):

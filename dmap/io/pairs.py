@@ -2,13 +2,16 @@
 records alternate between the mates (``--interleaved``).
 
 Mates are matched by their order in the input, so a chunk must hold whole
-pairs: the client reads both files as streams of whole records
-(:func:`dmap.io.splits.stream_blocks`), the same number of records from each
-(an even number from an interleaved file), and a worker parses and checks
-them (:func:`read_pair_chunk`).  Cutting two files by bytes would not tell
-which record of one file pairs with a record in the middle of the other
-without reading both up to there, so paired input, like compressed input,
-is read by the process that runs ``dmap run``.
+pairs.  Files that workers can cut (uncompressed or BGZF,
+:func:`dmap.io.splits.splittable`) are cut into byte ranges as single-end
+input is; a byte range does not tell which pair its first record belongs
+to, so the workers first count the records of every range of both files,
+and each chunk then takes a range of pair numbers from the byte ranges that
+hold them (:func:`plan_pair_splits`, :class:`PairSplit`).  Other input
+(gzip, pipes) is read by the client as streams of whole records
+(:func:`dmap.io.splits.stream_blocks`), the same number of records from
+each file (an even number from an interleaved file) (:class:`PairBlock`).
+A worker parses and checks either (:func:`read_pair_chunk`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from ..errors import InputFormatError
 from ..mapq import name_hashes
 from ..reads import ReadChunk, ReadFields
 from .fastx import checked_chunk, source_fields
-from .splits import RawBlock, check_path, open_reads, sniff, stream_blocks
+from .splits import FileSplit, RawBlock, check_path, open_reads, plan_input, sniff, splittable, stream_blocks
 
 
 @dataclass
@@ -41,10 +44,143 @@ class PairBlock:
         return self.first.path
 
 
-def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], int]) -> Iterator[PairBlock]:
+@dataclass(frozen=True)
+class RecordRange:
+    """Records ``skip`` to ``skip + count`` of those that begin in ``splits``, consecutive byte
+    ranges of one file (:class:`dmap.io.splits.FileSplit`)."""
+
+    path: str
+    splits: tuple[FileSplit, ...]
+    skip: int
+    count: int
+
+
+@dataclass(frozen=True)
+class PairSplit:
+    """Whole pairs that a worker reads from byte ranges of the input: ``count`` records of each
+    file (``second`` None: ``first`` holds both mates, interleaved)."""
+
+    number: int
+    first: RecordRange
+    second: RecordRange | None
+
+    @property
+    def path(self) -> str:
+        return self.first.path
+
+
+Counter = Callable[[list[FileSplit]], Iterator[int]]
+
+
+def count_records(split: FileSplit) -> int:
+    """The records that begin in ``split`` (parsed as the worker that maps them parses them)."""
+    return len(source_fields(split))
+
+
+def local_counts(splits: list[FileSplit]) -> Iterator[int]:
+    """The records of each split, counted in this process."""
+    return map(count_records, splits)
+
+
+class _Cursor:
+    """Record numbers of one file's splits, from their counts, which are asked for as needed."""
+
+    def __init__(self, path: str, splits: list[FileSplit], counts: Iterator[int]):
+        self.path, self.splits, self.counts = path, splits, counts
+        self.first = [0]  # record number of each split's first record, as far as counted
+        self.at = 0  # the first split that may hold the records asked for (they are asked in order)
+
+    def known(self, j: int) -> bool:
+        """Whether split ``j`` exists, its count asked for as needed."""
+        while len(self.first) <= j + 1 and len(self.first) <= len(self.splits):
+            self.first.append(self.first[-1] + next(self.counts))
+        return j < len(self.splits)
+
+    def take(self, start: int, n: int) -> RecordRange | None:
+        """Records ``start`` to ``start + n`` (n > 0; ``start`` never less than the last call's),
+        or None where the file ends before them."""
+        j = self.at
+        while self.known(j) and self.first[j + 1] <= start:
+            j += 1
+        self.at = j
+        k = j
+        while self.known(k) and self.first[k + 1] < start + n:
+            k += 1
+        if not self.known(k):
+            return None
+        return RecordRange(self.path, tuple(self.splits[j:k + 1]), start - self.first[j], n)
+
+    def total(self) -> int:
+        """All the file's records (every count asked for)."""
+        self.known(len(self.splits))
+        return self.first[-1]
+
+
+def plan_pair_splits(first: str, second: str | None, reads_per_chunk: int, count: Counter = local_counts
+                     ) -> Iterator[PairSplit]:
+    """The chunks of paired input in files that workers cut (:func:`dmap.io.splits.splittable`),
+    as byte ranges: about ``reads_per_chunk`` reads (two per pair) each.
+
+    Mates pair by their order, so a chunk must know where its pairs begin in
+    record numbers: every split's records are counted first (``count``: on
+    the workers, all splits at once, :class:`dmap.mapping.pipeline` does;
+    here by default), and each chunk then takes the records of a range of
+    pair numbers from the splits that hold them, in both files.  A first
+    mates' split is one chunk; its second mates lie in one or two splits of
+    the other file, which its worker parses to take them.
+    """
+    paths = [first] if second is None else [first, second]
+    per_file = reads_per_chunk if second is None else max(1, reads_per_chunk // 2)
+    plans = [list(plan_input([p], lambda *_: per_file)) for p in paths]
+    if any(not isinstance(s, FileSplit) for plan in plans for s in plan):
+        raise ValueError("plan_pair_splits takes files that workers cut")
+    cursors = [_Cursor(p, plan, count(plan)) for p, plan in zip(paths, plans)]
+    number = done = 0  # chunks planned, and records of the first file planned
+    for j in range(len(plans[0])):
+        if not cursors[0].known(j):
+            break
+        end = cursors[0].first[j + 1]
+        if second is None:
+            end += end % 2  # whole pairs: an odd count ends with a first mate, whose mate is in the next split
+        if end <= done:
+            continue  # a split without a record's start (or only a second mate's)
+        ranges = [c.take(done, end - done) for c in cursors]
+        if ranges[-1] is None:
+            short = first if second is None else second
+            raise _short(short, first, second)
+        yield PairSplit(number, ranges[0], ranges[1] if second is not None else None)
+        number, done = number + 1, end
+    if second is not None and cursors[1].total() != done:
+        raise _short(first, first, second)
+
+
+def _short(path: str, first: str, second: str | None) -> InputFormatError:
+    """The error of paired input whose file ``path`` ends first (``second`` None: an interleaved
+    file with an odd number of records)."""
+    if second is None:
+        return InputFormatError(f"reads file {first!r} holds an odd number of records; an interleaved "
+                                "file holds the two mates of each pair one after the other")
+    return InputFormatError(f"reads file {path!r} has fewer records than its mate file: "
+                            "paired files must hold the mates of each pair in the same order")
+
+
+def range_fields(source: RawBlock | RecordRange) -> ReadFields:
+    """The records of a raw block, or of a record range (parsed from its splits)."""
+    if isinstance(source, RawBlock):
+        return source_fields(source)
+    fields = ReadFields.concat([source_fields(s) for s in source.splits])
+    if len(fields) < source.skip + source.count:
+        raise InputFormatError(f"reads file {source.path!r} changed while dmap read it")
+    return fields.select(np.arange(source.skip, source.skip + source.count))
+
+
+def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], int],
+               count: Counter | None = None, chunk_size: int | None = None) -> Iterator[PairBlock | PairSplit]:
     """The chunks of paired input, in order, numbered from 0: ``first`` and ``second`` read side
     by side, or ``first`` interleaved (``second`` None).  ``next_size(reads_done, bytes_done)``
-    chooses each chunk's reads (two per pair).
+    chooses each chunk's reads (two per pair).  With ``chunk_size``, files that workers can cut
+    are planned as byte ranges of ``chunk_size`` reads a chunk (:func:`plan_pair_splits`, their
+    records counted by ``count``); other input is read here as streams.
 
     Raises
     ------
@@ -55,6 +191,9 @@ def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], i
     for path in (first, second):
         if path is not None:
             check_path(path, "reads")
+    if chunk_size is not None and all(splittable(p) for p in (first, second) if p is not None):
+        yield from plan_pair_splits(first, second, chunk_size, count or local_counts)
+        return
     done = [0, 0, 0]  # chunks, reads and bytes planned so far
     pairs = [0]  # the pairs of the block being read (both files' readers ask for it)
 
@@ -75,24 +214,19 @@ def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], i
             if all(b is None for b in blocks):
                 return
             if any(b is None for b in blocks):
-                short = (first, second)[blocks.index(None)]
-                raise InputFormatError(f"reads file {short!r} has fewer records than its mate file: "
-                                       "paired files must hold the mates of each pair in the same order")
+                raise _short((first, second)[blocks.index(None)], first, second)
             counts = [records for _, _, records in blocks]
             if second is not None and counts[0] != counts[1]:
-                short = first if counts[0] < counts[1] else second
-                raise InputFormatError(f"reads file {short!r} has fewer records than its mate file: "
-                                       "paired files must hold the mates of each pair in the same order")
+                raise _short(first if counts[0] < counts[1] else second, first, second)
             if second is None and counts[0] % 2:
-                raise InputFormatError(f"reads file {first!r} holds an odd number of records; an interleaved "
-                                       "file holds the two mates of each pair one after the other")
+                raise _short(first, first, None)
             raw = [RawBlock(done[0], path, offset, data, is_fastq)
                    for path, (offset, data, _), is_fastq in zip((first, second), blocks, fastq)]
             yield PairBlock(done[0], raw[0], raw[1] if second is not None else None)
             done[:] = done[0] + 1, done[1] + 2 * pairs[0], done[2] + sum(b[1].size for b in blocks)
 
 
-def read_pair_chunk(block: PairBlock, alphabet: Alphabet, max_length: int | None = None,
+def read_pair_chunk(block: PairBlock | PairSplit, alphabet: Alphabet, max_length: int | None = None,
                     check_symbols: bool = True, strict: bool = True) -> ReadChunk:
     """The reads of a chunk of pairs, interleaved (read ``2i`` and ``2i + 1`` are pair ``i``), their
     names without a ``/1`` or ``/2`` suffix, checked as :func:`dmap.io.fastx.read_chunk` checks
@@ -104,9 +238,9 @@ def read_pair_chunk(block: PairBlock, alphabet: Alphabet, max_length: int | None
         When the names of a pair's mates differ other than by the suffix (naming the record),
         and as :func:`dmap.io.fastx.read_chunk`.
     """
-    fields = source_fields(block.first)
+    fields = range_fields(block.first)
     if block.second is not None:
-        second = source_fields(block.second)
+        second = range_fields(block.second)
         if len(fields) != len(second):
             raise InputFormatError(f"reads files {block.first.path!r} and {block.second.path!r} hold "
                                    "different numbers of records")
@@ -120,7 +254,7 @@ def read_pair_chunk(block: PairBlock, alphabet: Alphabet, max_length: int | None
     return checked_chunk(chunk, block.path, max_length, check_symbols, strict)
 
 
-def _strip_mate_suffixes(fields: ReadFields, block: PairBlock) -> ReadFields:
+def _strip_mate_suffixes(fields: ReadFields, block: PairBlock | PairSplit) -> ReadFields:
     """Names of interleaved mates with ``/1`` and ``/2`` dropped, checked to be the same per pair."""
     data, off, length = fields.data, fields.name_off.astype(np.int64), fields.name_len.astype(np.int64).copy()
     mate = np.arange(length.size) % 2

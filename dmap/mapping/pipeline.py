@@ -55,8 +55,8 @@ from ..format import bam, bgzf, sam
 from ..format.writer import Parts, SamWriter
 from ..index.store import Index, open_index
 from ..io.output import Output, record_format
-from ..io.pairs import PairBlock, plan_pairs
-from ..io.splits import RawBlock, Source, plan_input, reads_paths
+from ..io.pairs import PairBlock, PairSplit, count_records, plan_pairs
+from ..io.splits import FileSplit, RawBlock, Source, plan_input, reads_paths
 from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
 from ..progress import Progress
 from ..search.hits import ChunkHits
@@ -67,6 +67,7 @@ from .tasks import (
     ChunkOutput,
     RecordSettings,
     block_task,
+    count_task,
     finish_task,
     insert_task,
     read_task,
@@ -254,7 +255,9 @@ def map_reads(
     schedule = GuidedChunks(paths, chunk_size) if guided else None
     # Planning reads each file's first 64 KiB: a missing file or one that is not FASTA/FASTQ is
     # an error before a cluster starts.
-    sources = (plan_pairs(paths[0], paths[1] if mates is not None else None, schedule or (lambda *_: chunk_size))
+    counts = WorkerCounts()  # paired byte ranges: their records counted on the workers, once there are some
+    sources = (plan_pairs(paths[0], paths[1] if mates is not None else None, schedule or (lambda *_: chunk_size),
+                          counts, chunk_size)
                if paired else plan_input(paths, schedule or (lambda *_: chunk_size)))
     first = next(sources, None)
     sources = _prepended([first], sources) if first is not None else iter(())
@@ -285,6 +288,7 @@ def map_reads(
         else:  # no reads, no cluster: the SAM file is its header
             with client_for(client, scheduler, processes, threads, workers_per_device) as c:
                 n_workers = require_device_workers(c)
+                counts.client = c
                 # Workers in other processes write the records themselves; those in this
                 # process (the embedded cluster) hand them over in memory, without a copy.
                 if writer is not None and any(pid != os.getpid() for pid in c.run(os.getpid).values()):
@@ -330,6 +334,33 @@ def map_reads(
     return result
 
 
+# Counting a byte range's records (paired input) runs ahead of every chunk's tasks: chunks are
+# planned from the counts (block_priority's values are at most 1).
+COUNT_PRIORITY = 1 << 60
+
+
+class WorkerCounts:
+    """Records per byte range of paired input (:func:`dmap.io.pairs.plan_pair_splits`' ``count``):
+    counted in this process until ``client`` is set (the first chunk is planned before the
+    cluster starts, to find empty input), then on the workers, every remaining range of the
+    file submitted at once, ahead of the mapping tasks."""
+
+    def __init__(self) -> None:
+        self.client: Client | None = None
+
+    def __call__(self, splits: list[FileSplit]) -> Iterator[int]:
+        futures, base = None, 0
+        for k, split in enumerate(splits):
+            if futures is None and self.client is not None:
+                futures, base = self.client.map(count_task, splits[k:], pure=False, priority=COUNT_PRIORITY,
+                                                 resources={DEVICE_RESOURCE: 0}), k
+            if futures is None:
+                yield count_records(split)
+            else:
+                yield futures[k - base].result()
+                futures[k - base] = None  # its result is all that is kept
+
+
 def _total(stats: dict[str, dict], key: str) -> int:
     """A candidate counter summed over the workers of :func:`device_stats`."""
     return sum(st["candidates"].get(key, 0) for st in stats.values())
@@ -362,7 +393,7 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
 
     def submit(source: Source) -> None:
         number = source.number
-        pairs = isinstance(source, PairBlock)
+        pairs = isinstance(source, PairBlock | PairSplit)
         if isinstance(source, RawBlock | PairBlock):  # read by this process from a stream: its bytes go to a worker
             source = client.scatter(source, hash=False)
         # Reading first: a chunk's other tasks wait for it.  Reading takes no device, but asks for

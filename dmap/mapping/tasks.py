@@ -32,8 +32,8 @@ from ..format.sam import (
 from ..format.writer import Parts, write_at, write_part
 from ..index.store import Index
 from ..io.fastx import alphabet_mismatch, read_chunk
-from ..io.pairs import PairBlock, read_pair_chunk
-from ..io.splits import Source
+from ..io.pairs import PairBlock, PairSplit, count_records, read_pair_chunk
+from ..io.splits import FileSplit, Source
 from ..neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
 from ..opencl.device import current_device
 from ..reads import EncodedReads, ReadChunk
@@ -65,12 +65,17 @@ class ChunkSeeds:
     seed_edits: int = 0
 
 
-def read_task(index_path: str, source: Source | PairBlock, max_length: int, check_symbols: bool,
+def read_task(index_path: str, source: Source | PairBlock | PairSplit, max_length: int, check_symbols: bool,
               strict: bool) -> ReadChunk:
     """A chunk of the input read and parsed on this worker (:func:`dmap.io.fastx.read_chunk`, or
     :func:`dmap.io.pairs.read_pair_chunk` for pairs)."""
-    read = read_pair_chunk if isinstance(source, PairBlock) else read_chunk
+    read = read_pair_chunk if isinstance(source, PairBlock | PairSplit) else read_chunk
     return read(source, cached_index(index_path).alphabet, max_length, check_symbols, strict)
+
+
+def count_task(split: FileSplit) -> int:
+    """The records that begin in a byte range of paired input (:func:`dmap.io.pairs.count_records`)."""
+    return count_records(split)
 
 
 def insert_task(out: ChunkOutput) -> InsertBounds:
