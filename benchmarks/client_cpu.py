@@ -135,7 +135,7 @@ def main() -> None:
     extra = (args.large - args.small) / 1e6
     print(f"# {'exact' if not args.max_errors else f'-e {args.max_errors}'} 100-bp E. coli reads, "
           f"{args.output.upper()}, {'paired ' if args.paired else ''}reads "
-          f"{'' if args.compress == 'none' else args.compress + '-'}compressed; "
+          f"{'uncompressed' if args.compress == 'none' else args.compress + '-compressed'}; "
           f"real dask scheduler + 1 worker (2 threads); {os.cpu_count()} CPUs; "
           f"medians of {args.repeat}")
     print("\n| process | CPU s, small | CPU s, large | CPU s per extra M reads | share |")
