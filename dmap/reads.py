@@ -6,6 +6,7 @@ piece mapped from the page cache, or a buffer dnaio's records were laid into).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -248,6 +249,17 @@ class ReadChunk:
     def quals(self) -> list[str] | None:
         f = self.fields
         return None if f.qual_off is None else self._strings(f.qual_off, f.seq_len)
+
+    def derived(self, key: object, make: Callable[[], object]) -> object:
+        """``make()``, made once per chunk object for ``key``: what the several block tasks of a
+        chunk on one worker derive from it alike (its seeds).  Not pickled with the chunk."""
+        store = self.__dict__.setdefault("_derived", {})
+        if key not in store:
+            store[key] = make()
+        return store[key]
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_derived"}
 
     def read_bytes(self) -> ReadBytes:
         """What the exact search kernel takes: the bytes as read, translated on the device

@@ -2,23 +2,24 @@
 
 For each chunk ``i`` of the input and index block ``b``::
 
-               /-- search(i, b) -> locate(i, b) --\\
-    read(i) --<                                    >-- finish(i) -> SAM records of chunk i
-               \\-- search(i, b') -> locate(i, b') /
+               /-- block(i, b)  --\\
+    read(i) --<                    >-- finish(i) -> SAM records of chunk i -- [summary(i), write(i)]
+               \\-- block(i, b') --/
 
 ``read`` parses a byte range of the reads file on a worker (or a block of
-whole records that the client read from a stream, :mod:`dmap.io.splits`), and
-``finish`` merges the hits (dedup across block overlaps) and formats the
-records there too: the client plans the chunks and writes the finished
-bytes in input order, and never holds a read, a hit or a record of its own.
+whole records that the client read from a stream, :mod:`dmap.io.splits`;
+for paired byte ranges, after ``count`` tasks counted their records), and
+``finish`` merges the hits (dedup across block overlaps; with ``-e K``,
+joining loci across blocks and ranking them) and formats the records there
+too: the client plans the chunks and writes the finished bytes in input
+order, and never holds a read, a hit or a record of its own.  ``summary``
+and ``write`` put the records into a regular output file at the offset the
+client reserves for them.
 
-With ``max_errors`` K > 0 the searched queries are the reads' K+1 pigeonhole
-seeds, and a ``verify(i, b)`` task after ``locate`` turns the seed hits into
-candidate regions, runs Myers' kernel on them and traces the alignments
-back; ``merge(i)`` then joins loci across blocks and ranks them.
-
-With ``max_errors`` the reads' seeds are made by ``seeds(i)`` after
-``read(i)``.  ``search``, ``locate``, ``verify`` and ``finish`` (whose SAM
+``block(i, b)`` does a chunk's device work on one block: the reads (exact
+mapping) or their K+1 pigeonhole seeds (``max_errors`` K > 0) searched and
+located, and with K the seed hits turned into candidate regions, verified
+by Myers' kernel and traced back.  ``block`` and ``finish`` (whose SAM
 kernel runs on the device) ask for the ``opencl`` resource, so they run
 only on workers pinned to a device.  At most ``in_flight`` chunks are
 submitted at a time (backpressure: memory stays bounded on any input size),
@@ -71,7 +72,6 @@ from .tasks import (
     finish_task,
     insert_task,
     read_task,
-    seeds_task,
     summary_task,
     write_at_task,
 )
@@ -402,8 +402,6 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
         # queuing of root tasks) and feed the device one chunk at a time, undoing block-major order.
         chunk = client.submit(read_task, path, source, **reading, pure=False, resources={DEVICE_RESOURCE: 0},
                               priority=block_priority(0, number, in_flight) + 1 if block_major else -number)
-        queries = chunk if approx is None else client.submit(seeds_task, chunk, approx, pure=False,
-                                                                priority=-number)
         located = []
         for b in range(idx.n_blocks):
             # Block-major among the chunks in flight (BowMapCL 4.4.1): a device
@@ -412,7 +410,7 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
             # window of chunks instead of once per chunk.
             prio = block_priority(b, number, in_flight) if block_major else -number
             place = {"workers": [home[b]], "allow_other_workers": True} if home else {}
-            located.append(client.submit(block_task, path, b, queries, approx, resources=dev, pure=False,
+            located.append(client.submit(block_task, path, b, chunk, approx, resources=dev, pure=False,
                                          priority=prio, **place))
         finished = client.submit(finish_task, path, chunk, located, settings, insert[0], resources=dev, pure=False,
                                  priority=-number)

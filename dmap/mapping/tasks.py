@@ -83,16 +83,20 @@ def insert_task(out: ChunkOutput) -> InsertBounds:
     return out.insert
 
 
-def seeds_task(chunk: ReadChunk, approx: Approximate) -> ChunkSeeds:
-    """The seeds (or neighborhood patterns) of a chunk's searched reads."""
-    reads = chunk.encoded()
-    if approx.engine == "phash":
-        return ChunkSeeds(reads, neighborhood_patterns(reads.lengths, approx.window, approx.delta), None)
-    seeds, seed_edits = approx.seeds_for(reads.lengths)
-    return ChunkSeeds(reads, seeds, seeds.encoded(reads), seed_edits)
+def chunk_seeds(chunk: ReadChunk, approx: Approximate) -> ChunkSeeds:
+    """The seeds (or neighborhood patterns) of a chunk's searched reads, made once per chunk on
+    a worker for all of its block tasks there (:meth:`dmap.reads.ReadChunk.derived`)."""
+    def make() -> ChunkSeeds:
+        reads = chunk.encoded()
+        if approx.engine == "phash":
+            return ChunkSeeds(reads, neighborhood_patterns(reads.lengths, approx.window, approx.delta), None)
+        seeds, seed_edits = approx.seeds_for(reads.lengths)
+        return ChunkSeeds(reads, seeds, seeds.encoded(reads), seed_edits)
+
+    return chunk.derived("seeds", make)  # one approximate setting per run
 
 
-def block_task(index_path: str, block: int, queries: ReadChunk | ChunkSeeds,
+def block_task(index_path: str, block: int, chunk: ReadChunk,
                approx: Approximate | None) -> BlockHits | BlockAlignments:
     """A chunk's work on one index block, on this worker's device: its reads (exact mapping) or
     seeds searched and located, or its neighborhood patterns looked up (``--engine phash``), and
@@ -101,8 +105,9 @@ def block_task(index_path: str, block: int, queries: ReadChunk | ChunkSeeds,
     One Dask task per (chunk, block), not one per step: the steps run back to
     back on the same block anyway, and each task costs the process that runs
     ``dmap run`` and the scheduler their bookkeeping (about a millisecond
-    each, docs/performance.md "Client CPU").
+    each, docs/performance.md "Client CPU"); so the seeds are made here too.
     """
+    queries = chunk if approx is None else chunk_seeds(chunk, approx)
     if approx is not None and approx.engine == "phash":
         located = find_neighborhood(index_path, block, queries, approx.neighborhood_errors)
     else:
