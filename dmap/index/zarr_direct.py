@@ -2,9 +2,9 @@
 
 ``import zarr`` takes about 0.1 s, a sixteenth of mapping a million reads
 against E. coli end to end (docs/performance.md), and mapping
-needs none of Zarr's generality: it reads whole FM-index arrays, each stored
-as one uncompressed chunk, and slices of the ``reference`` (uncompressed; older
-indexes hold it zstd-compressed).
+needs none of Zarr's generality: it reads whole FM-index arrays, stored
+uncompressed in chunks of 16 M elements, and slices of the ``reference``
+(uncompressed; older indexes hold it zstd-compressed).
 This module reads exactly what :mod:`dmap.index.build` writes through zarr:
 Zarr format 3, one dimension, a regular chunk grid, the default chunk keys,
 the ``bytes`` codec in this machine's byte order, optionally followed by
