@@ -4,6 +4,7 @@ block, and checks of the tools that are installed.  Fixtures are in conftest.py.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import shutil
@@ -201,3 +202,45 @@ def assert_clean_failure(r, out, *words):
 
 def sam_body(text: str) -> list[list[str]]:
     return [line.split("\t") for line in text.splitlines() if line and not line.startswith("@")]
+
+
+@contextlib.contextmanager
+def http_server(directory, ranges: bool = True):
+    """A local HTTP server of the files in ``directory``, as web servers and object stores serve
+    reads (``ranges``: byte ranges, ``Range: bytes=a-b`` answered 206; else the whole file every
+    time, as some servers do); yields its base URL."""
+    import http.server
+    import threading
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(directory), **kwargs)
+
+        def log_message(self, *args) -> None:  # quiet
+            pass
+
+        def do_GET(self) -> None:
+            want = self.headers.get("Range", "")
+            path = self.translate_path(self.path)
+            if not ranges or not want.startswith("bytes=") or not os.path.isfile(path):
+                return super().do_GET()
+            size = os.path.getsize(path)
+            lo, _, hi = want[len("bytes="):].partition("-")
+            lo, hi = int(lo), min(int(hi) if hi else size - 1, size - 1)
+            with open(path, "rb") as f:
+                f.seek(lo)
+                body = f.read(max(0, hi - lo + 1))
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {lo}-{lo + len(body) - 1}/{size}")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import assert_clean_failure, dmap_cmd, have, sam_body, write_fasta, write_fastq
+from helpers import assert_clean_failure, dmap_cmd, have, http_server, sam_body, write_fasta, write_fastq
 
 REF = [("chrA", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGCTAGGATCGATCGGATC"), ("chrB", "TTTTGGGGCCCCAAAA")]
 
@@ -46,6 +46,19 @@ def test_several_reads_files_map_as_one_run_in_order(index, tmp_path):
     assert r.returncode == 1 and r.stdout == "" and "does not exist" in r.stderr, r.stderr
     assert_clean_failure(dmap_cmd("run", index, f"{tmp_path / 'a.fq'},{tmp_path / 'missing.fq'}", "-o",
                                   tmp_path / "o.sam"), tmp_path / "o.sam", "missing.fq", "does not exist")
+
+
+def test_reads_from_a_web_server(index, tmp_path):
+    """A reads URL served over HTTP with byte ranges maps to the records of the local file."""
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC", "TTTTGGGG"] * 50)
+    local = dmap_cmd("run", index, tmp_path / "r.fq", "--chunk-size", "20")
+    with http_server(tmp_path) as base:
+        remote = dmap_cmd("run", index, f"{base}/r.fq", "--chunk-size", "20")
+        missing = dmap_cmd("run", index, f"{base}/missing.fq")
+    assert local.returncode == remote.returncode == 0, remote.stderr
+    body = lambda r: [line for line in r.stdout.splitlines() if not line.startswith("@PG")]  # noqa: E731
+    assert body(remote) == body(local) and len(body(local)) > 150
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "does not exist" in missing.stderr
 
 
 @pytest.mark.parametrize("compress", [False, True])

@@ -1,5 +1,6 @@
 """Reading reads: the numpy field splitter against dnaio, record by record, and the errors."""
 
+import contextlib
 import gzip
 import mmap
 import os
@@ -8,6 +9,7 @@ import re
 import dnaio
 import numpy as np
 import pytest
+from helpers import http_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -168,10 +170,12 @@ def test_bgzip_files_are_split_by_the_workers(tmp_path):
     assert len(chunk_records(tmp_path / "two.fq.gz", 300)) == 8000
 
 
+@pytest.mark.parametrize("protocol", ["file", "http"])
 @pytest.mark.parametrize("blocked", [False, True], ids=["plain", "bgzip"])
-def test_a_url_is_cut_and_read_as_its_file_is(tmp_path, blocked):
-    # A reads URL (here fsspec's file://) is planned from its size and first bytes, and each split
-    # fetched by byte ranges (fs.cat_file), as a worker does: the same records as the local file.
+def test_a_url_is_cut_and_read_as_its_file_is(tmp_path, blocked, protocol):
+    # A reads URL (fsspec's file://, or a local web server's http:// with byte ranges) is planned
+    # from its size and first bytes, and each split fetched by byte ranges (fs.cat_file), as a
+    # worker does: the same records as the local file.
     import pysam
 
     rng = np.random.default_rng(5)
@@ -182,15 +186,24 @@ def test_a_url_is_cut_and_read_as_its_file_is(tmp_path, blocked):
     if blocked:
         pysam.tabix_compress(str(path), str(tmp_path / "r.fq.gz"))
         path = tmp_path / "r.fq.gz"
-    url = path.as_uri()
-    plan = list(splits.plan_input(splits.reads_paths(url), lambda *_: 400))
-    assert len(plan) > 3 and all(isinstance(s, splits.FileSplit) and s.path == url and s.bgzf == blocked
-                                 for s in plan)
-    assert chunk_records(url, 400) == chunk_records(path, 400) == dnaio_records(tmp_path / "r.fq")
-    with pytest.raises(InputFormatError, match="does not exist"):
-        splits.reads_paths((tmp_path / "missing.fq").as_uri())
+    with contextlib.ExitStack() as stack:
+        base = stack.enter_context(http_server(tmp_path)) if protocol == "http" else tmp_path.as_uri()
+        url = f"{base}/{path.name}"
+        plan = list(splits.plan_input(splits.reads_paths(url), lambda *_: 400))
+        assert len(plan) > 3 and all(isinstance(s, splits.FileSplit) and s.path == url and s.bgzf == blocked
+                                     for s in plan)
+        assert chunk_records(url, 400) == chunk_records(path, 400) == dnaio_records(tmp_path / "r.fq")
+        with pytest.raises(InputFormatError, match="does not exist"):
+            splits.reads_paths(f"{base}/missing.fq")
     with pytest.raises(InputFormatError, match="cannot be opened"):
         splits.reads_paths("nosuchprotocol://bucket/r.fq")
+
+
+def test_a_server_without_byte_ranges_is_one_clear_error(tmp_path):
+    (tmp_path / "r.fq").write_bytes(b"@r\nACGTACGT\n+\nIIIIIIII\n" * 5000)
+    with http_server(tmp_path, ranges=False) as base:
+        with pytest.raises(InputFormatError, match="does not serve byte ranges"):
+            chunk_records(f"{base}/r.fq", 1000)
 
 
 def test_damaged_bgzf_is_one_clear_error(tmp_path):

@@ -121,14 +121,20 @@ def url_fs(path: str):
         raise InputFormatError(f"reads URL {path!r} cannot be opened: {e}") from None
 
 
-def _exists(path: str) -> bool:
-    if not is_url(path):
-        return os.path.exists(path)
+def _url_info(path: str) -> dict | None:
+    """What a URL's file system says of it (``size``, ``type``), None where there is nothing.
+    One request (a HEAD over HTTP): fsspec's ``exists`` and ``isdir`` would fetch the file."""
     fs, inner = url_fs(path)
     try:
-        return fs.exists(inner)
+        return fs.info(inner)
+    except FileNotFoundError:
+        return None
     except OSError as e:
         raise InputFormatError(f"reads URL {path!r} cannot be read: {e}") from None
+
+
+def _exists(path: str) -> bool:
+    return _url_info(path) is not None if is_url(path) else os.path.exists(path)
 
 
 def check_path(path: str, what: str) -> None:
@@ -137,11 +143,7 @@ def check_path(path: str, what: str) -> None:
         return
     if not _exists(path):
         raise InputFormatError(f"{what} file {path!r} does not exist")
-    if is_url(path):
-        fs, inner = url_fs(path)
-        directory = fs.isdir(inner)
-    else:
-        directory = os.path.isdir(path)
+    directory = (_url_info(path) or {}).get("type") == "directory" if is_url(path) else os.path.isdir(path)
     if directory:
         raise InputFormatError(f"{what} path {path!r} is a directory, not a FASTA/FASTQ file")
 
@@ -267,12 +269,10 @@ def file_size(path: str) -> int:
 
 
 def _url_size(path: str) -> int | None:
-    """The size of a URL's file, None for an empty one (it is read as a stream: nothing to cut)."""
-    fs, inner = url_fs(path)
-    try:
-        return int(fs.size(inner)) or None
-    except (OSError, TypeError):  # a server that does not tell the size: read as a stream
-        return None
+    """The size of a URL's file, None for an empty one or where the server does not tell it
+    (it is then read as a stream: nothing to cut)."""
+    info = _url_info(path)
+    return int(info["size"]) if info and info.get("size") else None
 
 
 def sniff(f, path: str) -> tuple[np.ndarray, int, bool, float] | None:
@@ -423,6 +423,9 @@ class _File:
                 raise InputFormatError(f"reads file {self.path!r} cannot be read: {e}") from None
             if len(got) < hi - lo:
                 raise InputFormatError(f"reads file {self.path!r} was cut short while dmap read it")
+            if len(got) > hi - lo:  # the whole file for a range: a server without byte ranges
+                raise InputFormatError(f"reads URL {self.path!r}: the server does not serve byte ranges; "
+                                       "download the file, or pipe it in ('curl ... | dmap run INDEX -')")
             return np.frombuffer(got, dtype=np.uint8)
         try:
             return map_bytes(self.fd, lo, hi - lo)
