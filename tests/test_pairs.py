@@ -183,6 +183,26 @@ def test_pairs_cut_by_bytes_are_the_pairs_read_as_streams(tmp_path, lengths, chu
                                               for s in (a, b)]
 
 
+def test_paired_files_that_cannot_be_mapped_are_read_as_streams(tmp_path, monkeypatch):
+    """Where the file system refuses mmap, plan_input reads a file as a stream; so do paired
+    files then, with the same pairs (not an error)."""
+    first, second = ["ACGT" * 10] * 300, ["GGCC" * 9] * 300
+    write_pairs(tmp_path, first, second)
+    paths = [str(tmp_path / "r1.fq"), str(tmp_path / "r2.fq")]
+    cut = list(plan_pairs(*paths, lambda *_: 100, chunk_size=100))
+
+    def refuse(*args, **kwargs):
+        raise OSError(19, "No such device")
+
+    import mmap
+
+    monkeypatch.setattr(mmap, "mmap", refuse)
+    streamed = list(plan_pairs(*paths, lambda *_: 100, chunk_size=100))
+    assert all(isinstance(b, PairSplit) for b in cut) and not any(isinstance(b, PairSplit) for b in streamed)
+    pairs = lambda plan: [n for b in plan for n in read_pair_chunk(b, DNA).names]  # noqa: E731
+    assert pairs(streamed) == [f"pair{i // 2}" for i in range(600)]
+
+
 @pytest.mark.parametrize("name", ["r1.fq", "r2.fq", "pairs.fq"])
 def test_pairs_cut_by_bytes_check_the_counts(tmp_path, name):
     """A file of two with a record less, or an interleaved file with an odd number: one clear error."""

@@ -125,7 +125,6 @@ def upload_patterns(device, patterns: np.ndarray, lengths: np.ndarray, sigma: in
     n, width = patterns.shape
     padded = np.full((n, n_words(width) * WORD), NO_MATCH, dtype=np.uint8)
     padded[:, :width] = patterns
-    patterns = padded
     m = np.asarray(lengths).astype(np.uint32)
-    return DevicePatterns(device.upload(patterns), device.upload(match_masks(patterns, sigma)), m,
-                          device.upload(m), patterns.shape[1])
+    return DevicePatterns(device.upload(padded), device.upload(match_masks(padded, sigma)), m, device.upload(m),
+                          padded.shape[1])

@@ -116,24 +116,32 @@ class _Cursor:
         return self.first[-1]
 
 
-def plan_pair_splits(first: str, second: str | None, reads_per_chunk: int, count: Counter = local_counts
+def byte_ranges(path: str, reads_per_split: int) -> list[FileSplit] | None:
+    """The byte ranges :func:`dmap.io.splits.plan_input` cuts ``path`` into, or None where it
+    would read the file as a stream (compressed but not BGZF, a pipe, a file system that
+    cannot map files, a URL whose size is not told): only its first block is then read."""
+    plan = plan_input([path], lambda *_: reads_per_split)
+    first = next(plan, None)
+    if first is not None and not isinstance(first, FileSplit):
+        plan.close()
+        return None
+    return [] if first is None else [first, *plan]
+
+
+def plan_pair_splits(first: str, second: str | None, plans: list[list[FileSplit]], count: Counter = local_counts
                      ) -> Iterator[PairSplit]:
-    """The chunks of paired input in files that workers cut (:func:`dmap.io.splits.splittable`),
-    as byte ranges: about ``reads_per_chunk`` reads (two per pair) each.
+    """The chunks of paired input from the byte ranges of its files (:func:`byte_ranges`;
+    ``second`` None: ``first`` interleaved).
 
     Mates pair by their order, so a chunk must know where its pairs begin in
-    record numbers: every split's records are counted first (``count``: on
-    the workers, all splits at once, :class:`dmap.mapping.pipeline` does;
+    record numbers: every range's records are counted first (``count``: on
+    the workers, all ranges at once, as :class:`dmap.mapping.pipeline` does;
     here by default), and each chunk then takes the records of a range of
-    pair numbers from the splits that hold them, in both files.  A first
-    mates' split is one chunk; its second mates lie in one or two splits of
+    pair numbers from the ranges that hold them, in both files.  A first
+    mates' range is one chunk; its second mates lie in one or two ranges of
     the other file, which its worker parses to take them.
     """
     paths = [first] if second is None else [first, second]
-    per_file = reads_per_chunk if second is None else max(1, reads_per_chunk // 2)
-    plans = [list(plan_input([p], lambda *_: per_file)) for p in paths]
-    if any(not isinstance(s, FileSplit) for plan in plans for s in plan):
-        raise ValueError("plan_pair_splits takes files that workers cut")
     cursors = [_Cursor(p, plan, count(plan)) for p, plan in zip(paths, plans)]
     number = done = 0  # chunks planned, and records of the first file planned
     for j in range(len(plans[0])):
@@ -141,13 +149,12 @@ def plan_pair_splits(first: str, second: str | None, reads_per_chunk: int, count
             break
         end = cursors[0].first[j + 1]
         if second is None:
-            end += end % 2  # whole pairs: an odd count ends with a first mate, whose mate is in the next split
+            end += end % 2  # whole pairs: an odd count ends with a first mate, whose mate is in the next range
         if end <= done:
-            continue  # a split without a record's start (or only a second mate's)
+            continue  # a range without a record's start (or only a second mate's)
         ranges = [c.take(done, end - done) for c in cursors]
         if ranges[-1] is None:
-            short = first if second is None else second
-            raise _short(short, first, second)
+            raise _short(second or first, first, second)
         yield PairSplit(number, ranges[0], ranges[1] if second is not None else None)
         number, done = number + 1, end
     if second is not None and cursors[1].total() != done:
@@ -180,7 +187,8 @@ def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], i
     by side, or ``first`` interleaved (``second`` None).  ``next_size(reads_done, bytes_done)``
     chooses each chunk's reads (two per pair).  With ``chunk_size``, files that workers can cut
     are planned as byte ranges of ``chunk_size`` reads a chunk (:func:`plan_pair_splits`, their
-    records counted by ``count``); other input is read here as streams.
+    records counted by ``count``); other input (or where either file is such) is read here as
+    streams.
 
     Raises
     ------
@@ -191,9 +199,13 @@ def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], i
     for path in (first, second):
         if path is not None:
             check_path(path, "reads")
-    if chunk_size is not None and all(splittable(p) for p in (first, second) if p is not None):
-        yield from plan_pair_splits(first, second, chunk_size, count or local_counts)
-        return
+    paths = [p for p in (first, second) if p is not None]
+    if chunk_size is not None and all(splittable(p) for p in paths):
+        per_file = chunk_size if second is None else max(1, chunk_size // 2)
+        plans = [byte_ranges(p, per_file) for p in paths]
+        if all(plan is not None for plan in plans):
+            yield from plan_pair_splits(first, second, plans, count or local_counts)
+            return
     done = [0, 0, 0]  # chunks, reads and bytes planned so far
     pairs = [0]  # the pairs of the block being read (both files' readers ask for it)
 

@@ -141,9 +141,13 @@ def check_path(path: str, what: str) -> None:
     """Refuse a missing file or a directory with one clear line."""
     if path == STDIN:
         return
-    if not _exists(path):
+    if is_url(path):  # one request for both questions
+        info = _url_info(path)
+        missing, directory = info is None, info is not None and info.get("type") == "directory"
+    else:
+        missing, directory = not os.path.exists(path), os.path.isdir(path)
+    if missing:
         raise InputFormatError(f"{what} file {path!r} does not exist")
-    directory = (_url_info(path) or {}).get("type") == "directory" if is_url(path) else os.path.isdir(path)
     if directory:
         raise InputFormatError(f"{what} path {path!r} is a directory, not a FASTA/FASTQ file")
 
@@ -217,7 +221,7 @@ def _mappable(f) -> int | None:
 
 def splittable(path: str) -> bool:
     """Whether ``path`` is a regular file (or a URL's file) that workers can cut: uncompressed, or BGZF."""
-    regular = _exists(path) if is_url(path) else os.path.isfile(path)
+    regular = _url_size(path) is not None if is_url(path) else os.path.isfile(path)
     return regular and (not path.endswith(COMPRESSED) or _bgzf_ratio(path) is not None)
 
 
@@ -398,7 +402,7 @@ class _File:
         try:
             if is_url(split.path):
                 self.fs, self.inner = url_fs(split.path)
-                size = int(self.fs.size(self.inner))
+                size = _url_size(split.path) or 0
             else:
                 self.fd = os.open(split.path, os.O_RDONLY)
                 size = os.fstat(self.fd).st_size
