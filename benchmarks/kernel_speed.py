@@ -1,6 +1,7 @@
 """Search and locate kernel throughput on one OpenCL device (no Dask, no I/O).
 
     python3 benchmarks/kernel_speed.py INDEX READS.fq [--batch 1 8 16 32] [--repeat 3]
+                                       [--kmer-depth 0 8 11] [--seed-errors K]
 
 Reports queries/s per strand (each read is searched forward and reverse
 complement, so reads/s per strand = 2 x reads / kernel time) and located rows/s.
@@ -10,6 +11,12 @@ The search runs on the reads' FASTQ bytes, translated and checked on the
 device, as ``dmap run`` does.  The last lines compare search + locate of
 every hit with and without the early stop (unique suffixes located and
 verified against the text inside the search kernel).
+
+Then the k-mer table (dmap/search/kmers.py): the search with tables of
+each --kmer-depth (0: none; default 0 and the block's own depth), on the
+reads with the early stop as ``dmap run`` searches them, and with
+--seed-errors K on their K+1 pigeonhole pieces as ``dmap run -e K``
+searches them (all results checked equal to the search without a table).
 """
 
 import argparse
@@ -21,7 +28,9 @@ import numpy as np
 import dmap
 from dmap.io.fastx import iter_read_chunks
 from dmap.opencl.device import Device
+from dmap.approx.seeds import pigeonhole_seeds
 from dmap.search.exact import search_block
+from dmap.search.kmers import build_kmer_table, kmer_depth
 from dmap.search.locate import expand_intervals, locate_rows, split_located
 
 
@@ -33,6 +42,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--max-reads", type=int, default=1_000_000)
     ap.add_argument("--device", default=None)
+    ap.add_argument("--kmer-depth", type=int, nargs="+", default=None)
+    ap.add_argument("--seed-errors", type=int, default=None)
     args = ap.parse_args()
     idx = dmap.open_index(args.index)
     chunk = next(iter_read_chunks(args.reads, idx.alphabet, args.max_reads, idx.meta.max_query_length))
@@ -66,6 +77,22 @@ def main():
         t, k = best_of(args.repeat, dev, partial(search_locate, **kw))
         print(f"{label}: {t:.3f} s, {n / t / 1e6:.2f} M reads/s (both strands, every hit located; "
               f"kernels alone {k:.3f} s)")
+    depths = args.kmer_depth or [0, kmer_depth(blk.shape.n_rows, blk.shape.sigma)]
+    queries = {"reads, early stop": ((chunk.data, chunk.offsets, chunk.lengths), {"table": chunk.table, "text": text})}
+    if args.seed_errors is not None:
+        reads = chunk.encoded()
+        seeds = pigeonhole_seeds(reads.lengths, args.seed_errors).encoded(reads)
+        queries[f"{args.seed_errors + 1} pieces per read"] = ((seeds.codes, seeds.offsets, seeds.lengths), {})
+    for label, (data, kw) in queries.items():
+        want = search_block(dev, blk, *data, strands, **kw)
+        for depth in depths:
+            t0 = time.perf_counter()
+            table = build_kmer_table(dev, blk, depth) if depth else None
+            built = time.perf_counter() - t0
+            assert (search_block(dev, blk, *data, strands, kmers=table, **kw) == want).all()
+            t, k = best_of(args.repeat, dev, partial(search_block, dev, blk, *data, strands, kmers=table, **kw))
+            print(f"k-mer table depth {depth:2d} ({table.nbytes / 2**20 if table else 0:.1f} MiB, built in "
+                  f"{built:.3f} s), {label}: {t:.3f} s ({len(data[2]) * strands / t / 1e6:.2f} M queries/s)")
 
 
 def best_of(repeat: int, dev: Device, run) -> tuple[float, float]:

@@ -29,8 +29,15 @@
 // leaving it out; docs/performance.md).  Other reads, and other alphabets,
 // take the table one symbol at a time.
 //
+// k-mer table (KMER_DEPTH > 0): a query's first KMER_DEPTH steps, on its
+// last KMER_DEPTH symbols, are one lookup in the block's table (kmers.cl),
+// which holds exactly what those steps give; shorter queries and queries
+// with a symbol outside the alphabet there look up the symbols before it.
+// KMER_DEPTH < MIN_SUFFIX, so no early stop falls inside the lookup.
+//
 // Defines: SIGMA, RATE, LAYOUT (occ.cl), SA_RATE (sa.cl), BATCH,
-// N_STRANDS (1 or 2), INVALID, MIN_SUFFIX, CHECK_SYMBOLS, PLAIN_READS.
+// N_STRANDS (1 or 2), INVALID, MIN_SUFFIX, CHECK_SYMBOLS, PLAIN_READS,
+// KMER_DEPTH (0: no table).
 #include "occ.cl"
 #include "sa.cl"
 
@@ -88,7 +95,7 @@ __kernel void exact_search(__global const uint *occ, const uint n_periods,
                            __global const uchar *text,
                            __global const uchar *reads, __global const uint *offsets,
                            __global const uint *lengths, __global const uchar *table,
-                           const uint n_queries, __global uint2 *out) {
+                           __global const uint2 *kmers, const uint n_queries, __global uint2 *out) {
     const uint first = get_global_id(0) * BATCH;
     uint sp[BATCH], ep[BATCH], len[BATCH], start[BATCH], done[BATCH];
     uint maxlen = 0;
@@ -117,7 +124,29 @@ __kernel void exact_search(__global const uint *occ, const uint n_periods,
             for (uint j = 0; j < len[b]; j++) bad[b] |= table[reads[start[b] + j]] == INVALID;
     }
 #endif
+#if KMER_DEPTH > 0
+    for (uint b = 0; b < BATCH; b++) {
+        if (!len[b]) continue;
+        const uint strand = (first + b) % N_STRANDS, depth = min((uint)KMER_DEPTH, len[b]);
+        // Entry x of level `level`, from offset 1 + SIGMA + ... + SIGMA**(level-1).
+        uint level = 0, x = 0, weight = 1, offset = 0;
+        for (; level < depth; level++) {
+            const uint c = pattern_code(reads + start[b], table, len[b], strand, len[b] - 1u - level);
+            if (c >= SIGMA) break;
+            x += c * weight;
+            offset += weight;
+            weight *= SIGMA;
+        }
+        const uint2 r = kmers[offset + x];
+        const uint stopped = level < depth && r.x < r.y;  // alive when the search meets the unknown symbol
+        sp[b] = stopped ? 0u : r.x;
+        ep[b] = stopped ? 0u : r.y;
+    }
+    // Queries shorter than the table are done; the others go on from symbol KMER_DEPTH.
+    for (uint j = KMER_DEPTH; j < maxlen; j++) {
+#else
     for (uint j = 0; j < maxlen; j++) {
+#endif
         uint alive = 0;
         for (uint b = 0; b < BATCH; b++) {
             if (j < done[b] && sp[b] < ep[b]) {

@@ -21,6 +21,7 @@ from dmap.index.store import BlockArrays
 from dmap.opencl.device import BlockText
 from dmap.reads import encode_reads
 from dmap.search.exact import search_block
+from dmap.search.kmers import build_kmer_table, kmer_depth
 from dmap.search.locate import expand_intervals, locate_rows, locate_rows_numpy, split_located
 from dmap.testing.search import backward_search_numpy
 
@@ -109,13 +110,17 @@ def single_block(text_codes: np.ndarray, alphabet: Alphabet, layout: str = "inte
 
 
 def kernel_hits(device, block, text, alphabet, reads, batch=16):
-    """Hits of the kernel searching codes (intervals checked against numpy, then located), which
-    must equal those of the kernel searching the reads' bytes with the early stop on."""
+    """Hits of the kernel searching codes (intervals checked against numpy, with and without the
+    block's k-mer table, then located), which must equal those of the kernel searching the reads'
+    bytes with the early stop on."""
     codes, offsets, lengths, raw = encode_reads(reads, alphabet, reads)
     n_strands = alphabet.n_strands
     dblock = device.upload_block(block)
     intervals = search_block(device, dblock, codes, offsets, lengths, n_strands, batch=batch)
     assert (intervals == backward_search_numpy(block, codes, offsets, lengths, n_strands)).all()
+    kmers = deep_kmer_table(device, dblock)
+    assert (search_block(device, dblock, codes, offsets, lengths, n_strands, batch=batch, kmers=kmers)
+            == intervals).all()
     query, rows = expand_intervals(intervals.reshape(-1, 2))
     positions = locate_rows(device, dblock, rows)
     assert (positions == locate_rows_numpy(block, rows)).all()
@@ -124,11 +129,20 @@ def kernel_hits(device, block, text, alphabet, reads, batch=16):
     return hits
 
 
+def deep_kmer_table(device, dblock):
+    """A block's k-mer table as deep as its rows allow: a small test block's own would be
+    a level or two (the table stays under half the size of its occ)."""
+    return build_kmer_table(device, dblock, kmer_depth(dblock.shape.n_rows, dblock.shape.sigma, max_bytes=1 << 24))
+
+
 def early_stop_hits(device, text_codes, dblock, alphabet, raw, offsets, lengths, n_strands, batch):
     """Reads as bytes translated on the device, unique suffixes located and verified against the text."""
     text = BlockText(text_codes, device.upload(text_codes), text_codes.nbytes)
     found = search_block(device, dblock, raw, offsets, lengths, n_strands, batch=batch, table=alphabet.read_table,
                          text=text).reshape(-1, 2)
+    with_table = search_block(device, dblock, raw, offsets, lengths, n_strands, batch=batch,
+                              table=alphabet.read_table, text=text, kmers=deep_kmer_table(device, dblock))
+    assert (with_table.reshape(-1, 2) == found).all()
     located, positions, query, rows = split_located(found)
     positions = np.concatenate([positions, locate_rows(device, dblock, rows)])
     query = np.concatenate([located, query])

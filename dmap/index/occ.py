@@ -48,6 +48,11 @@ class OccShape:
     n_rows: int  # BWT length (block text length + 1)
 
     @property
+    def defines(self) -> dict[str, int]:
+        """The compile-time defines of ``kernels/occ.cl`` for this table."""
+        return {"SIGMA": self.sigma, "RATE": self.rate, "LAYOUT": LAYOUT_IDS[self.layout]}
+
+    @property
     def period(self) -> int:
         """BWT positions covered by one count sample / line."""
         return 32 * self.rate

@@ -40,6 +40,7 @@ from ..reads import EncodedReads, ReadChunk
 from ..search.edits import SeedIntervals, search_with_edits
 from ..search.exact import bad_queries, search_block
 from ..search.hits import BlockHits, ChunkHits, merge_block_hits
+from ..search.kmers import KmerTable, kmer_table, table_bytes
 from ..search.locate import locate_rows, split_located
 from .pairs import InsertBounds, pair_chunk
 
@@ -128,13 +129,15 @@ def search(index_path: str, block: int, queries: ReadChunk | ChunkSeeds) -> np.n
     if isinstance(queries, ReadChunk):  # reads: translated, checked and mostly located on the device
         reads = queries.read_bytes()
         found = search_block(device, blk, reads.data, reads.offsets, reads.lengths, ns, table=reads.table,
-                             text=_early_stop_text(device, index, block)) if len(reads) else np.zeros(0, np.int64)
+                             text=_early_stop_text(device, index, block), kmers=_kmer_table(device, index, block)
+                             ) if len(reads) else np.zeros(0, np.int64)
         return found.reshape(-1, 2)
     q = queries.queries
     if queries.seed_edits:
         return search_with_edits(device, blk, device.reverse_occ(index, block), q.codes, q.offsets, q.lengths, ns,
                                  queries.seed_edits)
-    found = search_block(device, blk, q.codes, q.offsets, q.lengths, ns) if len(q) else np.zeros(0, np.int64)
+    found = (search_block(device, blk, q.codes, q.offsets, q.lengths, ns, kmers=_kmer_table(device, index, block))
+             if len(q) else np.zeros(0, np.int64))
     return found.reshape(-1, 2)
 
 
@@ -144,10 +147,24 @@ def _bytes_with_texts(index: Index) -> int:
     return sum(index.block_nbytes(b) + index.meta.blocks[b].length for b in range(index.n_blocks))
 
 
+@lru_cache(maxsize=8)
+def _bytes_with_tables(index: Index) -> int:
+    """Device bytes of every block of ``index`` with its text and its k-mer table."""
+    sigma = index.alphabet.sigma
+    return _bytes_with_texts(index) + sum(table_bytes(index.meta.blocks[b].n_rows, sigma)
+                                          for b in range(index.n_blocks))
+
+
 def _early_stop_text(device, index: Index, block: int):
     """The block's text for the search kernel's early stop, or None (plain search) when the
     device cannot hold every block with its text: the texts would then evict blocks."""
     return device.block_text(index, block) if _bytes_with_texts(index) <= device.block_budget else None
+
+
+def _kmer_table(device, index: Index, block: int) -> KmerTable | None:
+    """The block's k-mer table, or None (the search from the first symbol) when the device
+    cannot hold every block with its text and table: tables would then evict blocks."""
+    return kmer_table(device, index, block) if _bytes_with_tables(index) <= device.block_budget else None
 
 
 def locate(index_path: str, block: int, intervals: np.ndarray | SeedIntervals) -> BlockHits:

@@ -273,6 +273,12 @@ class Device:
             self.tally("block_loads")
         return blk
 
+    def derived(self, key: tuple, nbytes: int, make):
+        """A device object of ``nbytes`` that ``make()`` builds from resident ones (a block's
+        k-mer table, :func:`dmap.search.kmers.kmer_table`), cached like blocks under ``key``."""
+        item, _ = self._resident(key, lambda: _Bytes(nbytes), lambda _: make())
+        return item
+
     def block_text(self, index: Index, number: int) -> BlockText:
         """Block ``number``'s text on this device (and on the host, for tracebacks), cached like blocks."""
         text, _ = self._resident((index.uid, number, "text"), lambda: index.block_text(number),
@@ -317,6 +323,13 @@ class _Sized:
     @property
     def nbytes(self) -> int:
         return sum(int(a.nbytes) for a in self.arrays.values())
+
+
+@dataclass
+class _Bytes:
+    """The size of a device object made on the device, for the resident cache's budget."""
+
+    nbytes: int
 
 
 _process_device: Device | None = None

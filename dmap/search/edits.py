@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..opencl.device import Device, DeviceBlock, ReverseOcc
-from .exact import occ_defines
 from .locate import expand_intervals
 
 # Intervals a query may write in the first pass.  Measured on E. coli
@@ -83,7 +82,7 @@ def search_with_edits(
         return SeedIntervals(z, z, z)
     # Seed lengths rounded up, so that a few programs serve every chunk.
     max_len = -(-int(lengths.max()) // 32) * 32
-    prg = device.program("edit_seeds.cl", {**occ_defines(block), "N_STRANDS": n_strands, "MAX_LEN": max_len,
+    prg = device.program("edit_seeds.cl", {**block.shape.defines, "N_STRANDS": n_strands, "MAX_LEN": max_len,
                                            "MAX_EDITS": max_edits})
     with device.timed("dmap-transfer"):
         seeds = device.upload(np.ascontiguousarray(codes, dtype=np.uint8))

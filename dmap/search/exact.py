@@ -8,6 +8,7 @@ import numpy as np
 
 from ..alphabet import INVALID
 from ..opencl.device import BlockText, Device, DeviceBlock
+from .kmers import KmerTable
 
 # Queries advanced in step by one work-item (see exact_search.cl), as
 # measured fastest with benchmarks/kernel_speed.py (docs/performance.md).
@@ -37,11 +38,6 @@ def early_stop_length(n_rows: int, sigma: int) -> int:
     return math.ceil(math.log(max(n_rows, 2), max(sigma, 2))) + EARLY_STOP_MARGIN
 
 
-def occ_defines(block: DeviceBlock) -> dict[str, int]:
-    s = block.shape
-    return {"SIGMA": s.sigma, "RATE": s.rate, "LAYOUT": 0 if s.layout == "interleaved" else 1}
-
-
 def search_block(
     device: Device,
     block: DeviceBlock,
@@ -52,6 +48,7 @@ def search_block(
     batch: int = DEFAULT_BATCH,
     table: np.ndarray | None = None,
     text: BlockText | None = None,
+    kmers: KmerTable | None = None,
 ) -> np.ndarray:
     """Backward-search every read (and its reverse complement) in one block.
 
@@ -69,6 +66,9 @@ def search_block(
         The block's text on the device: turns the early stop on (see
         ``exact_search.cl``), and a query found at a single position is
         returned as ``(position, LOCATED)`` instead of its interval.
+    kmers
+        The block's k-mer table (:func:`dmap.search.kmers.kmer_table`):
+        each query's first steps in one lookup; the same results.
 
     Returns
     -------
@@ -85,10 +85,12 @@ def search_block(
         return np.zeros((0, n_strands, 2), dtype=np.uint32)
     shape = block.shape
     min_suffix = early_stop_length(shape.n_rows, shape.sigma) if text is not None else 0
-    prg = device.program("exact_search.cl", {**occ_defines(block), "BATCH": batch, "N_STRANDS": n_strands,
+    depth = 0 if kmers is None else min(kmers.depth, min_suffix - 1) if min_suffix else kmers.depth
+    prg = device.program("exact_search.cl", {**block.shape.defines, "BATCH": batch, "N_STRANDS": n_strands,
                                              "INVALID": INVALID, "SA_RATE": block.sa_sample_rate,
                                              "MIN_SUFFIX": min_suffix, "CHECK_SYMBOLS": int(table is not None),
-                                             "PLAIN_READS": int(plain_reads(table, shape.sigma))})
+                                             "PLAIN_READS": int(plain_reads(table, shape.sigma)),
+                                             "KMER_DEPTH": depth})
     if table is None:
         table = _IDENTITY
     n_queries = n * n_strands
@@ -104,7 +106,7 @@ def search_block(
     device.run(prg, "exact_search", [
         b["occ"], np.uint32(shape.n_periods), b["C"], np.uint32(shape.n_rows), b["sa_samples"], b["boundary_rows"],
         b["boundary_pos"], np.uint32(block.n_boundary), text.buffer if text is not None else b["C"],
-        reads, offs, lens, table_buf, np.uint32(n_queries), out_buf,
+        reads, offs, lens, table_buf, kmers.buffer if depth else b["C"], np.uint32(n_queries), out_buf,
     ], work_items, "dmap-search-kernel")
     with device.timed("dmap-transfer"):
         device.read_back(out_buf, out)

@@ -11,7 +11,7 @@ import numpy as np
 from ..index.occ import bwt_symbol, occ_lookup
 from ..index.store import BlockArrays
 from ..opencl.device import Device, DeviceBlock
-from .exact import LOCATED, occ_defines
+from .exact import LOCATED
 
 # Rows walked in step by one work-item (benchmarks/kernel_speed.py).
 LOCATE_BATCH = 16
@@ -64,7 +64,7 @@ def locate_rows(device: Device, block: DeviceBlock, rows: np.ndarray, batch: int
     """Text positions (block-local) of BWT ``rows``, on the device."""
     if rows.size == 0:
         return np.zeros(0, dtype=np.uint32)
-    prg = device.program("locate.cl", {**occ_defines(block), "SA_RATE": block.sa_sample_rate, "BATCH": batch})
+    prg = device.program("locate.cl", {**block.shape.defines, "SA_RATE": block.sa_sample_rate, "BATCH": batch})
     with device.timed("dmap-transfer"):
         rows_buf = device.upload(rows.astype(np.uint32))
     out = np.empty(rows.size, dtype=np.uint32)
