@@ -26,9 +26,9 @@ from functools import partial
 import numpy as np
 
 import dmap
+from dmap.approx.seeds import pigeonhole_seeds
 from dmap.io.fastx import iter_read_chunks
 from dmap.opencl.device import Device
-from dmap.approx.seeds import pigeonhole_seeds
 from dmap.search.exact import search_block
 from dmap.search.kmers import build_kmer_table, kmer_depth
 from dmap.search.locate import expand_intervals, locate_rows, split_located
