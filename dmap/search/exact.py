@@ -85,7 +85,9 @@ def search_block(
         return np.zeros((0, n_strands, 2), dtype=np.uint32)
     shape = block.shape
     min_suffix = early_stop_length(shape.n_rows, shape.sigma) if text is not None else 0
-    depth = 0 if kmers is None else min(kmers.depth, min_suffix - 1) if min_suffix else kmers.depth
+    depth = 0 if kmers is None else kmers.depth
+    if min_suffix:  # no early stop may fall inside the lookup (exact_search.cl)
+        depth = min(depth, min_suffix - 1)
     prg = device.program("exact_search.cl", {**block.shape.defines, "BATCH": batch, "N_STRANDS": n_strands,
                                              "INVALID": INVALID, "SA_RATE": block.sa_sample_rate,
                                              "MIN_SUFFIX": min_suffix, "CHECK_SYMBOLS": int(table is not None),
