@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..index.store import contig_of
 from ..mapq import primary_first, ranked
 from ..opencl.device import BlockText
 from ..order import lexsort
@@ -242,7 +243,7 @@ def merge_alignments(
     pattern, start, dist, span = pattern[pick], start[pick], dist[pick], end[pick] - start[pick] + 1
     src = order[pick]
     read, strand = pattern // n_strands, pattern % n_strands
-    contig = np.searchsorted(contig_offsets, start, side="right") - 1
+    contig = contig_of(start, contig_offsets)
     position = start - contig_offsets[contig]
     # Contigs lie in order in the joined reference: (contig, position) sorts as start.
     rank_order = lexsort((strand, start, dist, read))

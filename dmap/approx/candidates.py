@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..index.store import contig_of
 from ..search.hits import BlockHits
 from .seeds import Seeds
 
@@ -45,7 +46,8 @@ def candidate_regions(
     if hits.query.size == 0:
         z = np.zeros(0, dtype=np.int64)
         return Regions(z, z, z)
-    seed, strand = hits.query // n_strands, hits.query % n_strands
+    # (Shift and mask for two strands: int64 division is a slow pass over every hit.)
+    seed, strand = (hits.query >> 1, hits.query & 1) if n_strands == 2 else (hits.query, hits.query * 0)
     read = seeds.read[seed]
     m = read_length[read].astype(np.int64)
     offset = seeds.offset[seed].astype(np.int64)
@@ -55,7 +57,7 @@ def candidate_regions(
     pos = hits.position.astype(np.int64)
     diagonal = pos - offset
     lo, hi = diagonal - max_errors, diagonal + m + max_errors
-    contig = np.searchsorted(contig_offsets, pos + hits.start, side="right") - 1
+    contig = contig_of(pos + hits.start, contig_offsets)
     contig_lo = contig_offsets[contig] - hits.start
     lo = np.maximum(lo, np.maximum(contig_lo, 0))
     hi = np.minimum(hi, np.minimum(contig_lo + contig_lengths[contig], block_length))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..index.store import contig_of
 from ..order import lexsort
 
 
@@ -77,7 +78,7 @@ def merge_block_hits(parts: list[BlockHits], n_reads: int, n_strands: int, conti
     # sorts as the joined position g.
     order = lexsort((strand, g, read))
     read, strand, g = read[order], strand[order], g[order]
-    contig = np.searchsorted(contig_offsets, g, side="right") - 1
+    contig = contig_of(g, contig_offsets)
     position = g - contig_offsets[contig]
     return ChunkHits(read.astype(np.int64), strand.astype(np.int8), contig.astype(np.int64),
                      position.astype(np.int64), n_reads,

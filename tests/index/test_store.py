@@ -1,13 +1,16 @@
-"""Index metadata: which format versions open, and what a reader refuses."""
+"""Index metadata: which format versions open, and what a reader refuses; positions to contigs."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import zarr
 from helpers import write_fasta
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dmap
-from dmap.index.store import FORMAT_VERSION
+from dmap.index.store import FORMAT_VERSION, contig_of
 
 
 @pytest.fixture()
@@ -131,3 +134,14 @@ def test_a_zstd_compressed_reference_of_older_indexes_is_still_read(index_path):
     assert group["reference"].compressors and isinstance(group["reference"].compressors[0], ZstdCodec)
     idx = dmap.open_index(index_path)
     assert all((idx.block_text(b) == texts[b]).all() for b in range(idx.n_blocks))
+
+
+@settings(max_examples=80, deadline=None)
+@given(lengths=st.lists(st.integers(1, 50), min_size=1, max_size=20), data=st.data())
+def test_contig_of_every_position(lengths, data):
+    """Few contigs (compared against each start) and many (binary search) give each position's contig."""
+    offsets = np.concatenate([[0], np.cumsum(lengths[:-1])]).astype(np.int64)
+    positions = np.array(data.draw(st.lists(st.integers(0, sum(lengths) - 1), max_size=60)), dtype=np.int64)
+    want = np.array([max(i for i, o in enumerate(offsets) if o <= p) for p in positions], dtype=np.int64)
+    assert (contig_of(positions, offsets) == want).all()
+    assert (contig_of(positions.astype(np.uint32), offsets) == want).all()
