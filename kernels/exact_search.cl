@@ -31,8 +31,9 @@
 //
 // k-mer table (KMER_DEPTH > 0): a query's first KMER_DEPTH steps, on its
 // last KMER_DEPTH symbols, are one lookup in the block's table (kmers.cl),
-// which holds exactly what those steps give; shorter queries and queries
-// with a symbol outside the alphabet there look up the symbols before it.
+// which holds exactly what those steps give; a shorter query looks up all
+// its symbols, and one with a symbol outside the alphabet among them the
+// symbols after it (where the steps would have stopped).
 // KMER_DEPTH < MIN_SUFFIX, so no early stop falls inside the lookup.
 //
 // Defines: SIGMA, RATE, LAYOUT (occ.cl), SA_RATE (sa.cl), BATCH,

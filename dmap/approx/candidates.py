@@ -47,7 +47,7 @@ def candidate_regions(
         z = np.zeros(0, dtype=np.int64)
         return Regions(z, z, z)
     # (Shift and mask for two strands: int64 division is a slow pass over every hit.)
-    seed, strand = (hits.query >> 1, hits.query & 1) if n_strands == 2 else (hits.query, hits.query * 0)
+    seed, strand = (hits.query >> 1, hits.query & 1) if n_strands == 2 else (hits.query, np.zeros_like(hits.query))
     read = seeds.read[seed]
     m = read_length[read].astype(np.int64)
     offset = seeds.offset[seed].astype(np.int64)

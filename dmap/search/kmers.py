@@ -99,8 +99,9 @@ def table_bytes(n_rows: int, sigma: int) -> int:
 def kmer_table(device: Device, index: Index, number: int) -> KmerTable:
     """Block ``number``'s table on ``device``, built on first use and cached like the block."""
     blk = device.block(index, number)
-    return device.derived((index.uid, number, "kmers"), table_bytes(blk.shape.n_rows, blk.shape.sigma),
-                          lambda: build_kmer_table(device, blk))
+    depth = kmer_depth(blk.shape.n_rows, blk.shape.sigma)
+    return device.derived((index.uid, number, "kmers"), level_offset(depth + 1, blk.shape.sigma) * ENTRY_BYTES,
+                          lambda: build_kmer_table(device, blk, depth))
 
 
 def kmer_table_numpy(block: BlockArrays, depth: int) -> np.ndarray:
