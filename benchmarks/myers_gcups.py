@@ -20,9 +20,12 @@ import time
 import numpy as np
 
 from dmap.approx.patterns import pattern_matrix, upload_patterns
-from dmap.approx.verify import myers_distances
+from dmap.approx.verify import MYERS_KERNELS, myers_distances
 from dmap.opencl.device import Device
 from dmap.testing.approx import semiglobal_row
+
+KINDS = {"myers": "a work-item per region", "myers_lanes": "four regions per work-item, in vector lanes",
+         "myers_cooperative": "cooperative, a work-item per word"}
 
 
 def main() -> None:
@@ -47,22 +50,21 @@ def main() -> None:
                             np.full(1000, m), 4)
     text_buf = device.upload(texts.reshape(-1))
     starts, lengths = np.arange(n) * w, np.full(n, w)
-    for cooperative in (False, True):  # build the programs
-        myers_distances(device, text_buf, first, 4, starts[:1000], lengths[:1000], np.arange(1000),
-                        cooperative=cooperative)
+    for kernel in MYERS_KERNELS:  # build the programs
+        myers_distances(device, text_buf, first, 4, starts[:1000], lengths[:1000], np.arange(1000), kernel=kernel)
     cells = n * m * w
     print(f"device: {device.name}")
     print("| implementation | pairs | m x window | seconds | GCUPS |\n|---|---|---|---|---|")
-    for cooperative in (False, True):
+    for kernel in MYERS_KERNELS:
         best = float("inf")
         for _ in range(3):
             device.seconds.clear()
             out = myers_distances(device, text_buf, patterns, 4, starts, lengths, np.arange(n),
-                                  cooperative=cooperative)
+                                  kernel=kernel)
             best = min(best, device.seconds["dmap-verify-kernel"])
         for k in range(0, n, max(1, n // 20)):
             assert np.array_equal(out[k * w : (k + 1) * w], np.minimum(semiglobal_row(pats[k], texts[k], 4), 255))
-        kind = "cooperative, a work-item per word" if cooperative else "a work-item per region"
+        kind = KINDS[kernel]
         print(f"| dmap myers.cl, {kind} ({device.name}) | {n} | {m} x {w} | {best:.3f} | {cells / best / 1e9:.2f} |")
     if args.no_edlib:
         return

@@ -131,3 +131,101 @@ __kernel void myers_cooperative(__global const uchar *text, __global const ulong
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 }
+
+// LANES regions per work-item, in the lanes of 64-bit vectors: for a CPU.
+// Each step of Myers' recurrence is a chain of about eight dependent
+// operations, so one region per work-item leaves a core's vector units and
+// most of its issue slots idle where the compiler keeps one work-item per
+// loop (PoCL does, for these data-dependent loops).  Independent regions in
+// the lanes of one vector register do LANES steps for the price of one.
+// The lanes run max(n) steps; a lane past its own region's end reads no
+// text and writes nothing.  Words above a lane's own pattern (shorter than
+// its neighbours') are computed too, but carries only move up and the score
+// is taken at the lane's top word, so they change nothing.  Same output as
+// `myers`.  Per-lane values are named variables (x0, x1, ...), spelled out
+// by EACH and LIST: private arrays indexed in loops were kept in memory and
+// ran at half the speed.
+//
+// Defines: LANES (4 or 8: AVX2 or AVX-512 registers of 64-bit lanes).
+#ifdef LANES
+#if LANES == 4
+#define EACH(X) X(0) X(1) X(2) X(3)
+#define LIST(X) X(0), X(1), X(2), X(3)
+#elif LANES == 8
+#define EACH(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define LIST(X) X(0), X(1), X(2), X(3), X(4), X(5), X(6), X(7)
+#endif
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define U64V CAT(ulong, LANES)
+#define I64V CAT(long, LANES)
+#define U32V CAT(uint, LANES)
+#define I32V CAT(int, LANES)
+
+#define LANE_SETUP(l)                                                                    \
+    const uint r##l = first + l;                                                            \
+    const int live##l = r##l < n_regions;                                                \
+    const uint p##l = live##l ? region_pattern[r##l] : 0u;                               \
+    const uint m##l = live##l ? pattern_length[p##l] : 1u;                               \
+    const uint len##l = live##l ? region_length[r##l] : 0u;                              \
+    __global const ulong *pq##l = peq + (ulong)p##l * SIGMA * WORDS;                     \
+    __global const uchar *t##l = text + (live##l ? region_start[r##l] : 0u);             \
+    __global uchar *o##l = out + (live##l ? out_offset[r##l] : 0u);                      \
+    steps = max(steps, len##l);                                                          \
+    words = max(words, (m##l + 63u) / 64u);
+#define TOP_WORD(l) ((m##l + 63u) / 64u - 1u)
+#define LAST_BIT(l) (1UL << ((m##l - 1u) & 63u))
+#define LENGTH(l) ((int)m##l)
+#define SYMBOL(l) const uint c##l = j < len##l ? t##l[j] : SIGMA;
+#define MATCHES(l) (c##l < SIGMA ? pq##l[c##l * WORDS + w] : 0UL)
+#define WRITE(l) if (j < len##l) o##l[j] = d.s##l;
+
+__kernel void myers_lanes(__global const uchar *text, __global const ulong *peq,
+                          __global const uint *pattern_length,
+                          __global const uint *region_start, __global const uint *region_length,
+                          __global const uint *region_pattern, __global const uint *out_offset,
+                          const uint n_regions, __global uchar *out) {
+    const uint first = get_global_id(0) * LANES;
+    if (first >= n_regions) return;
+    uint steps = 0, words = 1;
+    EACH(LANE_SETUP)
+    const U32V top_at = (U32V)(LIST(TOP_WORD));
+    const U64V last_bit = (U64V)(LIST(LAST_BIT));
+    I32V score = (I32V)(LIST(LENGTH));
+
+    U64V Pv[WORDS], Mv[WORDS];
+    for (uint w = 0; w < WORDS; w++) {
+        Pv[w] = (U64V)(~0UL);
+        Mv[w] = (U64V)(0UL);
+    }
+    const U64V one = (U64V)(1UL);
+    for (uint j = 0; j < steps; j++) {
+        EACH(SYMBOL)
+        I64V h = 0;  // the carry into word w, -1, 0 or +1 per lane
+        I32V step = 0;
+        for (uint w = 0; w < words; w++) {
+            U64V eq = (U64V)(LIST(MATCHES));
+            // (vector comparisons are -1 where true)
+            const U64V hneg = CAT(as_ulong, LANES)(h < 0) & one, hpos = CAT(as_ulong, LANES)(h > 0) & one;
+            const U64V pv = Pv[w], mv = Mv[w];
+            const U64V xv = eq | mv;
+            eq |= hneg;
+            const U64V xh = (((eq & pv) + pv) ^ pv) | eq;
+            U64V ph = mv | ~(xh | pv);
+            U64V mh = pv & xh;
+            const I32V is_top = top_at == (U32V)(w);  // where w is the lane's top word
+            const U64V top = select((U64V)(1UL << 63), last_bit, CAT(convert_long, LANES)(is_top));
+            const I64V hout = ((mh & top) != 0) - ((ph & top) != 0);
+            step = select(step, CAT(convert_int, LANES)(hout), is_top);
+            ph = (ph << 1) | hpos;
+            mh = (mh << 1) | hneg;
+            Pv[w] = mh | ~(xv | ph);
+            Mv[w] = ph & xv;
+            h = hout;
+        }
+        score += step;
+        const CAT(uchar, LANES) d = CAT(CAT(convert_uchar, LANES), _sat)(score);
+        EACH(WRITE)
+    }
+}
+#endif

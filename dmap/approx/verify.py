@@ -8,6 +8,12 @@ from ..opencl.device import Device
 from .patterns import DevicePatterns
 
 COOPERATIVE_GROUP = 64  # work-items per group of the cooperative kernel (words x regions)
+# Regions per work-item of myers_lanes: the 64-bit lanes of an AVX2 register.  Eight
+# (AVX-512) measured no faster on the AMD EPYC this was tuned on (benchmarks/myers_gcups.py).
+LANES = 4
+# The kernels of myers.cl, all with the same output: a work-item per region; four regions per
+# work-item in vector lanes (a CPU); a work-item per 64-bit word of a pattern (a GPU).
+MYERS_KERNELS = ("myers", "myers_lanes", "myers_cooperative")
 
 
 def region_offsets(lengths: np.ndarray) -> np.ndarray:
@@ -25,7 +31,7 @@ def myers_distances(
     region_start: np.ndarray,
     region_length: np.ndarray,
     region_pattern: np.ndarray,
-    cooperative: bool = False,
+    kernel: str = "myers",
 ) -> np.ndarray:
     """Semi-global edit distance of each region's pattern at each region end.
 
@@ -38,10 +44,12 @@ def myers_distances(
         (:func:`dmap.approx.patterns.oriented_patterns` or ``upload_patterns``).
     region_start, region_length, region_pattern
         Each region's first text position, length and pattern number.
-    cooperative
-        Run ``myers_cooperative``: one work-item per 64-bit word of a
-        pattern instead of one per region (Chacón et al. (2014)'s thread-cooperative
-        scheme; see docs/performance.md for where it pays).
+    kernel
+        One of :data:`MYERS_KERNELS`: ``myers``, a work-item per region;
+        ``myers_lanes``, four regions per work-item in the lanes of 64-bit
+        vectors (a CPU's SIMD units); ``myers_cooperative``, a work-item per
+        64-bit word of a pattern (Chacón et al. (2014)'s thread-cooperative
+        scheme, for a GPU).  See docs/performance.md for where each pays.
 
     Returns
     -------
@@ -57,18 +65,20 @@ def myers_distances(
         return out
     words = patterns.words
     per_group = max(1, COOPERATIVE_GROUP // words)
-    prg = device.program("myers.cl", {"SIGMA": sigma, "WORDS": words, "REGIONS_PER_GROUP": per_group})
+    prg = device.program("myers.cl", {"SIGMA": sigma, "WORDS": words, "REGIONS_PER_GROUP": per_group, "LANES": LANES})
     with device.timed("dmap-transfer"):
         regions = (region_start, region_length, region_pattern, region_offsets(region_length))
         bufs = [patterns.peq, patterns.length_buffer,
                 *(device.upload(np.ascontiguousarray(a, dtype=np.uint32)) for a in regions)]
     out_buf = device.output(out)
+    if kernel not in MYERS_KERNELS:
+        raise ValueError(f"unknown Myers kernel {kernel!r}")
     size = None
-    if cooperative:
+    if kernel == "myers_cooperative":
         local = per_group * words
         size = ((n + per_group - 1) // per_group * local,), (local,)
-    device.run(prg, "myers_cooperative" if cooperative else "myers", [text_buffer, *bufs, np.uint32(n), out_buf],
-               n, "dmap-verify-kernel", size=size)
+    items = (n + LANES - 1) // LANES if kernel == "myers_lanes" else n
+    device.run(prg, kernel, [text_buffer, *bufs, np.uint32(n), out_buf], items, "dmap-verify-kernel", size=size)
     with device.timed("dmap-transfer"):
         device.read_back(out_buf, out)
     return out

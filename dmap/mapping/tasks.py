@@ -227,9 +227,10 @@ def verify(index_path: str, block: int, chunk_seeds: ChunkSeeds, located: BlockH
     patterns = oriented_patterns(device, reads.codes, reads.offsets, reads.lengths, used, ns, sigma)
     local = Regions(dense, regions.start, regions.length)
     # Paper 001's thread-cooperative kernel (a work-item per 64-bit word) on a GPU:
-    # 1.7-3.5x the per-region kernel on an H100, 0.6-0.8x on PoCL (docs/performance.md).
+    # 1.7-3.5x the per-region kernel on an H100; on a CPU four regions per work-item in
+    # vector lanes, 1.9-2.7x the per-region kernel on PoCL (docs/performance.md).
     dist = myers_distances(device, text.buffer, patterns, sigma, local.start, local.length, local.pattern,
-                           cooperative=device.is_gpu)
+                           kernel="myers_cooperative" if device.is_gpu else "myers_lanes")
     last = block == index.n_blocks - 1
     with device.timed("dmap-traceback"):
         found = align_block(device, dist, local, patterns, text, reference_letters(index.alphabet), sigma,

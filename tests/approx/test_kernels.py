@@ -8,7 +8,7 @@ import pytest
 from dmap.alphabet import NO_MATCH
 from dmap.approx.patterns import match_masks, oriented_patterns, pattern_matrix, pattern_rows, upload_patterns
 from dmap.approx.traceback import OP_INS, PAD, cigar_and_md, traceback, traceback_device
-from dmap.approx.verify import myers_distances
+from dmap.approx.verify import MYERS_KERNELS, myers_distances
 from dmap.opencl.device import BlockText
 from dmap.testing.approx import edit_distance, semiglobal_row
 
@@ -41,9 +41,9 @@ def pairs(rng, sigma: int):
         yield pattern, text
 
 
-@pytest.mark.parametrize("cooperative", [False, True], ids=["one-per-region", "cooperative"])
+@pytest.mark.parametrize("kernel", MYERS_KERNELS)
 @pytest.mark.parametrize("sigma", [4, 20, 60])
-def test_myers_kernel_equals_dp_on_every_length(device, sigma, cooperative):
+def test_myers_kernel_equals_dp_on_every_length(device, sigma, kernel):
     rng = np.random.default_rng(sigma)
     cases = list(pairs(rng, sigma))
     lengths = np.array([p.size for p, _ in cases])
@@ -54,10 +54,36 @@ def test_myers_kernel_equals_dp_on_every_length(device, sigma, cooperative):
     starts = np.r_[0, np.cumsum([t.size for _, t in cases])[:-1]]
     region_length = np.array([t.size for _, t in cases])
     got = myers_distances(device, device.upload(text), upload_patterns(device, patterns, lengths, sigma), sigma,
-                          starts, region_length, np.arange(len(cases)), cooperative=cooperative)
+                          starts, region_length, np.arange(len(cases)), kernel=kernel)
     for k, (p, t) in enumerate(cases):
         expected = np.minimum(semiglobal_row(p, t, sigma), 255)
         assert np.array_equal(got[starts[k] : starts[k] + t.size], expected), f"pattern length {p.size}"
+
+
+@pytest.mark.parametrize("kernel", MYERS_KERNELS)
+def test_myers_kernels_on_mixed_regions(device, kernel):
+    """Regions as verification makes them: several per pattern, patterns of one to three
+    words side by side (the lanes of myers_lanes mix them), regions of length 0 and of
+    hundreds of symbols, a count that is no multiple of the lanes.  Every end is the DP's."""
+    rng = np.random.default_rng(5)
+    sigma = 4
+    lengths = rng.integers(1, 190, 37)
+    codes = rng.integers(0, sigma, int(lengths.sum())).astype(np.uint8)
+    offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+    patterns = pattern_matrix(codes, offsets, lengths, 1)
+    text = rng.integers(0, sigma + 1, 5000).astype(np.uint8)
+    n = 203
+    pattern = np.sort(rng.integers(0, lengths.size, n))
+    length = np.where(rng.random(n) < 0.1, 0, rng.integers(1, 400, n))
+    start = rng.integers(0, text.size - length)
+    got = myers_distances(device, device.upload(text), upload_patterns(device, patterns, lengths, sigma), sigma,
+                          start, length, pattern, kernel=kernel)
+    at = 0
+    for r in range(n):
+        p = codes[offsets[pattern[r]] : offsets[pattern[r]] + lengths[pattern[r]]]
+        expected = np.minimum(semiglobal_row(p, text[start[r] : start[r] + length[r]], sigma), 255)
+        assert np.array_equal(got[at : at + length[r]], expected), f"region {r}"
+        at += length[r]
 
 
 @pytest.mark.parametrize("sigma, n_strands", [(4, 2), (4, 1), (20, 1)], ids=["dna", "one-strand", "protein"])

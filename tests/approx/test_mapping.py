@@ -153,22 +153,23 @@ def test_eqx_and_max_hits(tmp_path, client):
     assert all(set(re.findall(r"[A-Z=]", c)) <= {"=", "X", "I", "D"} for c in res.hits.cigar)
 
 
-def test_a_gpu_verifies_with_the_cooperative_kernel(tmp_path, client, monkeypatch):
-    """On a GPU the verify task runs myers_cooperative (faster there); the loci stay the oracle's.
-    The CPU device here is made to say it is a GPU."""
+@pytest.mark.parametrize("gpu, kernel", [(True, "myers_cooperative"), (False, "myers_lanes")], ids=["gpu", "cpu"])
+def test_verify_kernel_suits_the_device(tmp_path, client, monkeypatch, gpu, kernel):
+    """A GPU verifies with myers_cooperative, a CPU with myers_lanes (each the faster there);
+    the loci stay the oracle's.  The CPU device here is made to say whether it is a GPU."""
     import dmap.mapping.tasks
     from dmap.opencl.device import Device
 
     used = []
     real = dmap.mapping.tasks.myers_distances
 
-    def spy(*args, cooperative=False, **kwargs):
-        used.append(cooperative)
-        return real(*args, cooperative=cooperative, **kwargs)
+    def spy(*args, kernel="myers", **kwargs):
+        used.append(kernel)
+        return real(*args, kernel=kernel, **kwargs)
 
-    monkeypatch.setattr(Device, "is_gpu", property(lambda self: True))
+    monkeypatch.setattr(Device, "is_gpu", property(lambda self: gpu))
     monkeypatch.setattr(dmap.mapping.tasks, "myers_distances", spy)
     rng = np.random.default_rng(11)
     contigs, reads = make_case(rng, "dna", 3)
     check_against_oracle(tmp_path, client, contigs, reads, "dna", 3, block_length=500)
-    assert used and all(used)
+    assert used and set(used) == {kernel}
