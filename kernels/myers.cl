@@ -146,7 +146,17 @@ __kernel void myers_cooperative(__global const uchar *text, __global const ulong
 // by EACH and LIST: private arrays indexed in loops were kept in memory and
 // ran at half the speed.
 //
-// Defines: LANES (4 or 8: AVX2 or AVX-512 registers of 64-bit lanes).
+// Runs (RUNS = 1): the kernel also finds what the host would find in the
+// distances next (dmap.approx.alignments.best_of_runs): the runs of
+// consecutive owned ends with distance <= MAX_ERRORS, and of each region's
+// first run its best end (least distance, leftmost), that distance and the
+// run's first and last end, as offsets into the region.  A pattern of
+// length m owns the block-local ends [own_from + m + K - 1, own_until + m +
+// K - 1).  The host then takes regions with one run as they are and reads
+// the distances only of the rare regions with more.
+//
+// Defines: LANES (4 or 8: AVX2 or AVX-512 registers of 64-bit lanes),
+//          RUNS (0 or 1), MAX_ERRORS (with RUNS).
 #ifdef LANES
 #if LANES == 4
 #define EACH(X) X(0) X(1) X(2) X(3)
@@ -171,6 +181,7 @@ __kernel void myers_cooperative(__global const uchar *text, __global const ulong
     __global const ulong *pq##l = peq + (ulong)p##l * SIGMA * WORDS;                     \
     __global const uchar *t##l = text + (live##l ? region_start[r##l] : 0u);             \
     __global uchar *o##l = out + (live##l ? out_offset[r##l] : 0u);                      \
+    const long s##l = live##l ? (long)region_start[r##l] : 0L;                           \
     steps = max(steps, len##l);                                                          \
     words = max(words, (m##l + 63u) / 64u);
 #define TOP_WORD(l) ((m##l + 63u) / 64u - 1u)
@@ -179,12 +190,25 @@ __kernel void myers_cooperative(__global const uchar *text, __global const ulong
 #define SYMBOL(l) const uint c##l = j < len##l ? t##l[j] : SIGMA;
 #define MATCHES(l) (c##l < SIGMA ? pq##l[c##l * WORDS + w] : 0UL)
 #define WRITE(l) if (j < len##l) o##l[j] = d.s##l;
+// The owned ends of lane l, as offsets into its region: [OWN_FROM, OWN_UNTIL).
+#define OWN_FROM(l) (int)clamp(own_from + (long)m##l + MAX_ERRORS - 1L - s##l, 0L, (long)len##l)
+#define OWN_UNTIL(l) (int)clamp(own_until + (long)m##l + MAX_ERRORS - 1L - s##l, 0L, (long)len##l)
+#define WRITE_RUNS(l)                                                                    \
+    if (live##l) {                                                                       \
+        run_count[r##l] = (uchar)min(count.s##l, 255);                                   \
+        run_best[r##l] = (uint)best_j.s##l;                                              \
+        run_dist[r##l] = (uchar)best_d.s##l;                                             \
+        run_first[r##l] = (uint)first_j.s##l;                                            \
+        run_last[r##l] = (uint)last_j.s##l;                                              \
+    }
 
 __kernel void myers_lanes(__global const uchar *text, __global const ulong *peq,
                           __global const uint *pattern_length,
                           __global const uint *region_start, __global const uint *region_length,
                           __global const uint *region_pattern, __global const uint *out_offset,
-                          const uint n_regions, __global uchar *out) {
+                          const uint n_regions, __global uchar *out, const long own_from, const long own_until,
+                          __global uchar *run_count, __global uint *run_best, __global uchar *run_dist,
+                          __global uint *run_first, __global uint *run_last) {
     const uint first = get_global_id(0) * LANES;
     if (first >= n_regions) return;
     uint steps = 0, words = 1;
@@ -199,6 +223,10 @@ __kernel void myers_lanes(__global const uchar *text, __global const ulong *peq,
         Mv[w] = (U64V)(0UL);
     }
     const U64V one = (U64V)(1UL);
+#if RUNS
+    const I32V own_lo = (I32V)(LIST(OWN_FROM)), own_hi = (I32V)(LIST(OWN_UNTIL));
+    I32V in_run = 0, count = 0, best_j = 0, best_d = 0, first_j = 0, last_j = 0;
+#endif
     for (uint j = 0; j < steps; j++) {
         EACH(SYMBOL)
         I64V h = 0;  // the carry into word w, -1, 0 or +1 per lane
@@ -226,6 +254,23 @@ __kernel void myers_lanes(__global const uchar *text, __global const ulong *peq,
         score += step;
         const CAT(uchar, LANES) d = CAT(CAT(convert_uchar, LANES), _sat)(score);
         EACH(WRITE)
+#if RUNS
+        // (vector comparisons and logical operators are -1 where true)
+        const I32V at = (I32V)((int)j);
+        const I32V ok = (score <= MAX_ERRORS) & (at >= own_lo) & (at < own_hi);
+        const I32V opens = ok & ~in_run;
+        count -= opens;
+        const I32V in_first = ok & (count == 1);
+        const I32V better = in_first & (opens | (score < best_d));
+        first_j = select(first_j, at, opens & in_first);
+        best_d = select(best_d, score, better);
+        best_j = select(best_j, at, better);
+        last_j = select(last_j, at, in_first);
+        in_run = ok;
+#endif
     }
+#if RUNS
+    EACH(WRITE_RUNS)
+#endif
 }
 #endif

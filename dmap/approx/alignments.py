@@ -31,7 +31,7 @@ from ..reads import FlatStrings
 from .candidates import Regions
 from .patterns import DevicePatterns
 from .traceback import traceback_device
-from .verify import region_offsets
+from .verify import FirstRuns, myers_distances, myers_runs, region_offsets
 
 
 @dataclass
@@ -109,9 +109,72 @@ def best_of_runs(
     return region[best], end[best], dist[best], run_first, run_last, n_runs
 
 
+def runs_from_first(
+    distances: np.ndarray,
+    first: FirstRuns,
+    regions: Regions,
+    pattern_length: np.ndarray,
+    max_errors: int,
+    own_from: int | None,
+    own_until: int | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """:func:`best_of_runs`' result from the runs ``myers_lanes`` found (:class:`FirstRuns`).
+
+    A region with one run is taken as the kernel found it; the few with more
+    (repeats within a region's span) go through :func:`best_of_runs` on their
+    own distances.
+    """
+    one = np.flatnonzero(first.count == 1)
+    start = regions.start[one]
+    parts = [(one, start + first.best[one], first.distance[one].astype(np.int64), start + first.first[one],
+              start + first.last[one])]
+    many = np.flatnonzero(first.count > 1)
+    if many.size:
+        lengths = regions.length[many]
+        # Their distances, back to back: each region's slice of the flat array.
+        shift = region_offsets(regions.length)[many] - region_offsets(lengths)
+        flat = np.repeat(shift, lengths) + np.arange(int(lengths.sum()))
+        region, *rest, _ = best_of_runs(distances[flat], Regions(regions.pattern[many], regions.start[many], lengths),
+                                        pattern_length, max_errors, own_from, own_until)
+        parts.append((many[region], *rest))
+    columns = [np.concatenate(c) for c in zip(*parts)]
+    order = np.argsort(columns[0], kind="stable")  # by region; a region's runs are in end order
+    region, end, dist, run_first, run_last = (c[order] for c in columns)
+    return region, end, dist, run_first, run_last, int(region.size)
+
+
+def verified_runs(
+    device,
+    text: BlockText,
+    patterns: DevicePatterns,
+    sigma: int,
+    regions: Regions,
+    max_errors: int,
+    own_from: int | None,
+    own_until: int | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Myers' kernel over the regions, then :func:`best_of_runs`' result: the best end of
+    each run of owned ends within K.
+
+    On a GPU the thread-cooperative kernel (a work-item per 64-bit word, paper
+    001) writes the distances and :func:`best_of_runs` reads them: 1.7-3.5x the
+    per-region kernel on an H100.  On a CPU ``myers_lanes`` (four regions per
+    work-item in vector lanes: 1.9-2.7x the per-region kernel on PoCL) finds
+    the runs itself, and only regions with more than one run are read on the
+    host (docs/performance.md).
+    """
+    if device.is_gpu:
+        dist = myers_distances(device, text.buffer, patterns, sigma, regions.start, regions.length, regions.pattern,
+                               kernel="myers_cooperative")
+        return best_of_runs(dist, regions, patterns.lengths, max_errors, own_from, own_until)
+    dist, first = myers_runs(device, text.buffer, patterns, sigma, regions.start, regions.length, regions.pattern,
+                             max_errors, own_from, own_until)
+    return runs_from_first(dist, first, regions, patterns.lengths, max_errors, own_from, own_until)
+
+
 def align_block(
     device,
-    distances: np.ndarray,
+    runs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int],
     regions: Regions,
     patterns: DevicePatterns,
     text: BlockText,
@@ -119,19 +182,17 @@ def align_block(
     sigma: int,
     max_errors: int,
     block_start: int,
-    own_from: int | None,
-    own_until: int | None,
     eqx: bool = False,
 ) -> BlockAlignments:
-    """The block's alignments: best end per owned run, traced back to CIGAR and MD.
+    """The block's alignments: the best end of each owned run (``runs``, from
+    :func:`verified_runs`), traced back to CIGAR and MD.
 
     ``patterns`` (on the device) is indexed by ``regions.pattern``; ``text`` is the block's
     :class:`dmap.opencl.device.BlockText`; ``letters`` maps codes to reference
     symbols for MD.  The traceback runs in ``kernels/traceback.cl`` on
     ``device`` (tested against the numpy :func:`dmap.approx.traceback.traceback`).
     """
-    region, end, dist, run_first, run_last, n = best_of_runs(
-        distances, regions, patterns.lengths, max_errors, own_from, own_until)
+    region, end, dist, run_first, run_last, n = runs
     if n == 0:
         return BlockAlignments.empty()
     pattern = regions.pattern[region]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..opencl.device import Device
@@ -21,6 +23,26 @@ def region_offsets(lengths: np.ndarray) -> np.ndarray:
     out = np.zeros(lengths.size, dtype=np.int64)
     np.cumsum(lengths[:-1], out=out[1:])
     return out
+
+
+# Owned-range bounds that bound nothing (a first or last block).
+UNBOUNDED = 1 << 62
+
+
+@dataclass
+class FirstRuns:
+    """Each region's runs of owned ends within K, as ``myers_lanes`` finds them (``RUNS``).
+
+    ``count`` runs (255: that many or more); of the first run, its best end
+    (least distance, leftmost), that distance, and its first and last end, all
+    ends as offsets into the region.
+    """
+
+    count: np.ndarray
+    best: np.ndarray
+    distance: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
 
 
 def myers_distances(
@@ -58,27 +80,69 @@ def myers_distances(
         edit distance of the pattern to a text substring ending at
         ``region_start[r] + j`` (capped at 255).
     """
+    return _myers(device, text_buffer, patterns, sigma, region_start, region_length, region_pattern, kernel)[0]
+
+
+def myers_runs(
+    device: Device,
+    text_buffer,
+    patterns: DevicePatterns,
+    sigma: int,
+    region_start: np.ndarray,
+    region_length: np.ndarray,
+    region_pattern: np.ndarray,
+    max_errors: int,
+    own_from: int | None,
+    own_until: int | None,
+) -> tuple[np.ndarray, FirstRuns]:
+    """:func:`myers_distances` with ``myers_lanes``, and each region's :class:`FirstRuns`.
+
+    ``own_from``/``own_until``: the block-local owned range of a read of length 0
+    (None: unbounded), as :func:`dmap.approx.alignments.best_of_runs` takes them.
+    """
+    return _myers(device, text_buffer, patterns, sigma, region_start, region_length, region_pattern, "myers_lanes",
+                  (max_errors, own_from, own_until))
+
+
+def _myers(device: Device, text_buffer, patterns: DevicePatterns, sigma: int, region_start: np.ndarray,
+           region_length: np.ndarray, region_pattern: np.ndarray, kernel: str,
+           runs: tuple[int, int | None, int | None] | None = None) -> tuple[np.ndarray, FirstRuns | None]:
+    if kernel not in MYERS_KERNELS:
+        raise ValueError(f"unknown Myers kernel {kernel!r}")
     n = region_start.size
     total = int(region_length.sum())
     out = np.empty(total, dtype=np.uint8)
+    first = None if runs is None else FirstRuns(*(np.zeros(n, dtype=t) for t in (
+        np.uint8, np.uint32, np.uint8, np.uint32, np.uint32)))
     if n == 0:
-        return out
+        return out, first
     words = patterns.words
     per_group = max(1, COOPERATIVE_GROUP // words)
-    prg = device.program("myers.cl", {"SIGMA": sigma, "WORDS": words, "REGIONS_PER_GROUP": per_group, "LANES": LANES})
+    defines = {"SIGMA": sigma, "WORDS": words, "REGIONS_PER_GROUP": per_group, "LANES": LANES,
+               "RUNS": int(runs is not None), "MAX_ERRORS": 0 if runs is None else runs[0]}
+    prg = device.program("myers.cl", defines)
     with device.timed("dmap-transfer"):
         regions = (region_start, region_length, region_pattern, region_offsets(region_length))
         bufs = [patterns.peq, patterns.length_buffer,
                 *(device.upload(np.ascontiguousarray(a, dtype=np.uint32)) for a in regions)]
     out_buf = device.output(out)
-    if kernel not in MYERS_KERNELS:
-        raise ValueError(f"unknown Myers kernel {kernel!r}")
+    args = [text_buffer, *bufs, np.uint32(n), out_buf]
     size = None
     if kernel == "myers_cooperative":
         local = per_group * words
         size = ((n + per_group - 1) // per_group * local,), (local,)
+    if kernel == "myers_lanes":
+        own_from, own_until = (None, None) if runs is None else runs[1:]
+        # (without RUNS the kernel takes the run buffers but never writes them)
+        run_hosts = list(vars(first).values()) if first is not None else [np.zeros(1, np.uint32)] * 5
+        run_bufs = [device.output(a) for a in run_hosts]
+        args += [np.int64(-UNBOUNDED if own_from is None else own_from),
+                 np.int64(UNBOUNDED if own_until is None else own_until), *run_bufs]
     items = (n + LANES - 1) // LANES if kernel == "myers_lanes" else n
-    device.run(prg, kernel, [text_buffer, *bufs, np.uint32(n), out_buf], items, "dmap-verify-kernel", size=size)
+    device.run(prg, kernel, args, items, "dmap-verify-kernel", size=size)
     with device.timed("dmap-transfer"):
         device.read_back(out_buf, out)
-    return out
+        if first is not None:
+            for host, buf in zip(run_hosts, run_bufs):
+                device.read_back(buf, host)
+    return out, first

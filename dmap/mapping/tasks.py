@@ -14,12 +14,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..approx.alignments import BlockAlignments, ChunkAlignments, align_block, merge_alignments
+from ..approx.alignments import BlockAlignments, ChunkAlignments, align_block, merge_alignments, verified_runs
 from ..approx.candidates import Regions, candidate_regions
 from ..approx.patterns import oriented_patterns
 from ..approx.seeds import Seeds
 from ..approx.settings import Approximate
-from ..approx.verify import myers_distances
 from ..format import bgzf
 from ..format.bam import References, encode_records_device
 from ..format.sam import (
@@ -226,16 +225,12 @@ def verify(index_path: str, block: int, chunk_seeds: ChunkSeeds, located: BlockH
     sigma = index.alphabet.sigma
     patterns = oriented_patterns(device, reads.codes, reads.offsets, reads.lengths, used, ns, sigma)
     local = Regions(dense, regions.start, regions.length)
-    # Paper 001's thread-cooperative kernel (a work-item per 64-bit word) on a GPU:
-    # 1.7-3.5x the per-region kernel on an H100; on a CPU four regions per work-item in
-    # vector lanes, 1.9-2.7x the per-region kernel on PoCL (docs/performance.md).
-    dist = myers_distances(device, text.buffer, patterns, sigma, local.start, local.length, local.pattern,
-                           kernel="myers_cooperative" if device.is_gpu else "myers_lanes")
     last = block == index.n_blocks - 1
+    own_from, own_until = None if block == 0 else 0, None if last else located.own_length
+    runs = verified_runs(device, text, patterns, sigma, local, max_errors, own_from, own_until)
     with device.timed("dmap-traceback"):
-        found = align_block(device, dist, local, patterns, text, reference_letters(index.alphabet), sigma,
-                            max_errors, located.start, None if block == 0 else 0,
-                            None if last else located.own_length, eqx)
+        found = align_block(device, runs, local, patterns, text, reference_letters(index.alphabet), sigma,
+                            max_errors, located.start, eqx)
     found.pattern = used[found.pattern]
     return found
 

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 
 from dmap.alphabet import NO_MATCH
+from dmap.approx.alignments import best_of_runs, runs_from_first
+from dmap.approx.candidates import Regions
 from dmap.approx.patterns import match_masks, oriented_patterns, pattern_matrix, pattern_rows, upload_patterns
 from dmap.approx.traceback import OP_INS, PAD, cigar_and_md, traceback, traceback_device
-from dmap.approx.verify import MYERS_KERNELS, myers_distances
+from dmap.approx.verify import MYERS_KERNELS, myers_distances, myers_runs
 from dmap.opencl.device import BlockText
 from dmap.testing.approx import edit_distance, semiglobal_row
 
@@ -84,6 +86,48 @@ def test_myers_kernels_on_mixed_regions(device, kernel):
         expected = np.minimum(semiglobal_row(p, text[start[r] : start[r] + length[r]], sigma), 255)
         assert np.array_equal(got[at : at + length[r]], expected), f"region {r}"
         at += length[r]
+
+
+@pytest.mark.parametrize("max_errors", [0, 2, 5])
+def test_lanes_kernel_finds_the_runs_best_of_runs_finds(device, max_errors):
+    """myers_lanes' own runs, completed by runs_from_first, equal best_of_runs on the distances,
+    for every owned range (none, either side, both, empty), on text of short tandem repeats
+    (regions with many runs) and random text (most with one or none)."""
+    rng = np.random.default_rng(max_errors)
+    sigma = 4
+    lengths = rng.integers(3, 150, 41)
+    codes = rng.integers(0, sigma, int(lengths.sum())).astype(np.uint8)
+    offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+    pattern_codes = [codes[o : o + m] for o, m in zip(offsets, lengths)]
+    unit = rng.integers(0, sigma, 3).astype(np.uint8)
+    text = np.concatenate([np.tile(unit, 700), rng.integers(0, sigma + 1, 3000).astype(np.uint8)])
+    n = 301
+    pattern = np.sort(rng.integers(0, lengths.size, n))
+    length = np.where(rng.random(n) < 0.05, 0, rng.integers(1, 300, n))
+    start = rng.integers(0, text.size - length)
+    for r in rng.choice(n, 60, replace=False):  # a copy of the pattern, or of the repeat, in the region
+        p = pattern_codes[pattern[r]]
+        if length[r] >= p.size and start[r] >= 2100:
+            text[start[r] : start[r] + p.size] = p
+    for r in range(n):  # short repeats matched by short patterns
+        if r % 5 == 0:
+            pattern_codes[pattern[r]][:] = np.resize(unit, pattern_codes[pattern[r]].size)
+    codes = np.concatenate(pattern_codes)
+    patterns = upload_patterns(device, pattern_matrix(codes, offsets, lengths, 1), lengths, sigma)
+    regions = Regions(pattern, start, length)
+    text_buffer = device.upload(text)
+    dist = myers_distances(device, text_buffer, patterns, sigma, start, length, pattern)
+    for own_from, own_until in [(None, None), (1000, None), (None, 4000), (500, 2500), (3000, 3000)]:
+        expected = best_of_runs(dist, regions, lengths, max_errors, own_from, own_until)
+        got_dist, first = myers_runs(device, text_buffer, patterns, sigma, start, length, pattern, max_errors,
+                                     own_from, own_until)
+        assert np.array_equal(got_dist, dist)
+        got = runs_from_first(got_dist, first, regions, lengths, max_errors, own_from, own_until)
+        assert got[5] == expected[5]
+        for a, b in zip(got[:5], expected[:5]):
+            assert np.array_equal(a, b)
+        if own_from is None and own_until is None:  # both ways were taken
+            assert (first.count > 1).any() and (first.count == 1).any()
 
 
 @pytest.mark.parametrize("sigma, n_strands", [(4, 2), (4, 1), (20, 1)], ids=["dna", "one-strand", "protein"])

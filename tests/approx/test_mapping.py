@@ -155,20 +155,26 @@ def test_eqx_and_max_hits(tmp_path, client):
 
 @pytest.mark.parametrize("gpu, kernel", [(True, "myers_cooperative"), (False, "myers_lanes")], ids=["gpu", "cpu"])
 def test_verify_kernel_suits_the_device(tmp_path, client, monkeypatch, gpu, kernel):
-    """A GPU verifies with myers_cooperative, a CPU with myers_lanes (each the faster there);
-    the loci stay the oracle's.  The CPU device here is made to say whether it is a GPU."""
-    import dmap.mapping.tasks
+    """A GPU verifies with myers_cooperative and finds the runs on the host, a CPU with
+    myers_lanes finding the runs itself (each the faster there); the loci stay the oracle's.
+    The CPU device here is made to say whether it is a GPU."""
+    import dmap.approx.alignments as alignments
     from dmap.opencl.device import Device
 
     used = []
-    real = dmap.mapping.tasks.myers_distances
+    distances, runs = alignments.myers_distances, alignments.myers_runs
 
-    def spy(*args, kernel="myers", **kwargs):
+    def spy_distances(*args, kernel="myers", **kwargs):
         used.append(kernel)
-        return real(*args, kernel=kernel, **kwargs)
+        return distances(*args, kernel=kernel, **kwargs)
+
+    def spy_runs(*args, **kwargs):
+        used.append("myers_lanes")
+        return runs(*args, **kwargs)
 
     monkeypatch.setattr(Device, "is_gpu", property(lambda self: gpu))
-    monkeypatch.setattr(dmap.mapping.tasks, "myers_distances", spy)
+    monkeypatch.setattr(alignments, "myers_distances", spy_distances)
+    monkeypatch.setattr(alignments, "myers_runs", spy_runs)
     rng = np.random.default_rng(11)
     contigs, reads = make_case(rng, "dna", 3)
     check_against_oracle(tmp_path, client, contigs, reads, "dna", 3, block_length=500)
