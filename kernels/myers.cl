@@ -152,8 +152,9 @@ __kernel void myers_cooperative(__global const uchar *text, __global const ulong
 // first run its best end (least distance, leftmost), that distance and the
 // run's first and last end, as offsets into the region.  A pattern of
 // length m owns the block-local ends [own_from + m + K - 1, own_until + m +
-// K - 1).  The host then takes regions with one run as they are and reads
-// the distances only of the rare regions with more.
+// K - 1).  The distances are then not written: the host takes regions with
+// one run as they are, and runs the kernel again without RUNS for the few
+// with more.
 //
 // Defines: LANES (4 or 8: AVX2 or AVX-512 registers of 64-bit lanes),
 //          RUNS (0 or 1), MAX_ERRORS (with RUNS).
@@ -252,9 +253,10 @@ __kernel void myers_lanes(__global const uchar *text, __global const ulong *peq,
             h = hout;
         }
         score += step;
+#if !RUNS
         const CAT(uchar, LANES) d = CAT(CAT(convert_uchar, LANES), _sat)(score);
         EACH(WRITE)
-#if RUNS
+#else
         // (vector comparisons and logical operators are -1 where true)
         const I32V at = (I32V)((int)j);
         const I32V ok = (score <= MAX_ERRORS) & (at >= own_lo) & (at < own_hi);

@@ -110,19 +110,19 @@ def best_of_runs(
 
 
 def runs_from_first(
-    distances: np.ndarray,
     first: FirstRuns,
     regions: Regions,
     pattern_length: np.ndarray,
     max_errors: int,
     own_from: int | None,
     own_until: int | None,
+    distances_of: Callable[[np.ndarray], np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """:func:`best_of_runs`' result from the runs ``myers_lanes`` found (:class:`FirstRuns`).
 
     A region with one run is taken as the kernel found it; the few with more
     (repeats within a region's span) go through :func:`best_of_runs` on their
-    own distances.
+    distances, ``distances_of(regions)``: those regions' distances back to back.
     """
     one = np.flatnonzero(first.count == 1)
     start = regions.start[one]
@@ -130,12 +130,8 @@ def runs_from_first(
               start + first.last[one])]
     many = np.flatnonzero(first.count > 1)
     if many.size:
-        lengths = regions.length[many]
-        # Their distances, back to back: each region's slice of the flat array.
-        shift = region_offsets(regions.length)[many] - region_offsets(lengths)
-        flat = np.repeat(shift, lengths) + np.arange(int(lengths.sum()))
-        region, *rest, _ = best_of_runs(distances[flat], Regions(regions.pattern[many], regions.start[many], lengths),
-                                        pattern_length, max_errors, own_from, own_until)
+        subset = Regions(regions.pattern[many], regions.start[many], regions.length[many])
+        region, *rest, _ = best_of_runs(distances_of(many), subset, pattern_length, max_errors, own_from, own_until)
         parts.append((many[region], *rest))
     columns = [np.concatenate(c) for c in zip(*parts)]
     order = np.argsort(columns[0], kind="stable")  # by region; a region's runs are in end order
@@ -160,16 +156,18 @@ def verified_runs(
     001) writes the distances and :func:`best_of_runs` reads them: 1.7-3.5x the
     per-region kernel on an H100.  On a CPU ``myers_lanes`` (four regions per
     work-item in vector lanes: 1.9-2.7x the per-region kernel on PoCL) finds
-    the runs itself, and only regions with more than one run are read on the
-    host (docs/performance.md).
+    the runs itself without writing the distances, and runs again, writing
+    them, over the few regions with more than one run (docs/performance.md).
     """
     if device.is_gpu:
         dist = myers_distances(device, text.buffer, patterns, sigma, regions.start, regions.length, regions.pattern,
                                kernel="myers_cooperative")
         return best_of_runs(dist, regions, patterns.lengths, max_errors, own_from, own_until)
-    dist, first = myers_runs(device, text.buffer, patterns, sigma, regions.start, regions.length, regions.pattern,
-                             max_errors, own_from, own_until)
-    return runs_from_first(dist, first, regions, patterns.lengths, max_errors, own_from, own_until)
+    first = myers_runs(device, text.buffer, patterns, sigma, regions.start, regions.length, regions.pattern,
+                       max_errors, own_from, own_until)
+    return runs_from_first(first, regions, patterns.lengths, max_errors, own_from, own_until, lambda which: (
+        myers_distances(device, text.buffer, patterns, sigma, regions.start[which], regions.length[which],
+                        regions.pattern[which], kernel="myers_lanes")))
 
 
 def align_block(

@@ -94,14 +94,14 @@ def myers_runs(
     max_errors: int,
     own_from: int | None,
     own_until: int | None,
-) -> tuple[np.ndarray, FirstRuns]:
-    """:func:`myers_distances` with ``myers_lanes``, and each region's :class:`FirstRuns`.
+) -> FirstRuns:
+    """Each region's :class:`FirstRuns`, from ``myers_lanes`` (which writes no distances then).
 
     ``own_from``/``own_until``: the block-local owned range of a read of length 0
     (None: unbounded), as :func:`dmap.approx.alignments.best_of_runs` takes them.
     """
     return _myers(device, text_buffer, patterns, sigma, region_start, region_length, region_pattern, "myers_lanes",
-                  (max_errors, own_from, own_until))
+                  (max_errors, own_from, own_until))[1]
 
 
 def _myers(device: Device, text_buffer, patterns: DevicePatterns, sigma: int, region_start: np.ndarray,
@@ -110,8 +110,7 @@ def _myers(device: Device, text_buffer, patterns: DevicePatterns, sigma: int, re
     if kernel not in MYERS_KERNELS:
         raise ValueError(f"unknown Myers kernel {kernel!r}")
     n = region_start.size
-    total = int(region_length.sum())
-    out = np.empty(total, dtype=np.uint8)
+    out = np.empty(0 if runs is not None else int(region_length.sum()), dtype=np.uint8)
     first = None if runs is None else FirstRuns(*(np.zeros(n, dtype=t) for t in (
         np.uint8, np.uint32, np.uint8, np.uint32, np.uint32)))
     if n == 0:

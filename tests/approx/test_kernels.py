@@ -10,7 +10,7 @@ from dmap.approx.alignments import best_of_runs, runs_from_first
 from dmap.approx.candidates import Regions
 from dmap.approx.patterns import match_masks, oriented_patterns, pattern_matrix, pattern_rows, upload_patterns
 from dmap.approx.traceback import OP_INS, PAD, cigar_and_md, traceback, traceback_device
-from dmap.approx.verify import MYERS_KERNELS, myers_distances, myers_runs
+from dmap.approx.verify import MYERS_KERNELS, myers_distances, myers_runs, region_offsets
 from dmap.opencl.device import BlockText
 from dmap.testing.approx import edit_distance, semiglobal_row
 
@@ -117,12 +117,13 @@ def test_lanes_kernel_finds_the_runs_best_of_runs_finds(device, max_errors):
     regions = Regions(pattern, start, length)
     text_buffer = device.upload(text)
     dist = myers_distances(device, text_buffer, patterns, sigma, start, length, pattern)
+    at = region_offsets(length)
     for own_from, own_until in [(None, None), (1000, None), (None, 4000), (500, 2500), (3000, 3000)]:
         expected = best_of_runs(dist, regions, lengths, max_errors, own_from, own_until)
-        got_dist, first = myers_runs(device, text_buffer, patterns, sigma, start, length, pattern, max_errors,
-                                     own_from, own_until)
-        assert np.array_equal(got_dist, dist)
-        got = runs_from_first(got_dist, first, regions, lengths, max_errors, own_from, own_until)
+        first = myers_runs(device, text_buffer, patterns, sigma, start, length, pattern, max_errors, own_from,
+                           own_until)
+        got = runs_from_first(first, regions, lengths, max_errors, own_from, own_until, lambda which: np.concatenate(
+            [dist[at[r] : at[r] + length[r]] for r in which]))
         assert got[5] == expected[5]
         for a, b in zip(got[:5], expected[:5]):
             assert np.array_equal(a, b)
