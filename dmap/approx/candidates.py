@@ -46,34 +46,40 @@ def candidate_regions(
     if hits.query.size == 0:
         z = np.zeros(0, dtype=np.int64)
         return Regions(z, z, z)
-    # (Shift and mask for two strands: int64 division is a slow pass over every hit.)
-    seed, strand = (hits.query >> 1, hits.query & 1) if n_strands == 2 else (hits.query, np.zeros_like(hits.query))
-    read = seeds.read[seed]
-    m = read_length[read].astype(np.int64)
-    offset = seeds.offset[seed].astype(np.int64)
-    # On the reverse strand the pattern is the reverse complement: the seed
-    # sits at m - offset - length in it.
-    offset = np.where(strand == 1, m - offset - seeds.length[seed].astype(np.int64), offset)
+    # Per query (seed * n_strands + strand), computed once for the few hundred thousand
+    # queries rather than per hit: its pattern, and its window [pos - back, pos - back + span)
+    # around a hit at pos.  On the reverse strand the pattern is the reverse complement:
+    # the seed sits at m - offset - length in it.
+    m = read_length[seeds.read].astype(np.int64)
+    offset = seeds.offset.astype(np.int64)
+    back = np.empty((seeds.read.size, n_strands), dtype=np.int64)
+    back[:, 0] = offset
+    if n_strands == 2:
+        back[:, 1] = m - offset - seeds.length
+    back = (back + max_errors).ravel()
+    span = np.repeat(m + 2 * max_errors, n_strands)
+    pattern = (seeds.read.astype(np.int64)[:, None] * n_strands + np.arange(n_strands)).ravel()
+    query = hits.query
     pos = hits.position.astype(np.int64)
-    diagonal = pos - offset
-    lo, hi = diagonal - max_errors, diagonal + m + max_errors
+    lo = pos - back[query]
+    hi = lo + span[query]
+    pattern = pattern[query]
     contig = contig_of(pos + hits.start, contig_offsets)
     contig_lo = contig_offsets[contig] - hits.start
     lo = np.maximum(lo, np.maximum(contig_lo, 0))
     hi = np.minimum(hi, np.minimum(contig_lo + contig_lengths[contig], block_length))
-    pattern = read * n_strands + strand
     # One sort key across patterns, so a running maximum never crosses from
     # one pattern into the next.
-    span = np.int64(block_length + 1)
-    key_lo, key_hi = pattern * span + lo, pattern * span + hi
-    order = np.argsort(key_lo, kind="stable")
-    key_lo, key_hi = key_lo[order], key_hi[order]
+    stride = np.int64(block_length + 1)
+    key_lo = pattern * stride + lo
+    order = np.argsort(key_lo, kind="stable")  # hits come nearly sorted: timsort's runs
+    key_lo, key_hi = key_lo[order], (pattern * stride + hi)[order]
     reach = np.maximum.accumulate(key_hi)
     new = np.ones(key_lo.size, dtype=bool)
     new[1:] = key_lo[1:] > reach[:-1]
     first = np.flatnonzero(new)
     last = np.r_[first[1:], key_lo.size] - 1
-    patt = key_lo[first] // span
-    start = key_lo[first] - patt * span
-    stop = reach[last] - patt * span
+    patt = key_lo[first] // stride
+    start = key_lo[first] - patt * stride
+    stop = reach[last] - patt * stride
     return Regions(patt, start, stop - start)
