@@ -134,10 +134,9 @@ __kernel void myers_cooperative(__global const uchar *text, __global const ulong
 
 // LANES regions per work-item, in the lanes of 64-bit vectors: for a CPU.
 // Each step of Myers' recurrence is a chain of about eight dependent
-// operations, so one region per work-item leaves a core's vector units and
-// most of its issue slots idle where the compiler keeps one work-item per
-// loop (PoCL does, for these data-dependent loops).  Independent regions in
-// the lanes of one vector register do LANES steps for the price of one.
+// operations; independent regions in the lanes of one vector register
+// advance LANES chains for the price of one, where one region per
+// work-item left most of a core idle on PoCL (2.2-3.0x: docs/performance.md).
 // The lanes run max(n) steps; a lane past its own region's end reads no
 // text and writes nothing.  Words above a lane's own pattern (shorter than
 // its neighbours') are computed too, but carries only move up and the score

@@ -155,7 +155,7 @@ def verified_runs(
     On a GPU the thread-cooperative kernel (a work-item per 64-bit word, paper
     001) writes the distances and :func:`best_of_runs` reads them: 1.7-3.5x the
     per-region kernel on an H100.  On a CPU ``myers_lanes`` (four regions per
-    work-item in vector lanes: 1.9-2.7x the per-region kernel on PoCL) finds
+    work-item in vector lanes: 2.2-3.0x the per-region kernel on PoCL) finds
     the runs itself without writing the distances, and runs again, writing
     them, over the few regions with more than one run (docs/performance.md).
     """
