@@ -42,6 +42,15 @@ inline uint put_char(__global uchar *s, uint at, uchar c) {
     return at + 1;
 }
 
+// Whether ops o[x..x+16) are all OP_MATCH (with `mismatch_too`, all OP_MATCH or
+// OP_MISMATCH): OP_MATCH is 0 and OP_MISMATCH 1, so a 16-byte load answers it.
+// Most alignments are long runs of matches; the strings' loops skip those 16
+// ops at a time.
+inline int all_match16(__global const uchar *o, uint x, int mismatch_too) {
+    const ulong2 v = as_ulong2(vload16(0, o + x)) & (ulong2)(mismatch_too ? 0xfefefefefefefefeUL : ~0UL);
+    return (v.x | v.y) == 0UL;
+}
+
 // CIGAR of ops o[0..k): runs of M (=/X with EQX), I, D.  Returns its length.
 inline uint write_cigar(__global const uchar *o, uint k, __global uchar *s) {
     uint at = 0;
@@ -50,6 +59,10 @@ inline uint write_cigar(__global const uchar *o, uint k, __global uchar *s) {
         if (!EQX && kind == OP_MISMATCH) kind = OP_MATCH;
         uint y = x + 1;
         while (y < k) {
+            if (kind == OP_MATCH && y + 16u <= k && all_match16(o, y, !EQX)) {
+                y += 16u;
+                continue;
+            }
             uchar next = o[y];
             if (!EQX && next == OP_MISMATCH) next = OP_MATCH;
             if (next != kind) break;
@@ -68,6 +81,12 @@ inline uint write_md(__global const uchar *o, uint k, long t, __global const uch
                      __global const uchar *letters, __global uchar *s) {
     uint at = 0, matches = 0;
     for (uint x = 0; x < k; x++) {
+        if (x + 16u <= k && all_match16(o, x, 0)) {
+            matches += 16u;
+            t += 16;
+            x += 15u;
+            continue;
+        }
         const uchar op = o[x];
         if (op == OP_MATCH) {
             matches++;
@@ -85,6 +104,31 @@ inline uint write_md(__global const uchar *o, uint k, long t, __global const uch
         }
     }
     return put_uint(s, at, matches);
+}
+
+// The ops of the pattern on the diagonal from text position `start`, OP_MATCH
+// or OP_MISMATCH each, written to o[0..m); returns the mismatches.  Sixteen
+// symbols at a time where pattern and text hold them (pattern rows are padded
+// to whole 64-symbol words).
+inline uint diagonal_ops(__global const uchar *pat, int m, __global const uchar *text, uint text_length, long start,
+                         __global uchar *o) {
+    uint mismatches = 0;
+    int i = 0;
+    for (; i + 16 <= m && start + i + 16 <= (long)text_length; i += 16) {
+        const uchar16 p = vload16(0, pat + i), t = vload16(0, text + start + i);
+        const uchar16 x = as_uchar16((p != t) | (p >= (uchar16)SIGMA) | (t >= (uchar16)SIGMA)) & (uchar16)1;
+        vstore16(x, 0, o + i);
+        const ulong2 w = as_ulong2(x);
+        mismatches += popcount(w.x) + popcount(w.y);
+    }
+    for (; i < m; i++) {
+        const uint tc = (start + i < (long)text_length) ? text[start + i] : 255u;
+        const uint pc = pat[i];
+        const uint x = (pc != tc || pc >= SIGMA || tc >= SIGMA) ? 1u : 0u;
+        o[i] = x ? OP_MISMATCH : OP_MATCH;
+        mismatches += x;
+    }
+    return mismatches;
 }
 
 __kernel void traceback(__global const uchar *text, const uint text_length,
@@ -105,20 +149,10 @@ __kernel void traceback(__global const uchar *text, const uint text_length,
     __global uchar *o = ops + (ulong)a * MAXOPS;
     uint k = 0;
     long start = (long)end[a] - m + 1;  // of the diagonal
-    uint mismatches = 0;
     const uint want = expect[a];
     const int diagonal = want != 0xFFFFFFFFu && start >= (long)min_start[a] && start >= 0;
-    for (int i = 0; diagonal && i < m && mismatches <= want; i++) {
-        const uint tc = (start + i < (long)text_length) ? text[start + i] : 255u;
-        const uint pc = pat[i];
-        mismatches += (pc != tc || pc >= SIGMA || tc >= SIGMA) ? 1u : 0u;
-    }
-    if (diagonal && mismatches == want) {
-        for (int i = 0; i < m; i++) {
-            const uint tc = (start + i < (long)text_length) ? text[start + i] : 255u;
-            const uint pc = pat[i];
-            o[k++] = (pc != tc || pc >= SIGMA || tc >= SIGMA) ? OP_MISMATCH : OP_MATCH;
-        }
+    if (diagonal && diagonal_ops(pat, m, text, text_length, start, o) == want) {
+        k = (uint)m;
         dist_out[a] = want;
     } else {
         short D[WIDTH], Dn[WIDTH];

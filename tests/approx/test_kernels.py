@@ -9,7 +9,7 @@ from dmap.alphabet import NO_MATCH
 from dmap.approx.alignments import best_of_runs, runs_from_first
 from dmap.approx.candidates import Regions
 from dmap.approx.patterns import match_masks, oriented_patterns, pattern_matrix, pattern_rows, upload_patterns
-from dmap.approx.traceback import OP_INS, PAD, cigar_and_md, traceback, traceback_device
+from dmap.approx.traceback import OP_INS, OP_MATCH, PAD, cigar_and_md, traceback, traceback_device
 from dmap.approx.verify import MYERS_KERNELS, myers_distances, myers_runs, region_offsets
 from dmap.opencl.device import BlockText
 from dmap.testing.approx import edit_distance, semiglobal_row
@@ -162,19 +162,25 @@ def test_pattern_matrix_reverse_complement():
     assert masks[0, 0, 0] == 1 and masks[0, 3, 0] == 8 and masks[1, 0, 0] == 2
 
 
-@pytest.mark.parametrize("k", [1, 3, 6])
-def test_traceback_kernel_equals_numpy_and_alignments_are_optimal(device, k):
-    rng = np.random.default_rng(k)
-    sigma, m, n = 4, 70, 60
+@pytest.mark.parametrize("k, m", [(1, 70), (3, 70), (6, 70), (2, 150), (4, 37)])
+def test_traceback_kernel_equals_numpy_and_alignments_are_optimal(device, k, m):
+    """Alignments of patterns of 37-150 symbols (16-symbol blocks and a tail), with symbols that
+    match nothing in pattern and text, the last one ending at the text's end; CIGAR (M and =/X)
+    and MD equal the numpy reference's."""
+    rng = np.random.default_rng(k * 1000 + m)
+    sigma, n = 4, 60
     letters = np.full(256, ord("N"), dtype=np.uint8)
     letters[:4] = np.frombuffer(b"ACGT", dtype=np.uint8)
     pats, ends, starts = [], [], []
     text = np.zeros(0, dtype=np.uint8)
-    for _ in range(n):
+    for a in range(n):
         p = rng.integers(0, sigma, size=m).astype(np.uint8)
+        if a % 4 == 1:
+            p[rng.integers(0, m)] = NO_MATCH
         core = mutated(rng, p, sigma, int(rng.integers(0, k + 1)))
+        tail = 0 if a == n - 1 else k
         region = np.concatenate([rng.integers(0, 4, size=int(rng.integers(0, 2 * k + 1))), core,
-                                 rng.integers(0, 4, size=k)]).astype(np.uint8)
+                                 rng.integers(0, 4, size=tail)]).astype(np.uint8)
         row = semiglobal_row(p, region, sigma)
         best = int(np.argmin(row))
         if row[best] > k:
@@ -197,6 +203,8 @@ def test_traceback_kernel_equals_numpy_and_alignments_are_optimal(device, k):
     fast = traceback_device(device, host, on_device, rows, end, min_start, k, sigma, letters, expect=d_np)
     assert all(np.array_equal(x, y) for x, y in zip(fast[:3], (s, d, ops)))
     assert (fast[3].tolist(), fast[4].tolist()) == (cigars, mds)
+    eqx = traceback_device(device, host, on_device, rows, end, min_start, k, sigma, letters, eqx=True, expect=d_np)
+    assert np.array_equal(eqx[2], ops) and eqx[4].tolist() == mds
     assert np.array_equal(ops[:, : ops_np.shape[1]], ops_np) and (ops[:, ops_np.shape[1] :] == PAD).all()
     for a in range(len(pats)):
         assert s[a] >= min_start[a]
@@ -204,7 +212,11 @@ def test_traceback_kernel_equals_numpy_and_alignments_are_optimal(device, k):
         assert d[a] == semiglobal_row(patterns[a], text[min_start[a] : end[a] + 1], sigma)[-1]
         used = ops[a][ops[a] != PAD]
         assert (used != OP_INS).sum() == end[a] + 1 - s[a]  # ops that consume the reference
-        assert (cigars[a], mds[a]) == cigar_and_md(ops[a], letters[text[s[a] : end[a] + 1]])
+        assert (used != OP_MATCH).sum() == d[a]  # the ops cost the distance
+        reference = letters[text[s[a] : end[a] + 1]]
+        assert (cigars[a], mds[a]) == cigar_and_md(ops[a], reference)
+        assert eqx[3].tolist()[a] == cigar_and_md(ops[a], reference, eqx=True)[0]
+    assert ends[-1] == text.size - 1 or d[-1] > 0  # the last alignment reaches the text's end (or ends early)
 
 
 def test_cigar_and_md_conventions():
