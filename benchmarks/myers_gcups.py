@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from dmap.approx.candidates import Regions
 from dmap.approx.patterns import pattern_matrix, upload_patterns
 from dmap.approx.verify import MYERS_KERNELS, myers_distances
 from dmap.opencl.device import Device
@@ -51,7 +52,8 @@ def main() -> None:
     text_buf = device.upload(texts.reshape(-1))
     starts, lengths = np.arange(n) * w, np.full(n, w)
     for kernel in MYERS_KERNELS:  # build the programs
-        myers_distances(device, text_buf, first, 4, starts[:1000], lengths[:1000], np.arange(1000), kernel=kernel)
+        myers_distances(device, text_buf, first, 4, Regions(np.arange(1000), starts[:1000], lengths[:1000]),
+                        kernel=kernel)
     cells = n * m * w
     print(f"device: {device.name}")
     print("| implementation | pairs | m x window | seconds | GCUPS |\n|---|---|---|---|---|")
@@ -59,7 +61,7 @@ def main() -> None:
         best = float("inf")
         for _ in range(3):
             device.seconds.clear()
-            out = myers_distances(device, text_buf, patterns, 4, starts, lengths, np.arange(n),
+            out = myers_distances(device, text_buf, patterns, 4, Regions(np.arange(n), starts, lengths),
                                   kernel=kernel)
             best = min(best, device.seconds["dmap-verify-kernel"])
         for k in range(0, n, max(1, n // 20)):

@@ -13,6 +13,23 @@
 //
 // Defines: SIGMA, WORDS (words of the longest pattern).
 
+// One 64-bit word of Myers' step (Hyyrö's blocked form), on ulong or ulongN
+// alike: from the word's match mask eq, its vertical deltas (pv, mv) and the
+// carry in (hneg, hpos: 1 where it is -1, +1), the horizontal deltas ph, mh
+// of its top row (the carry out is read from them) ...
+#define MYERS_DELTAS(T, eq, pv, mv, hneg)         \
+    const T xv = (eq) | (mv);                     \
+    const T eqh = (eq) | (hneg);                  \
+    const T xh = (((eqh & (pv)) + (pv)) ^ (pv)) | eqh; \
+    T ph = (mv) | ~(xh | (pv));                   \
+    T mh = (pv) & xh;
+// ... and then the word's new vertical deltas.
+#define MYERS_ADVANCE(hneg, hpos, pv, mv) \
+    ph = (ph << 1) | (hpos);              \
+    mh = (mh << 1) | (hneg);              \
+    pv = mh | ~(xv | ph);                 \
+    mv = ph & xv;
+
 __kernel void myers(__global const uchar *text, __global const ulong *peq,
                     __global const uint *pattern_length,
                     __global const uint *region_start, __global const uint *region_length,
@@ -43,19 +60,11 @@ __kernel void myers(__global const uchar *text, __global const ulong *peq,
         int h = 0;  // row 0 is all zeros (free start): no carry into word 0
         for (uint w = 0; w < nw; w++) {
             const ulong hneg = (ulong)(h < 0), hpos = (ulong)(h > 0);
-            ulong eq = c < SIGMA ? pq[c * WORDS + w] : 0UL;
-            const ulong pv = Pv[w], mv = Mv[w];
-            const ulong xv = eq | mv;
-            eq |= hneg;
-            const ulong xh = (((eq & pv) + pv) ^ pv) | eq;
-            ulong ph = mv | ~(xh | pv);
-            ulong mh = pv & xh;
+            const ulong eq = c < SIGMA ? pq[c * WORDS + w] : 0UL;
+            MYERS_DELTAS(ulong, eq, Pv[w], Mv[w], hneg)
             const ulong top = (w + 1u == nw) ? last_bit : (1UL << 63);
             const int hout = (int)((ph & top) != 0UL) - (int)((mh & top) != 0UL);
-            ph = (ph << 1) | hpos;
-            mh = (mh << 1) | hneg;
-            Pv[w] = mh | ~(xv | ph);
-            Mv[w] = ph & xv;
+            MYERS_ADVANCE(hneg, hpos, Pv[w], Mv[w])
             h = hout;
         }
         score += h;
@@ -232,23 +241,15 @@ __kernel void myers_lanes(__global const uchar *text, __global const ulong *peq,
         I64V h = 0;  // the carry into word w, -1, 0 or +1 per lane
         I32V step = 0;
         for (uint w = 0; w < words; w++) {
-            U64V eq = (U64V)(LIST(MATCHES));
+            const U64V eq = (U64V)(LIST(MATCHES));
             // (vector comparisons are -1 where true)
             const U64V hneg = CAT(as_ulong, LANES)(h < 0) & one, hpos = CAT(as_ulong, LANES)(h > 0) & one;
-            const U64V pv = Pv[w], mv = Mv[w];
-            const U64V xv = eq | mv;
-            eq |= hneg;
-            const U64V xh = (((eq & pv) + pv) ^ pv) | eq;
-            U64V ph = mv | ~(xh | pv);
-            U64V mh = pv & xh;
+            MYERS_DELTAS(U64V, eq, Pv[w], Mv[w], hneg)
             const I32V is_top = top_at == (U32V)(w);  // where w is the lane's top word
             const U64V top = select((U64V)(1UL << 63), last_bit, CAT(convert_long, LANES)(is_top));
             const I64V hout = ((mh & top) != 0) - ((ph & top) != 0);
             step = select(step, CAT(convert_int, LANES)(hout), is_top);
-            ph = (ph << 1) | hpos;
-            mh = (mh << 1) | hneg;
-            Pv[w] = mh | ~(xv | ph);
-            Mv[w] = ph & xv;
+            MYERS_ADVANCE(hneg, hpos, Pv[w], Mv[w])
             h = hout;
         }
         score += step;

@@ -130,8 +130,8 @@ def runs_from_first(
               start + first.last[one])]
     many = np.flatnonzero(first.count > 1)
     if many.size:
-        subset = Regions(regions.pattern[many], regions.start[many], regions.length[many])
-        region, *rest, _ = best_of_runs(distances_of(many), subset, pattern_length, max_errors, own_from, own_until)
+        region, *rest, _ = best_of_runs(distances_of(many), regions.subset(many), pattern_length, max_errors,
+                                        own_from, own_until)
         parts.append((many[region], *rest))
     columns = [np.concatenate(c) for c in zip(*parts)]
     order = np.argsort(columns[0], kind="stable")  # by region; a region's runs are in end order
@@ -160,14 +160,11 @@ def verified_runs(
     them, over the few regions with more than one run (docs/performance.md).
     """
     if device.is_gpu:
-        dist = myers_distances(device, text.buffer, patterns, sigma, regions.start, regions.length, regions.pattern,
-                               kernel="myers_cooperative")
+        dist = myers_distances(device, text.buffer, patterns, sigma, regions, kernel="myers_cooperative")
         return best_of_runs(dist, regions, patterns.lengths, max_errors, own_from, own_until)
-    first = myers_runs(device, text.buffer, patterns, sigma, regions.start, regions.length, regions.pattern,
-                       max_errors, own_from, own_until)
+    first = myers_runs(device, text.buffer, patterns, sigma, regions, max_errors, own_from, own_until)
     return runs_from_first(first, regions, patterns.lengths, max_errors, own_from, own_until, lambda which: (
-        myers_distances(device, text.buffer, patterns, sigma, regions.start[which], regions.length[which],
-                        regions.pattern[which], kernel="myers_lanes")))
+        myers_distances(device, text.buffer, patterns, sigma, regions.subset(which), kernel="myers_lanes")))
 
 
 def align_block(

@@ -31,6 +31,10 @@ class Regions:
     def __len__(self) -> int:
         return int(self.pattern.size)
 
+    def subset(self, which: np.ndarray) -> Regions:
+        """The regions ``which`` (indices or a mask), in that order."""
+        return Regions(self.pattern[which], self.start[which], self.length[which])
+
 
 def candidate_regions(
     hits: BlockHits,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..opencl.device import Device
+from .candidates import Regions
 from .patterns import DevicePatterns
 
 COOPERATIVE_GROUP = 64  # work-items per group of the cooperative kernel (words x regions)
@@ -50,9 +51,7 @@ def myers_distances(
     text_buffer,
     patterns: DevicePatterns,
     sigma: int,
-    region_start: np.ndarray,
-    region_length: np.ndarray,
-    region_pattern: np.ndarray,
+    regions: Regions,
     kernel: str = "myers",
 ) -> np.ndarray:
     """Semi-global edit distance of each region's pattern at each region end.
@@ -64,8 +63,8 @@ def myers_distances(
     patterns
         The patterns and their match masks on the device
         (:func:`dmap.approx.patterns.oriented_patterns` or ``upload_patterns``).
-    region_start, region_length, region_pattern
-        Each region's first text position, length and pattern number.
+    regions
+        Each region's pattern number, first text position and length.
     kernel
         One of :data:`MYERS_KERNELS`: ``myers``, a work-item per region;
         ``myers_lanes``, four regions per work-item in the lanes of 64-bit
@@ -78,9 +77,9 @@ def myers_distances(
     numpy.ndarray
         uint8, regions back to back: entry ``j`` of region ``r`` is the least
         edit distance of the pattern to a text substring ending at
-        ``region_start[r] + j`` (capped at 255).
+        ``regions.start[r] + j`` (capped at 255).
     """
-    return _myers(device, text_buffer, patterns, sigma, region_start, region_length, region_pattern, kernel)[0]
+    return _myers(device, text_buffer, patterns, sigma, regions, kernel)[0]
 
 
 def myers_runs(
@@ -88,9 +87,7 @@ def myers_runs(
     text_buffer,
     patterns: DevicePatterns,
     sigma: int,
-    region_start: np.ndarray,
-    region_length: np.ndarray,
-    region_pattern: np.ndarray,
+    regions: Regions,
     max_errors: int,
     own_from: int | None,
     own_until: int | None,
@@ -100,17 +97,15 @@ def myers_runs(
     ``own_from``/``own_until``: the block-local owned range of a read of length 0
     (None: unbounded), as :func:`dmap.approx.alignments.best_of_runs` takes them.
     """
-    return _myers(device, text_buffer, patterns, sigma, region_start, region_length, region_pattern, "myers_lanes",
-                  (max_errors, own_from, own_until))[1]
+    return _myers(device, text_buffer, patterns, sigma, regions, "myers_lanes", (max_errors, own_from, own_until))[1]
 
 
-def _myers(device: Device, text_buffer, patterns: DevicePatterns, sigma: int, region_start: np.ndarray,
-           region_length: np.ndarray, region_pattern: np.ndarray, kernel: str,
+def _myers(device: Device, text_buffer, patterns: DevicePatterns, sigma: int, regions: Regions, kernel: str,
            runs: tuple[int, int | None, int | None] | None = None) -> tuple[np.ndarray, FirstRuns | None]:
     if kernel not in MYERS_KERNELS:
         raise ValueError(f"unknown Myers kernel {kernel!r}")
-    n = region_start.size
-    out = np.empty(0 if runs is not None else int(region_length.sum()), dtype=np.uint8)
+    n = len(regions)
+    out = np.empty(0 if runs is not None else int(regions.length.sum()), dtype=np.uint8)
     first = None if runs is None else FirstRuns(*(np.zeros(n, dtype=t) for t in (
         np.uint8, np.uint32, np.uint8, np.uint32, np.uint32)))
     if n == 0:
@@ -121,9 +116,9 @@ def _myers(device: Device, text_buffer, patterns: DevicePatterns, sigma: int, re
                "RUNS": int(runs is not None), "MAX_ERRORS": 0 if runs is None else runs[0]}
     prg = device.program("myers.cl", defines)
     with device.timed("dmap-transfer"):
-        regions = (region_start, region_length, region_pattern, region_offsets(region_length))
+        columns = (regions.start, regions.length, regions.pattern, region_offsets(regions.length))
         bufs = [patterns.peq, patterns.length_buffer,
-                *(device.upload(np.ascontiguousarray(a, dtype=np.uint32)) for a in regions)]
+                *(device.upload(np.ascontiguousarray(a, dtype=np.uint32)) for a in columns)]
     out_buf = device.output(out)
     args = [text_buffer, *bufs, np.uint32(n), out_buf]
     size = None

@@ -56,7 +56,7 @@ def test_myers_kernel_equals_dp_on_every_length(device, sigma, kernel):
     starts = np.r_[0, np.cumsum([t.size for _, t in cases])[:-1]]
     region_length = np.array([t.size for _, t in cases])
     got = myers_distances(device, device.upload(text), upload_patterns(device, patterns, lengths, sigma), sigma,
-                          starts, region_length, np.arange(len(cases)), kernel=kernel)
+                          Regions(np.arange(len(cases)), starts, region_length), kernel=kernel)
     for k, (p, t) in enumerate(cases):
         expected = np.minimum(semiglobal_row(p, t, sigma), 255)
         assert np.array_equal(got[starts[k] : starts[k] + t.size], expected), f"pattern length {p.size}"
@@ -79,7 +79,7 @@ def test_myers_kernels_on_mixed_regions(device, kernel):
     length = np.where(rng.random(n) < 0.1, 0, rng.integers(1, 400, n))
     start = rng.integers(0, text.size - length)
     got = myers_distances(device, device.upload(text), upload_patterns(device, patterns, lengths, sigma), sigma,
-                          start, length, pattern, kernel=kernel)
+                          Regions(pattern, start, length), kernel=kernel)
     at = 0
     for r in range(n):
         p = codes[offsets[pattern[r]] : offsets[pattern[r]] + lengths[pattern[r]]]
@@ -116,12 +116,11 @@ def test_lanes_kernel_finds_the_runs_best_of_runs_finds(device, max_errors):
     patterns = upload_patterns(device, pattern_matrix(codes, offsets, lengths, 1), lengths, sigma)
     regions = Regions(pattern, start, length)
     text_buffer = device.upload(text)
-    dist = myers_distances(device, text_buffer, patterns, sigma, start, length, pattern)
+    dist = myers_distances(device, text_buffer, patterns, sigma, regions)
     at = region_offsets(length)
     for own_from, own_until in [(None, None), (1000, None), (None, 4000), (500, 2500), (3000, 3000)]:
         expected = best_of_runs(dist, regions, lengths, max_errors, own_from, own_until)
-        first = myers_runs(device, text_buffer, patterns, sigma, start, length, pattern, max_errors, own_from,
-                           own_until)
+        first = myers_runs(device, text_buffer, patterns, sigma, regions, max_errors, own_from, own_until)
         got = runs_from_first(first, regions, lengths, max_errors, own_from, own_until, lambda which: np.concatenate(
             [dist[at[r] : at[r] + length[r]] for r in which]))
         assert got[5] == expected[5]
