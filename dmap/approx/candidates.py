@@ -36,6 +36,30 @@ class Regions:
         return Regions(self.pattern[which], self.start[which], self.length[which])
 
 
+@dataclass
+class QueryWindows:
+    """Per query (seed * n_strands + strand), computed once for the few hundred thousand
+    queries rather than per hit: its pattern, and its window ``[pos - back, pos - back + span)``
+    around a hit at ``pos``."""
+
+    back: np.ndarray
+    span: np.ndarray
+    pattern: np.ndarray
+
+    @classmethod
+    def of(cls, seeds: Seeds, read_length: np.ndarray, n_strands: int, max_errors: int) -> QueryWindows:
+        # On the reverse strand the pattern is the reverse complement: the seed sits at
+        # m - offset - length in it.
+        m = read_length[seeds.read].astype(np.int64)
+        offset = seeds.offset.astype(np.int64)
+        back = np.empty((seeds.read.size, n_strands), dtype=np.int64)
+        back[:, 0] = offset
+        if n_strands == 2:
+            back[:, 1] = m - offset - seeds.length
+        return cls((back + max_errors).ravel(), np.repeat(m + 2 * max_errors, n_strands),
+                   (seeds.read.astype(np.int64)[:, None] * n_strands + np.arange(n_strands)).ravel())
+
+
 def candidate_regions(
     hits: BlockHits,
     seeds: Seeds,
@@ -46,28 +70,18 @@ def candidate_regions(
     contig_offsets: np.ndarray,
     contig_lengths: np.ndarray,
 ) -> Regions:
-    """Merged, clipped candidate regions of a block's located seed hits, sorted by (pattern, start)."""
+    """Merged, clipped candidate regions of a block's located seed hits, sorted by (pattern, start).
+
+    The numpy reference of :func:`candidate_regions_device`.
+    """
     if hits.query.size == 0:
-        z = np.zeros(0, dtype=np.int64)
-        return Regions(z, z, z)
-    # Per query (seed * n_strands + strand), computed once for the few hundred thousand
-    # queries rather than per hit: its pattern, and its window [pos - back, pos - back + span)
-    # around a hit at pos.  On the reverse strand the pattern is the reverse complement:
-    # the seed sits at m - offset - length in it.
-    m = read_length[seeds.read].astype(np.int64)
-    offset = seeds.offset.astype(np.int64)
-    back = np.empty((seeds.read.size, n_strands), dtype=np.int64)
-    back[:, 0] = offset
-    if n_strands == 2:
-        back[:, 1] = m - offset - seeds.length
-    back = (back + max_errors).ravel()
-    span = np.repeat(m + 2 * max_errors, n_strands)
-    pattern = (seeds.read.astype(np.int64)[:, None] * n_strands + np.arange(n_strands)).ravel()
+        return _empty()
+    windows = QueryWindows.of(seeds, read_length, n_strands, max_errors)
     query = hits.query
     pos = hits.position.astype(np.int64)
-    lo = pos - back[query]
-    hi = lo + span[query]
-    pattern = pattern[query]
+    lo = pos - windows.back[query]
+    hi = lo + windows.span[query]
+    pattern = windows.pattern[query]
     contig = contig_of(pos + hits.start, contig_offsets)
     contig_lo = contig_offsets[contig] - hits.start
     lo = np.maximum(lo, np.maximum(contig_lo, 0))
@@ -75,9 +89,55 @@ def candidate_regions(
     # One sort key across patterns, so a running maximum never crosses from
     # one pattern into the next.
     stride = np.int64(block_length + 1)
-    key_lo = pattern * stride + lo
+    return _merged(pattern * stride + lo, pattern * stride + hi, stride)
+
+
+def candidate_regions_device(
+    device,
+    hits: BlockHits,
+    seeds: Seeds,
+    read_length: np.ndarray,
+    n_strands: int,
+    max_errors: int,
+    block_length: int,
+    contig_offsets: np.ndarray,
+    contig_lengths: np.ndarray,
+) -> Regions:
+    """:func:`candidate_regions`, each hit's window and keys made on ``device``
+    (``kernels/candidates.cl``); the sort and merge on the host."""
+    n = int(hits.query.size)
+    if n == 0:
+        return _empty()
+    windows = QueryWindows.of(seeds, read_length, n_strands, max_errors)
+    stride = block_length + 1
+    key_lo, key_hi = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    prg = device.program("candidates.cl", {})
+    with device.timed("dmap-transfer"):
+        ins = [device.upload(np.ascontiguousarray(a, dtype=dt)) for a, dt in (
+            (hits.query, np.int64), (hits.position, np.uint32))]
+        per_query = [device.upload(a) for a in (windows.back, windows.span, windows.pattern)]
+        contigs = [device.upload(np.ascontiguousarray(a, dtype=np.int64)) for a in (
+            contig_offsets, np.asarray(contig_offsets) + np.asarray(contig_lengths))]
+    outs = [device.output(key_lo), device.output(key_hi)]
+    device.run(prg, "hit_windows", [*ins, np.uint32(n), *per_query, *contigs, np.uint32(len(contig_offsets)),
+                                    np.int64(hits.start), np.int64(block_length), np.int64(stride), *outs],
+               n, "dmap-verify-kernel")
+    with device.timed("dmap-transfer"):
+        for host, buf in zip((key_lo, key_hi), outs):
+            device.read_back(buf, host)
+    return _merged(key_lo, key_hi, np.int64(stride))
+
+
+def _empty() -> Regions:
+    z = np.zeros(0, dtype=np.int64)
+    return Regions(z, z, z)
+
+
+def _merged(key_lo: np.ndarray, key_hi: np.ndarray, stride: np.int64) -> Regions:
+    """The windows ``[key_lo, key_hi)`` (``pattern * stride`` + a block-local end) merged where
+    they overlap or touch, as regions sorted by (pattern, start)."""
     order = np.argsort(key_lo, kind="stable")  # hits come nearly sorted: timsort's runs
-    key_lo, key_hi = key_lo[order], (pattern * stride + hi)[order]
+    key_lo, key_hi = key_lo[order], key_hi[order]
     reach = np.maximum.accumulate(key_hi)
     new = np.ones(key_lo.size, dtype=bool)
     new[1:] = key_lo[1:] > reach[:-1]

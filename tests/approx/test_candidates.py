@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dmap.approx.candidates import candidate_regions
+from dmap.approx.candidates import candidate_regions, candidate_regions_device
 from dmap.approx.seeds import pigeonhole_seeds
 from dmap.search.hits import BlockHits
 
@@ -39,10 +39,11 @@ def regions_by_hand(hits, seeds, lengths, n_strands, k, block_length, contig_off
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_strands=st.sampled_from([1, 2]), k=st.integers(0, 4),
        n_contigs=st.sampled_from([1, 3, 12]), block_start=st.sampled_from([0, 700]))
-def test_regions_equal_the_per_hit_reference(seed, n_strands, k, n_contigs, block_start):
+def test_regions_equal_the_per_hit_reference(device, seed, n_strands, k, n_contigs, block_start):
     """Random hits of random pieces, many near each other (merging), near contig and block
     edges (clipping), on one or two strands, with one contig, a few (compared one by one)
-    and more (searched); reads shorter than K get no pieces."""
+    and more (searched); reads shorter than K get no pieces.  The numpy function and the
+    device's windows (candidates.cl) both equal the reference."""
     rng = np.random.default_rng(seed)
     lengths = rng.integers(1, 60, 30)
     seeds = pigeonhole_seeds(lengths, k)
@@ -60,11 +61,16 @@ def test_regions_equal_the_per_hit_reference(seed, n_strands, k, n_contigs, bloc
     got = candidate_regions(hits, seeds, lengths, n_strands, k, block_length, contig_offsets, contig_lengths)
     expected = regions_by_hand(hits, seeds, lengths, n_strands, k, block_length, contig_offsets, contig_lengths)
     assert list(zip(got.pattern.tolist(), got.start.tolist(), got.length.tolist())) == expected
+    on_device = candidate_regions_device(device, hits, seeds, lengths, n_strands, k, block_length, contig_offsets,
+                                         contig_lengths)
+    assert all(np.array_equal(getattr(got, f), getattr(on_device, f)) for f in ("pattern", "start", "length"))
 
 
 @pytest.mark.parametrize("n_strands", [1, 2])
-def test_no_hits_no_regions(n_strands):
+def test_no_hits_no_regions(device, n_strands):
     seeds = pigeonhole_seeds(np.array([40, 50]), 2)
     hits = BlockHits(0, 0, 100, np.zeros(0, np.int64), np.zeros(0, np.uint32))
     assert len(candidate_regions(hits, seeds, np.array([40, 50]), n_strands, 2, 100, np.zeros(1, np.int64),
                                  np.array([100]))) == 0
+    assert len(candidate_regions_device(device, hits, seeds, np.array([40, 50]), n_strands, 2, 100,
+                                        np.zeros(1, np.int64), np.array([100]))) == 0
