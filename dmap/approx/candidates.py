@@ -12,6 +12,7 @@ alignment never spans two contigs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -69,73 +70,23 @@ def candidate_regions(
     block_length: int,
     contig_offsets: np.ndarray,
     contig_lengths: np.ndarray,
+    device=None,
 ) -> Regions:
     """Merged, clipped candidate regions of a block's located seed hits, sorted by (pattern, start).
 
-    The numpy reference of :func:`candidate_regions_device`.
+    Each hit's window and sort keys are made on ``device`` (``kernels/candidates.cl``, one
+    pass), or with ``device`` None in numpy (the kernel's reference); the sort and merge
+    are numpy's either way.
     """
     if hits.query.size == 0:
-        return _empty()
+        z = np.zeros(0, dtype=np.int64)
+        return Regions(z, z, z)
     windows = QueryWindows.of(seeds, read_length, n_strands, max_errors)
-    query = hits.query
-    pos = hits.position.astype(np.int64)
-    lo = pos - windows.back[query]
-    hi = lo + windows.span[query]
-    pattern = windows.pattern[query]
-    contig = contig_of(pos + hits.start, contig_offsets)
-    contig_lo = contig_offsets[contig] - hits.start
-    lo = np.maximum(lo, np.maximum(contig_lo, 0))
-    hi = np.minimum(hi, np.minimum(contig_lo + contig_lengths[contig], block_length))
-    # One sort key across patterns, so a running maximum never crosses from
-    # one pattern into the next.
+    # One sort key across patterns, pattern * stride + an end, so that a running maximum
+    # never crosses from one pattern into the next.
     stride = np.int64(block_length + 1)
-    return _merged(pattern * stride + lo, pattern * stride + hi, stride)
-
-
-def candidate_regions_device(
-    device,
-    hits: BlockHits,
-    seeds: Seeds,
-    read_length: np.ndarray,
-    n_strands: int,
-    max_errors: int,
-    block_length: int,
-    contig_offsets: np.ndarray,
-    contig_lengths: np.ndarray,
-) -> Regions:
-    """:func:`candidate_regions`, each hit's window and keys made on ``device``
-    (``kernels/candidates.cl``); the sort and merge on the host."""
-    n = int(hits.query.size)
-    if n == 0:
-        return _empty()
-    windows = QueryWindows.of(seeds, read_length, n_strands, max_errors)
-    stride = block_length + 1
-    key_lo, key_hi = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    prg = device.program("candidates.cl", {})
-    with device.timed("dmap-transfer"):
-        ins = [device.upload(np.ascontiguousarray(a, dtype=dt)) for a, dt in (
-            (hits.query, np.int64), (hits.position, np.uint32))]
-        per_query = [device.upload(a) for a in (windows.back, windows.span, windows.pattern)]
-        contigs = [device.upload(np.ascontiguousarray(a, dtype=np.int64)) for a in (
-            contig_offsets, np.asarray(contig_offsets) + np.asarray(contig_lengths))]
-    outs = [device.output(key_lo), device.output(key_hi)]
-    device.run(prg, "hit_windows", [*ins, np.uint32(n), *per_query, *contigs, np.uint32(len(contig_offsets)),
-                                    np.int64(hits.start), np.int64(block_length), np.int64(stride), *outs],
-               n, "dmap-verify-kernel")
-    with device.timed("dmap-transfer"):
-        for host, buf in zip((key_lo, key_hi), outs):
-            device.read_back(buf, host)
-    return _merged(key_lo, key_hi, np.int64(stride))
-
-
-def _empty() -> Regions:
-    z = np.zeros(0, dtype=np.int64)
-    return Regions(z, z, z)
-
-
-def _merged(key_lo: np.ndarray, key_hi: np.ndarray, stride: np.int64) -> Regions:
-    """The windows ``[key_lo, key_hi)`` (``pattern * stride`` + a block-local end) merged where
-    they overlap or touch, as regions sorted by (pattern, start)."""
+    keys = _window_keys if device is None else partial(_window_keys_device, device)
+    key_lo, key_hi = keys(hits, windows, block_length, contig_offsets, contig_lengths, stride)
     order = np.argsort(key_lo, kind="stable")  # hits come nearly sorted: timsort's runs
     key_lo, key_hi = key_lo[order], key_hi[order]
     reach = np.maximum.accumulate(key_hi)
@@ -147,3 +98,42 @@ def _merged(key_lo: np.ndarray, key_hi: np.ndarray, stride: np.int64) -> Regions
     start = key_lo[first] - patt * stride
     stop = reach[last] - patt * stride
     return Regions(patt, start, stop - start)
+
+
+def _window_keys(hits: BlockHits, windows: QueryWindows, block_length: int, contig_offsets: np.ndarray,
+                 contig_lengths: np.ndarray, stride: np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """Each hit's window, clipped to its contig and the block, as (pattern * stride + start,
+    pattern * stride + end)."""
+    query = hits.query
+    pos = hits.position.astype(np.int64)
+    lo = pos - windows.back[query]
+    hi = lo + windows.span[query]
+    pattern = windows.pattern[query] * stride
+    contig = contig_of(pos + hits.start, contig_offsets)
+    contig_lo = contig_offsets[contig] - hits.start
+    lo = np.maximum(lo, np.maximum(contig_lo, 0))
+    hi = np.minimum(hi, np.minimum(contig_lo + contig_lengths[contig], block_length))
+    return pattern + lo, pattern + hi
+
+
+def _window_keys_device(device, hits: BlockHits, windows: QueryWindows, block_length: int,
+                        contig_offsets: np.ndarray, contig_lengths: np.ndarray,
+                        stride: np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_window_keys` by ``kernels/candidates.cl``."""
+    n = int(hits.query.size)
+    key_lo, key_hi = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    prg = device.program("candidates.cl", {})
+    with device.timed("dmap-transfer"):
+        ins = [device.upload(np.ascontiguousarray(a, dtype=dt)) for a, dt in (
+            (hits.query, np.int64), (hits.position, np.uint32))]
+        per_query = [device.upload(a) for a in (windows.back, windows.span, windows.pattern)]
+        contigs = [device.upload(np.ascontiguousarray(a, dtype=np.int64)) for a in (
+            contig_offsets, np.asarray(contig_offsets) + np.asarray(contig_lengths))]
+    outs = [device.output(key_lo), device.output(key_hi)]
+    device.run(prg, "hit_windows", [*ins, np.uint32(n), *per_query, *contigs, np.uint32(len(contig_offsets)),
+                                    np.int64(hits.start), np.int64(block_length), stride, *outs],
+               n, "dmap-verify-kernel")
+    with device.timed("dmap-transfer"):
+        for host, buf in zip((key_lo, key_hi), outs):
+            device.read_back(buf, host)
+    return key_lo, key_hi

@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..approx.alignments import BlockAlignments, ChunkAlignments, align_block, merge_alignments, verified_runs
-from ..approx.candidates import Regions, candidate_regions_device
+from ..approx.candidates import Regions, candidate_regions
 from ..approx.patterns import oriented_patterns
 from ..approx.seeds import Seeds
 from ..approx.settings import Approximate
@@ -211,8 +211,9 @@ def verify(index_path: str, block: int, chunk_seeds: ChunkSeeds, located: BlockH
     device = current_device()
     meta = index.meta
     ns = index.alphabet.n_strands
-    regions = candidate_regions_device(device, located, seeds, reads.lengths, ns, max_errors, meta.blocks[block].length,
-                                index.contig_offsets, np.array([c.length for c in meta.contigs], dtype=np.int64))
+    regions = candidate_regions(located, seeds, reads.lengths, ns, max_errors, meta.blocks[block].length,
+                                index.contig_offsets, np.array([c.length for c in meta.contigs], dtype=np.int64),
+                                device)
     device.tally("candidates", int(located.query.size), "seed hits")
     device.tally("candidates", len(regions), "regions")
     if len(regions) == 0:

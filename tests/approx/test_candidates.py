@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dmap.approx.candidates import candidate_regions, candidate_regions_device
+from dmap.approx.candidates import candidate_regions
 from dmap.approx.seeds import pigeonhole_seeds
 from dmap.search.hits import BlockHits
 
@@ -61,8 +61,8 @@ def test_regions_equal_the_per_hit_reference(device, seed, n_strands, k, n_conti
     got = candidate_regions(hits, seeds, lengths, n_strands, k, block_length, contig_offsets, contig_lengths)
     expected = regions_by_hand(hits, seeds, lengths, n_strands, k, block_length, contig_offsets, contig_lengths)
     assert list(zip(got.pattern.tolist(), got.start.tolist(), got.length.tolist())) == expected
-    on_device = candidate_regions_device(device, hits, seeds, lengths, n_strands, k, block_length, contig_offsets,
-                                         contig_lengths)
+    on_device = candidate_regions(hits, seeds, lengths, n_strands, k, block_length, contig_offsets,
+                                  contig_lengths, device)
     assert all(np.array_equal(getattr(got, f), getattr(on_device, f)) for f in ("pattern", "start", "length"))
 
 
@@ -72,5 +72,5 @@ def test_no_hits_no_regions(device, n_strands):
     hits = BlockHits(0, 0, 100, np.zeros(0, np.int64), np.zeros(0, np.uint32))
     assert len(candidate_regions(hits, seeds, np.array([40, 50]), n_strands, 2, 100, np.zeros(1, np.int64),
                                  np.array([100]))) == 0
-    assert len(candidate_regions_device(device, hits, seeds, np.array([40, 50]), n_strands, 2, 100,
-                                        np.zeros(1, np.int64), np.array([100]))) == 0
+    assert len(candidate_regions(hits, seeds, np.array([40, 50]), n_strands, 2, 100, np.zeros(1, np.int64),
+                                 np.array([100]), device)) == 0
