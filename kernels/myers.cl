@@ -156,7 +156,7 @@ __kernel void myers_cooperative(__global const uchar *text, __global const ulong
 //
 // Runs (RUNS = 1): the kernel also finds what the host would find in the
 // distances next (dmap.approx.alignments.best_of_runs): the runs of
-// consecutive owned ends with distance <= MAX_ERRORS, and of each region's
+// consecutive owned ends with distance <= max_errors, and of each region's
 // first run its best end (least distance, leftmost), that distance and the
 // run's first and last end, as offsets into the region.  A pattern of
 // length m owns the block-local ends [own_from + m + K - 1, own_until + m +
@@ -165,7 +165,7 @@ __kernel void myers_cooperative(__global const uchar *text, __global const ulong
 // with more.
 //
 // Defines: LANES (4 or 8: AVX2 or AVX-512 registers of 64-bit lanes),
-//          RUNS (0 or 1), MAX_ERRORS (with RUNS).
+//          RUNS (0 or 1; K is an argument, so that each K needs no build of its own).
 #ifdef LANES
 #if LANES == 4
 #define EACH(X) X(0) X(1) X(2) X(3)
@@ -200,8 +200,8 @@ __kernel void myers_cooperative(__global const uchar *text, __global const ulong
 #define MATCHES(l) (c##l < SIGMA ? pq##l[c##l * WORDS + w] : 0UL)
 #define WRITE(l) if (j < len##l) o##l[j] = d.s##l;
 // The owned ends of lane l, as offsets into its region: [OWN_FROM, OWN_UNTIL).
-#define OWN_FROM(l) (int)clamp(own_from + (long)m##l + MAX_ERRORS - 1L - s##l, 0L, (long)len##l)
-#define OWN_UNTIL(l) (int)clamp(own_until + (long)m##l + MAX_ERRORS - 1L - s##l, 0L, (long)len##l)
+#define OWN_FROM(l) (int)clamp(own_from + (long)m##l + (long)max_errors - 1L - s##l, 0L, (long)len##l)
+#define OWN_UNTIL(l) (int)clamp(own_until + (long)m##l + (long)max_errors - 1L - s##l, 0L, (long)len##l)
 #define WRITE_RUNS(l)                                                                    \
     if (live##l) {                                                                       \
         run_count[r##l] = (uchar)min(count.s##l, 255);                                   \
@@ -215,7 +215,8 @@ __kernel void myers_lanes(__global const uchar *text, __global const ulong *peq,
                           __global const uint *pattern_length,
                           __global const uint *region_start, __global const uint *region_length,
                           __global const uint *region_pattern, __global const uint *out_offset,
-                          const uint n_regions, __global uchar *out, const long own_from, const long own_until,
+                          const uint n_regions, __global uchar *out, const uint max_errors,
+                          const long own_from, const long own_until,
                           __global uchar *run_count, __global uint *run_best, __global uchar *run_dist,
                           __global uint *run_first, __global uint *run_last) {
     const uint first = get_global_id(0) * LANES;
@@ -259,7 +260,7 @@ __kernel void myers_lanes(__global const uchar *text, __global const ulong *peq,
 #else
         // (vector comparisons and logical operators are -1 where true)
         const I32V at = (I32V)((int)j);
-        const I32V ok = (score <= MAX_ERRORS) & (at >= own_lo) & (at < own_hi);
+        const I32V ok = (score <= (int)max_errors) & (at >= own_lo) & (at < own_hi);
         const I32V opens = ok & ~in_run;
         count -= opens;
         const I32V in_first = ok & (count == 1);

@@ -113,7 +113,7 @@ def _myers(device: Device, text_buffer, patterns: DevicePatterns, sigma: int, re
     words = patterns.words
     per_group = max(1, COOPERATIVE_GROUP // words)
     defines = {"SIGMA": sigma, "WORDS": words, "REGIONS_PER_GROUP": per_group, "LANES": LANES,
-               "RUNS": int(runs is not None), "MAX_ERRORS": 0 if runs is None else runs[0]}
+               "RUNS": int(runs is not None)}
     prg = device.program("myers.cl", defines)
     with device.timed("dmap-transfer"):
         columns = (regions.start, regions.length, regions.pattern, region_offsets(regions.length))
@@ -126,11 +126,11 @@ def _myers(device: Device, text_buffer, patterns: DevicePatterns, sigma: int, re
         local = per_group * words
         size = ((n + per_group - 1) // per_group * local,), (local,)
     if kernel == "myers_lanes":
-        own_from, own_until = (None, None) if runs is None else runs[1:]
+        max_errors, own_from, own_until = (0, None, None) if runs is None else runs
         # (without RUNS the kernel takes the run buffers but never writes them)
         run_hosts = list(vars(first).values()) if first is not None else [np.zeros(1, np.uint32)] * 5
         run_bufs = [device.output(a) for a in run_hosts]
-        args += [np.int64(-UNBOUNDED if own_from is None else own_from),
+        args += [np.uint32(max_errors), np.int64(-UNBOUNDED if own_from is None else own_from),
                  np.int64(UNBOUNDED if own_until is None else own_until), *run_bufs]
     items = (n + LANES - 1) // LANES if kernel == "myers_lanes" else n
     device.run(prg, kernel, args, items, "dmap-verify-kernel", size=size)
