@@ -8,7 +8,7 @@ reference the kernels are tested against.  Encoding the text keeps one source of
 SAM formatters, exact and approximate alike) and makes the contract easy to
 check: the encoded bytes equal what ``samtools view -b`` (htslib) makes of the
 same SAM, down to the integer tag types and the ``bin`` field
-(``tests/test_bam.py``).
+(``tests/format/test_bam.py``).
 
 BAM holds SEQ as 4-bit nucleotide codes (``=ACMGRSVTWYHKDBN``): lower case
 becomes upper case and any other letter ``N``, as htslib does; reads of

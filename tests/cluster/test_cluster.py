@@ -301,7 +301,7 @@ def test_cluster_up_run_down(tmp_path, mapping_case, monkeypatch, split):
 def test_committed_cluster_yaml_is_valid():
     from dmap.cluster.config import read_cluster_file
 
-    cfg = read_cluster_file(os.path.join(HERE, "..", "cluster.yaml"))
+    cfg = read_cluster_file(os.path.join(HERE, "..", "..", "cluster.yaml"))
     assert cfg.scheduler_address.startswith("tcp://") and cfg.workers
     # commented out: the defaults depend on --max-errors and on the number of device workers
     assert cfg.chunk_size is None and cfg.in_flight is None

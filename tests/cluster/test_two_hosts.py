@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import genome_case, require_device_parts
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "two_hosts.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "two_hosts.py"
 
 
 def can_make_namespaces() -> bool:
