@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from concurrent.futures import CancelledError
 
 from distributed import Client
+from distributed import wait as wait_for
 from distributed.client import FutureCancelledError
 from distributed.comm.core import CommClosedError
 
@@ -66,6 +67,7 @@ from .result import MappingResult, collect_hits
 from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, GuidedChunks, block_homes, block_priority
 from .tasks import (
     ChunkOutput,
+    OutputNotSeen,
     RecordSettings,
     block_task,
     count_task,
@@ -428,7 +430,13 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
         did not see the output file is written here."""
         while placed and (wait or placed[0][0].done()):
             written, fut, offset = placed.pop(0)
-            if not written.result():
+            if wait:
+                wait_for(written)
+            if written.status == "finished":  # its result (None) is not fetched
+                continue
+            try:
+                written.result()  # raises what the task raised (or its cancellation)
+            except OutputNotSeen:
                 writer.write_at(offset, fut.result().records)
 
     def write_in_order() -> None:

@@ -329,13 +329,24 @@ def summary_task(out: ChunkOutput) -> ChunkOutput:
     return dataclasses.replace(out, records=out.records[:0])
 
 
-def write_at_task(out: ChunkOutput, parts: Parts, path: str, offset: int) -> bool:
-    """Write a chunk's records into the output file ``path`` at ``offset``; False (nothing written)
-    where this worker does not see the run's files."""
+class OutputNotSeen(Exception):
+    """Raised by :func:`write_at_task` on a worker that does not see the run's files (another
+    host without the shared file system): the client then writes that chunk's records itself."""
+
+
+def write_at_task(out: ChunkOutput, parts: Parts, path: str, offset: int) -> None:
+    """Write a chunk's records into the output file ``path`` at ``offset``.
+
+    A write that succeeds returns nothing, so the client learns it from the task's state
+    alone, without fetching a result: a round trip per chunk less (a warm client mapping
+    1M reads with ``-e 3``: 0.224-0.245 -> 0.200-0.225 CPU-seconds, docs/performance.md
+    "Client CPU").  Where this worker does not see the run's files it raises
+    :class:`OutputNotSeen` instead, the exception the client looks for.
+    """
     if not parts.usable():
-        return False
+        raise OutputNotSeen(f"this worker (process {os.getpid()}) does not see the run's directory "
+                            f"{parts.directory}; the client writes the chunk")
     write_at(path, offset, out.records)
-    return True
 
 
 @lru_cache(maxsize=8)

@@ -139,6 +139,38 @@ def test_workers_write_the_records_to_a_file_a_pipe_and_a_fifo(real_cluster, map
     assert os.listdir(tmp_path / "tmp") == [] and os.listdir(tmp_path / "out") == ["file.sam"]
 
 
+# Run on a worker (as source: the workers cannot import this module): as if it ran on a host
+# without the run's file system, and back.
+HIDE_RUN_FILES = "from dmap.format.writer import Parts\nParts.seen, Parts.usable = Parts.usable, lambda self: False"
+SHOW_RUN_FILES = "from dmap.format.writer import Parts\nParts.usable = Parts.seen\ndel Parts.seen"
+
+
+def test_a_worker_that_does_not_see_the_output_leaves_its_chunks_to_the_client(real_cluster, mapping_case,
+                                                                                tmp_path):
+    """One of the two workers is made blind to the run's files: its writes in place and its part
+    files fail over to the client, which writes those chunks itself; the output is the same."""
+    from distributed import Client
+
+    address, _ = real_cluster
+    run = [*mapping_case, "--scheduler", address]
+    subprocess.run([*run, "-o", str(tmp_path / "clean.sam")], check=True, capture_output=True, timeout=300)
+    with Client(address, timeout=30) as client:
+        blind = sorted(client.scheduler_info()["workers"])[:1]
+        client.run(exec, HIDE_RUN_FILES, workers=blind)
+        try:
+            r = subprocess.run([*run, "-o", str(tmp_path / "blind.sam")], capture_output=True, text=True,
+                               timeout=300)
+            piped = subprocess.run(run, capture_output=True, timeout=300)
+        finally:
+            client.run(exec, SHOW_RUN_FILES, workers=blind)
+    assert r.returncode == 0, r.stderr
+    assert piped.returncode == 0, piped.stderr
+    want = sam_body(tmp_path / "clean.sam")
+    assert len(want) > 60_000
+    assert sam_body(tmp_path / "blind.sam") == want
+    assert [x for x in piped.stdout.decode().splitlines() if not x.startswith("@PG")] == want
+
+
 def test_workers_write_bam_in_place_and_to_a_stream(real_cluster, mapping_case, tmp_path):
     """BAM from worker processes: each chunk's BGZF blocks written in place in a file, or through part
     files to a stream, then the end-of-file block; the records are the SAM output's."""
