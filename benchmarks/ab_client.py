@@ -5,7 +5,7 @@
 
 Each DIR holds a ``dmap`` package and its ``kernels`` (e.g. a ``git worktree``);
 each version gets a ``dask scheduler`` and one ``dask worker`` (2 threads, the
-PoCL device) started with DIR first on PYTHONPATH, since the tasks' code runs
+PoCL device) started in DIR with DIR on PYTHONPATH, since the tasks' code runs
 on the workers.  The runs (``python3 -m dmap run INDEX READS --scheduler ...
 -o FILE``) alternate between the versions; printed are each run's CPU
 seconds of the ``dmap run`` process (user + system) and wall time, and the
@@ -40,20 +40,24 @@ def main() -> None:
     ap.add_argument("--max-errors", "-e", default="0")
     ap.add_argument("--index", default="/tmp/dmap-bench/ecoli.dmap")
     args = ap.parse_args()
-    versions = dict(v.partition("=")[::2] for v in args.versions)
+    versions = {name: os.path.abspath(folder) for name, _, folder in (v.partition("=") for v in args.versions)}
+    reads, index = os.path.abspath(args.reads), os.path.abspath(args.index)
     out = Path(tempfile.mkdtemp()) / "ab.sam"
     cpu: dict[str, list[float]] = {name: [] for name in versions}
     with contextlib.ExitStack() as stack:
         address = {}
         for name, folder in versions.items():
             compileall.compile_dir(folder, quiet=1)  # as an installed package: no compiling in the timed runs
-            os.environ["PYTHONPATH"] = folder  # the cluster's processes inherit it
+            # The cluster's processes inherit both; ``python -m`` puts the working directory
+            # ahead of PYTHONPATH, so from another dmap checkout they would import that one.
+            os.environ["PYTHONPATH"] = folder
+            os.chdir(folder)
             address[name], _ = stack.enter_context(device_workers(1))
         for i in range(args.runs):
             for name, folder in (list(versions.items()) if i % 2 == 0 else list(versions.items())[::-1]):
                 out.unlink(missing_ok=True)
                 before, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-                subprocess.run([sys.executable, "-m", "dmap", "run", args.index, args.reads, "-e", args.max_errors,
+                subprocess.run([sys.executable, "-m", "dmap", "run", index, reads, "-e", args.max_errors,
                                 "-q", "-o", str(out), "--scheduler", address[name]],
                                check=True, env=dict(os.environ, PYTHONPATH=folder), cwd="/")
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
