@@ -93,3 +93,28 @@ def test_no_import_cycles(function_level):
     for m in sorted(edges):
         if m not in state:
             visit(m, [])
+
+
+def test_code_identity_follows_the_code_not_its_path(tmp_path):
+    """Two copies of dmap agree on their code identity wherever they are installed; a changed
+    kernel or module changes it (what a client checks its workers against)."""
+    import shutil
+
+    from dmap._version import code_identity
+    from dmap.opencl.device import kernel_dir
+
+    package = tmp_path / "site" / "dmap"
+    shutil.copytree(inspect.getfile(dmap).rsplit("/", 1)[0], package, ignore=shutil.ignore_patterns("__pycache__"))
+    if not (package / "kernels").is_dir():
+        shutil.copytree(kernel_dir(), package / "kernels")
+
+    def identity():
+        return subprocess.run([sys.executable, "-c", "from dmap._version import code_identity; print(code_identity())"],
+                              env={"PYTHONPATH": str(tmp_path / "site")}, cwd=tmp_path, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    assert identity() == code_identity()
+    with open(package / "kernels" / "occ.cl", "a") as f:
+        f.write("\n")
+    changed = identity()
+    assert changed != code_identity() and changed.split()[0] == code_identity().split()[0]

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import dask
 from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
 
+from .._version import code_identity
 from ..errors import ClusterError
 from ..opencl.device import DEVICE_RESOURCE
 from ..opencl.discovery import list_devices
@@ -196,6 +197,19 @@ def require_device_workers(client: Client) -> int:
             f"'{DEVICE_RESOURCE}'); start workers with '--resources {DEVICE_RESOURCE}=1 --preload dmap.cluster.worker'"
         )
     return n
+
+
+def require_same_code(stats: dict[str, dict]) -> None:
+    """Error unless every device worker (``stats``: :func:`dmap.cluster.worker.device_stats`)
+    runs the dmap this process runs (:func:`dmap._version.code_identity`)."""
+    mine = code_identity()
+    other = {w: st.get("code", "an older dmap") for w, st in stats.items() if st.get("code") != mine}
+    if other:
+        worker, theirs = sorted(other.items())[0]
+        raise ClusterError(
+            f"worker {worker} runs dmap {theirs}, this process dmap {mine} ({len(other)} of {len(stats)} workers "
+            f"differ): every worker must run the same dmap as the client; install the same one on every host"
+        )
 
 
 @contextlib.contextmanager

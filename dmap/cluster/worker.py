@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from .. import _version
 from ..opencl.device import DEVICE_PLUGIN, Device
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ class DevicePlugin(WorkerPlugin):
         device = self._device
         return {
             "name": worker_name,
+            "code": _version.code_identity(),
             "device": self.spec or "default",
             "block_loads": self.block_loads,
             "block_budget": self.device.block_budget,

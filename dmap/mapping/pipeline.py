@@ -50,7 +50,7 @@ from distributed.comm.core import CommClosedError
 
 from ..approx.alignments import ChunkAlignments
 from ..approx.settings import MAX_ERRORS_LIMIT, approximate_settings
-from ..cluster.client import client_for, require_device_workers
+from ..cluster.client import client_for, require_device_workers, require_same_code
 from ..cluster.worker import device_stats
 from ..errors import ClusterError, DmapError, DmapWarning
 from ..format import bam, bgzf, sam
@@ -300,6 +300,7 @@ def map_reads(
                     schedule.n_workers = n_workers
                 in_flight = in_flight or max(4, 2 * n_workers)
                 before = device_stats(c)
+                require_same_code(before)
                 try:
                     _run(c, idx, sources, writer, in_flight, result, kept if return_hits else None, block_major,
                          reading, settings, progress, write_header)

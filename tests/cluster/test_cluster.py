@@ -171,6 +171,31 @@ def test_a_worker_that_does_not_see_the_output_leaves_its_chunks_to_the_client(r
     assert [x for x in piped.stdout.decode().splitlines() if not x.startswith("@PG")] == want
 
 
+OTHER_CODE = ("import dmap._version as v\n"
+              "v.real_identity, v.code_identity = v.code_identity, lambda: '0.0.9 0123456789ab'")
+SAME_CODE = "import dmap._version as v\nv.code_identity = v.real_identity\ndel v.real_identity"
+
+
+def test_a_worker_with_other_code_stops_the_run_before_it_starts(real_cluster, mapping_case, tmp_path):
+    """A worker whose dmap differs from the client's (another release or checkout) would compute
+    the tasks its own way: the run stops with one line naming it, and writes nothing."""
+    from distributed import Client
+
+    address, _ = real_cluster
+    with Client(address, timeout=30) as client:
+        other = sorted(client.scheduler_info()["workers"])[-1:]
+        client.run(exec, OTHER_CODE, workers=other)
+        try:
+            r = subprocess.run([*mapping_case, "--scheduler", address, "-o", str(tmp_path / "o.sam")],
+                               capture_output=True, text=True, timeout=300)
+        finally:
+            client.run(exec, SAME_CODE, workers=other)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith(f"dmap: error: worker {other[0]} runs dmap 0.0.9 0123456789ab, this process dmap ")
+    assert "1 of 2 workers differ" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.sam").exists()
+
+
 def test_workers_write_bam_in_place_and_to_a_stream(real_cluster, mapping_case, tmp_path):
     """BAM from worker processes: each chunk's BGZF blocks written in place in a file, or through part
     files to a stream, then the end-of-file block; the records are the SAM output's."""
