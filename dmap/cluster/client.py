@@ -203,7 +203,7 @@ def require_same_code(stats: dict[str, dict]) -> None:
     """Error unless every device worker (``stats``: :func:`dmap.cluster.worker.device_stats`)
     runs the dmap this process runs (:func:`dmap._version.code_identity`)."""
     mine = code_identity()
-    other = {w: st.get("code", "an older dmap") for w, st in stats.items() if st.get("code") != mine}
+    other = {w: st.get("code", "of an older version") for w, st in stats.items() if st.get("code") != mine}
     if other:
         worker, theirs = sorted(other.items())[0]
         raise ClusterError(
