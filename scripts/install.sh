@@ -12,7 +12,7 @@ if [[ "${1:-}" == test ]]; then
   for tool in samtools bowtie; do command -v "$tool" >/dev/null || apt_pkgs+=("$tool"); done
   [[ -f /usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz ]] || apt_pkgs+=(bowtie-examples)
   command -v chromium >/dev/null || apt_pkgs+=(chromium)  # the dashboard test's headless browser
-  command -v fincore >/dev/null || apt_pkgs+=(util-linux-extra)  # page-cache residency in tests/test_sam.py
+  command -v fincore >/dev/null || apt_pkgs+=(util-linux-extra)  # page-cache residency in tests/format/test_sam.py
   command -v PicardCommandLine >/dev/null || apt_pkgs+=(picard-tools)  # ValidateSamFile in tests/test_cli.py
 fi
 if ((${#apt_pkgs[@]})); then
