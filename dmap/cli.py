@@ -100,6 +100,16 @@ def _show_dmap_logs() -> None:
 click.ClickException.show = lambda self, file=None: click.echo(f"dmap: error: {self.format_message()}", err=True)
 
 
+def _show_usage_error(self: click.UsageError, file=None) -> None:
+    """A mistyped command line is one ``dmap: error:`` line too (exit status 2), pointing at the
+    command's help instead of printing its usage: a log of a pipeline keeps one line per failure."""
+    see = f"; see '{self.ctx.command_path} --help'" if self.ctx is not None else ""
+    click.echo(f"dmap: error: {self.format_message().rstrip('.')}{see}", err=True)
+
+
+click.UsageError.show = _show_usage_error
+
+
 class _IndexGroup(click.Group):
     """``dmap index REF -o IDX`` builds; ``dmap index info IDX`` describes."""
 

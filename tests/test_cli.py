@@ -249,6 +249,22 @@ def test_output_directory_missing(index, tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr and "cannot write" in r.stderr
 
 
+def test_a_mistyped_command_line_is_one_line(index, tmp_path):
+    """Usage errors (a missing argument, a bad value, a directory for a file, an unknown command)
+    are one ``dmap: error:`` line naming the help to read, exit status 2, nothing written."""
+    write_fastq(tmp_path / "r.fq", ["ACGT"])
+    cases = {("run",): "Missing argument 'INDEX'; see '",
+             ("run", index, tmp_path, "-o", tmp_path / "o.sam"): "is a directory; see '",
+             ("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-e", "x"): "'x' is not a valid integer",
+             ("frobnicate",): "No such command 'frobnicate'; see '"}
+    for args, message in cases.items():
+        r = dmap_cmd(*args)
+        assert r.returncode == 2 and r.stdout == "", r
+        assert r.stderr.startswith("dmap: error: ") and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
+        assert r.stderr.endswith(f"{args[0]} --help'\n" if args[0] == "run" else "dmap --help'\n"), r.stderr
+    assert not (tmp_path / "o.sam").exists()
+
+
 def test_max_errors_out_of_range(index, tmp_path):
     write_fastq(tmp_path / "r.fq", ["ACGT"])
     for k in ("-1", "33"):
