@@ -97,17 +97,17 @@ def _show_dmap_logs() -> None:
         log.addHandler(handler)
 
 
-click.ClickException.show = lambda self, file=None: click.echo(f"dmap: error: {self.format_message()}", err=True)
+def _show_error(self: click.ClickException, file=None) -> None:
+    """Every error is one ``dmap: error:`` line, so a pipeline's log keeps one line per failure; a
+    mistyped command line (a usage error, exit status 2) points at the command's help instead of
+    printing its usage."""
+    ctx = getattr(self, "ctx", None)
+    see = f"; see '{ctx.command_path} --help'" if ctx is not None else ""
+    message = self.format_message()
+    click.echo(f"dmap: error: {message.rstrip('.') if see else message}{see}", err=True)
 
 
-def _show_usage_error(self: click.UsageError, file=None) -> None:
-    """A mistyped command line is one ``dmap: error:`` line too (exit status 2), pointing at the
-    command's help instead of printing its usage: a log of a pipeline keeps one line per failure."""
-    see = f"; see '{self.ctx.command_path} --help'" if self.ctx is not None else ""
-    click.echo(f"dmap: error: {self.format_message().rstrip('.')}{see}", err=True)
-
-
-click.UsageError.show = _show_usage_error
+click.ClickException.show = click.UsageError.show = _show_error
 
 
 class _IndexGroup(click.Group):
