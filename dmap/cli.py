@@ -235,7 +235,8 @@ def index_info(index_path):
 @click.option("--no-guided", "fixed_chunks", is_flag=True,
               help="Equal chunks to the end (default: chunks shrink toward the end so devices finish together).")
 @click.option("-v", "--verbose", is_flag=True,
-              help="Show Dask's log messages and dmap's own (e.g. OpenCL compiler output).")
+              help="Show Dask's log messages and dmap's own (e.g. OpenCL compiler output), and where the "
+                   "run's time went: starting, the cluster, mapping; CPU and peak memory.")
 @click.option("--processes", is_flag=True,
               help="Embedded cluster: one spawned worker process per device instead of threads in this process.")
 @click.option("--workers-per-device", type=click.IntRange(min=1), default=1, show_default=True,
@@ -280,6 +281,7 @@ def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, s
     from .progress import Progress, input_size
 
     startup_done()
+    started_in = _seconds_since_start()
     in_flight = None
     if cluster_file is not None:
         if scheduler is not None:
@@ -313,6 +315,8 @@ def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, s
         f"({res.reads_per_second:,.0f} reads/s) -> {res.sam_path}; index blocks loaded: "
         f"{sum(res.block_loads.values())} on {len(res.block_loads)} worker(s){candidates}", err=True,
     )
+    if verbose:
+        click.echo(_time_line(started_in, res), err=True)
     if res.insert is not None:
         click.echo(f"dmap: {res.insert.describe()}; {res.n_proper} of {res.n_reads // 2} pairs properly paired "
                    f"({100 * res.n_proper / max(res.n_reads // 2, 1):.2f}%)", err=True)
@@ -323,6 +327,35 @@ def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, s
         kinds = ", ".join(f"{n} {why}" for why, n in res.unmappable.items())
         click.echo(f"dmap: {sum(res.unmappable.values())} reads written unmapped without a search ({kinds}); "
                    "--strict stops at the first instead", err=True)
+
+
+def _seconds_since_start() -> float | None:
+    """Seconds since this process started (the interpreter's start and the imports, when called
+    once they are done), from Linux's /proc to 10 ms; None elsewhere.  (psutil's start time counts
+    from the boot time in whole seconds.)"""
+    import time
+
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime: clock ticks after boot
+        return max(time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, AttributeError, ValueError, IndexError):
+        return None
+
+
+def _time_line(started_in: float | None, res) -> str:
+    """Where a run's time went, for ``dmap run -v``: as bwa ends with its real and CPU time, with
+    the parts a short run spends around the mapping (docs/performance.md measures them)."""
+    import resource
+
+    cpu = os.times()
+    mapping = res.seconds - res.cluster_seconds - res.close_seconds
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10  # KiB on Linux
+    start = f"{started_in:.2f} s to start (interpreter, imports), " if started_in is not None else ""
+    return (f"dmap: time: {start}cluster "
+            f"{res.cluster_seconds:.2f} s up and {res.close_seconds:.2f} s down, mapping {mapping:.2f} s; "
+            f"CPU {cpu.user + cpu.system:.2f} s (user {cpu.user:.2f} s, system {cpu.system:.2f} s), "
+            f"peak RSS {peak} MiB (this process)")
 
 
 @main.group()

@@ -33,6 +33,24 @@ def test_index_info_and_run(index, tmp_path):
                                                   ("read1", "chrB", "5")]
 
 
+def test_verbose_says_where_the_time_went(index, tmp_path):
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC"])
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-v")
+    assert r.returncode == 0, r.stderr
+    number = r"(\d+\.\d\d)"
+    m = re.search(rf"^dmap: time: {number} s to start \(interpreter, imports\), cluster {number} s up and "
+                  rf"{number} s down, mapping {number} s; CPU {number} s \(user {number} s, system {number} s\), "
+                  r"peak RSS (\d+) MiB \(this process\)$", r.stderr, re.M)
+    assert m, r.stderr
+    start, up, down, mapping, cpu, user, system = map(float, m.groups()[:7])
+    total = float(re.search(rf"hits in {number} s", r.stderr).group(1))
+    assert start > 0 and up > 0 and min(down, mapping) >= 0 and up + down + mapping <= total + 0.01
+    assert abs(cpu - user - system) <= 0.011 and int(m.group(8)) > 0
+    # Without -v there is no such line.
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam")
+    assert r.returncode == 0 and "dmap: time:" not in r.stderr, r.stderr
+
+
 def test_several_reads_files_map_as_one_run_in_order(index, tmp_path):
     write_fastq(tmp_path / "a.fq", ["GCATGCAAG"], ["a0"])
     write_fastq(tmp_path / "b.fq", ["GGGGCCCC", "TTTTGGGG"], ["b0", "b1"])

@@ -288,7 +288,9 @@ def map_reads(
         if first is None:
             write_header(insert)
         else:  # no reads, no cluster: the SAM file is its header
+            started = time.perf_counter()
             with client_for(client, scheduler, processes, threads, workers_per_device) as c:
+                result.cluster_seconds = time.perf_counter() - started
                 n_workers = require_device_workers(c)
                 counts.client = c
                 # Workers in other processes write the records themselves; those in this
@@ -313,6 +315,8 @@ def map_reads(
                                       for w, st in after.items()}
                 if approx is not None:
                     result.candidates = {k: _total(after, k) - _total(before, k) for k in ("seed hits", "regions")}
+                closing = time.perf_counter()
+            result.close_seconds = time.perf_counter() - closing
         if out is not None:
             if as_bam:
                 writer.write_end(bgzf.EOF)

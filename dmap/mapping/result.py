@@ -47,7 +47,9 @@ class MappingResult:
     n_reads: int = 0
     n_mapped: int = 0
     n_hits: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # the whole of map_reads, the cluster's start and close included
+    cluster_seconds: float = 0.0  # starting the embedded cluster, or connecting to the scheduler
+    close_seconds: float = 0.0  # closing the embedded cluster, or the connection
     sam_path: str | None = None
     hits: Hits | None = None
     chunk_seconds: list[float] = field(default_factory=list)
