@@ -1,0 +1,74 @@
+"""Reads files for the tests of reading and splitting them (tests/io): FASTQ as real files hold it
+(a hypothesis strategy), the records dnaio reads, and the records dmap reads in chunks or in splits
+cut at given bytes, as its workers read them."""
+
+import os
+
+import dnaio
+import numpy as np
+from hypothesis import strategies as st
+
+from dmap.alphabet import get_alphabet
+from dmap.format import bgzf
+from dmap.io import fastx, splits
+from dmap.io.fastx import iter_read_chunks
+
+DNA = get_alphabet("dna")
+
+
+@st.composite
+def fastq_files(draw):
+    """FASTQ text with what real files hold: comments after the name (space or tab), '+' lines that
+    repeat the name, CRLF line ends, a missing final newline, quality symbols across the range."""
+    n = draw(st.integers(1, 25))
+    crlf = draw(st.booleans())
+    records = []
+    for i in range(n):
+        name = draw(st.text("abcXY019_:/.-|", min_size=1, max_size=20)) + str(i)
+        comment = draw(st.sampled_from(["", " 1:N:0:ACGT", "\tBC:Z:AC", " x y"]))
+        seq = draw(st.text("ACGTNacgtn", min_size=1, max_size=150))
+        qual = "".join(draw(st.lists(st.sampled_from("!#+5?@I~"), min_size=len(seq), max_size=len(seq))))
+        plus = "+" + (name + comment if draw(st.integers(0, 9)) == 0 else "")
+        records.append([f"@{name}{comment}", seq, plus, qual])
+    end = "\r\n" if crlf else "\n"
+    text = end.join(end.join(r) for r in records)
+    if draw(st.booleans()):
+        text += end
+    return text.encode()
+
+
+def dnaio_records(path):
+    with dnaio.open(path) as f:
+        return [(r.id, r.sequence, r.qualities) for r in f]
+
+
+def chunk_records(path, chunk_size, sizes=None, fastq=True):
+    """Every record, in chunks of about ``chunk_size`` reads or of ``sizes`` in turn."""
+    next_size = None if sizes is None else lambda done, _: sizes[len(seen) % len(sizes)]
+    out, seen = [], []
+    for chunk in iter_read_chunks(path, DNA, chunk_size, next_size=next_size):
+        seen.append(len(chunk))
+        out += list(zip(chunk.names, chunk.seqs, chunk.quals if fastq else [None] * len(chunk)))
+    return out
+
+
+def split_records(path, cuts, fastq=True, blocked=False):
+    """Every record of the file (``blocked``: BGZF) read as the splits between ``cuts``, each read as a
+    worker reads it."""
+    size = os.path.getsize(path)
+    with splits.open_reads(str(path)) as f:
+        origin = splits._skip_head(np.frombuffer(f.read(splits.SNIFF_BYTES), np.uint8), str(path))
+    first = 0 if blocked else origin
+    bounds = [first] + sorted(c for c in cuts if first < c < size) + [size]
+    out = []
+    for k, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        chunk = fastx.read_chunk(splits.FileSplit(k, str(path), lo, hi, fastq, origin, size, blocked), DNA)
+        out += list(zip(chunk.names, chunk.seqs, chunk.quals if fastq else [None] * len(chunk)))
+    return out
+
+
+def bgzf_blocks(text, cuts):
+    """``text`` as BGZF whose blocks end at ``cuts``, as bgzip writes them (one block per 65,280 bytes)
+    but with blocks as small as one byte, empty ones and the end-of-file block."""
+    bounds = [0] + sorted(c for c in cuts if 0 <= c <= len(text)) + [len(text)]
+    return b"".join(bgzf._block(text[a:b], 1) for a, b in zip(bounds, bounds[1:])) + bgzf.EOF
