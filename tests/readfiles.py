@@ -72,3 +72,15 @@ def bgzf_blocks(text, cuts):
     but with blocks as small as one byte, empty ones and the end-of-file block."""
     bounds = [0] + sorted(c for c in cuts if 0 <= c <= len(text)) + [len(text)]
     return b"".join(bgzf._block(text[a:b], 1) for a, b in zip(bounds, bounds[1:])) + bgzf.EOF
+
+
+def write_pairs(directory, first: list[str], second: list[str], interleaved: bool = False) -> None:
+    """Pairs as r1.fq and r2.fq in ``directory`` (``interleaved``: as pairs.fq), named pair0/1, pair0/2, ..."""
+    names = [f"pair{i}" for i in range(len(first))]
+    recs = [[f"@{n}/{m}\n{s}\n+\n{'I' * len(s)}\n" for n, s in zip(names, mates)]
+            for m, mates in ((1, first), (2, second))]
+    if interleaved:
+        (directory / "pairs.fq").write_text("".join(a + b for a, b in zip(*recs)))
+    else:
+        (directory / "r1.fq").write_text("".join(recs[0]))
+        (directory / "r2.fq").write_text("".join(recs[1]))

@@ -17,15 +17,12 @@ import pysam
 import pytest
 from cases import planted
 from helpers import alphabet_for, assert_clean_failure, dmap_cmd, have, sam_body, write_fasta
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from readfiles import write_pairs
 
 import dmap
-from dmap.alphabet import get_alphabet, reverse_complement
-from dmap.errors import InputFormatError
+from dmap.alphabet import reverse_complement
 from dmap.format.sam import contig_name_columns, format_pair_records_device
 from dmap.io.fastx import iter_contigs
-from dmap.io.pairs import PairSplit, plan_pairs, read_pair_chunk
 from dmap.mapping.pairs import InsertBounds, MateAlignments, pair_chunk, proper_pairs
 from dmap.reads import ReadChunk, ReadFields
 from dmap.search.hits import ChunkHits
@@ -33,7 +30,6 @@ from dmap.testing.approx import brute_force_alignments, brute_force_pairs
 from dmap.testing.sam import format_pair_records
 
 LOW, HIGH = 100, 260  # the insert bounds the oracle cases are mapped with
-DNA = get_alphabet("dna")
 
 
 def make_pairs(rng, contigs: list[tuple[str, str]], n: int, k: int) -> tuple[list[str], list[str]]:
@@ -54,19 +50,6 @@ def make_pairs(rng, contigs: list[tuple[str, str]], n: int, k: int) -> tuple[lis
         first.append(a)
         second.append(b)
     return first, second
-
-
-def write_pairs(directory, first: list[str], second: list[str], interleaved: bool = False) -> None:
-    names = [f"pair{i}" for i in range(len(first))]
-    recs = [[f"@{n}/{m}\n{s}\n+\n{'I' * len(s)}\n" for n, s in zip(names, mates)]
-            for m, mates in ((1, first), (2, second))]
-    if interleaved:
-        (directory / "pairs.fq").write_text("".join(a + b for a, b in zip(*recs)))
-    else:
-        (directory / "r1.fq").write_text("".join(recs[0]))
-        (directory / "r2.fq").write_text("".join(recs[1]))
-
-
 def genome(rng) -> list[tuple[str, str]]:
     """Two contigs with a repeat (in both, and reverse-complemented) and a run of N."""
     a = "".join(rng.choice(list("ACGT"), size=1400))
@@ -154,69 +137,6 @@ def test_interleaved_equals_two_files_and_gzip(tmp_path, client):
     assert bodies["files"] == bodies["gzip"] == bodies["interleaved"]
     names = [line.split("\t")[0] for line in bodies["files"]]
     assert "pair0" in names and not any("/" in n for n in names)  # the /1 /2 suffixes dropped
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(lengths=st.lists(st.tuples(st.integers(1, 300), st.integers(1, 30)), min_size=1, max_size=60),
-       chunk=st.integers(1, 40), interleaved=st.booleans(), blocked=st.booleans())
-def test_pairs_cut_by_bytes_are_the_pairs_read_as_streams(tmp_path, lengths, chunk, interleaved, blocked):
-    """Paired files cut into byte ranges, their records counted, each chunk taking its pair numbers
-    from the ranges that hold them, give the pairs in the order the streamed plan gives them,
-    whatever the mates' lengths (the two files' ranges then fall at different pairs) and chunk
-    sizes; also for bgzip files and one interleaved file."""
-    first = ["A" * a for a, _ in lengths]
-    second = ["C" * b for _, b in lengths]
-    write_pairs(tmp_path, first, second, interleaved=interleaved)
-    paths = [tmp_path / "pairs.fq"] if interleaved else [tmp_path / "r1.fq", tmp_path / "r2.fq"]
-    if blocked:
-        for path in paths:
-            pysam.tabix_compress(str(path), str(path) + ".gz", force=True)
-        paths = [f"{p}.gz" for p in paths]
-    paths = [str(p) for p in paths] + ([None] if interleaved else [])
-    split = list(plan_pairs(*paths, lambda *_: chunk, chunk_size=chunk))
-    assert all(isinstance(s, PairSplit) for s in split)
-    assert [s.number for s in split] == list(range(len(split)))
-    stream = list(plan_pairs(*paths, lambda *_: chunk))  # no chunk_size: read as streams
-    pairs = lambda plan: [(n, q) for b in plan for c in [read_pair_chunk(b, DNA)]  # noqa: E731
-                          for n, q in zip(c.names, c.seqs)]
-    assert pairs(split) == pairs(stream) == [(f"pair{i}", s) for i, (a, b) in enumerate(zip(first, second))
-                                              for s in (a, b)]
-
-
-def test_paired_files_that_cannot_be_mapped_are_read_as_streams(tmp_path, monkeypatch):
-    """Where the file system refuses mmap, plan_input reads a file as a stream; so do paired
-    files then, with the same pairs (not an error)."""
-    first, second = ["ACGT" * 10] * 300, ["GGCC" * 9] * 300
-    write_pairs(tmp_path, first, second)
-    paths = [str(tmp_path / "r1.fq"), str(tmp_path / "r2.fq")]
-    cut = list(plan_pairs(*paths, lambda *_: 100, chunk_size=100))
-
-    def refuse(*args, **kwargs):
-        raise OSError(19, "No such device")
-
-    import mmap
-
-    monkeypatch.setattr(mmap, "mmap", refuse)
-    streamed = list(plan_pairs(*paths, lambda *_: 100, chunk_size=100))
-    assert all(isinstance(b, PairSplit) for b in cut) and not any(isinstance(b, PairSplit) for b in streamed)
-    pairs = lambda plan: [n for b in plan for n in read_pair_chunk(b, DNA).names]  # noqa: E731
-    assert pairs(streamed) == [f"pair{i // 2}" for i in range(600)]
-
-
-@pytest.mark.parametrize("name", ["r1.fq", "r2.fq", "pairs.fq"])
-def test_pairs_cut_by_bytes_check_the_counts(tmp_path, name):
-    """A file of two with a record less, or an interleaved file with an odd number: one clear error."""
-    first, second = ["ACGT" * 10] * 50, ["GGCC" * 9] * 50
-    interleaved = name == "pairs.fq"
-    write_pairs(tmp_path, first, second, interleaved=interleaved)
-    text = (tmp_path / name).read_text().splitlines(keepends=True)
-    (tmp_path / name).write_text("".join(text[:-4]))  # one record less
-    paths = [str(tmp_path / "pairs.fq"), None] if interleaved else [str(tmp_path / "r1.fq"), str(tmp_path / "r2.fq")]
-    words = "odd number of records" if interleaved else f"{name}' has fewer records than its mate file"
-    with pytest.raises(InputFormatError, match=words):
-        list(plan_pairs(*paths, lambda *_: 7, chunk_size=7))
-
-
 def test_insert_size_is_estimated_from_the_first_chunk(tmp_path, client):
     rng = np.random.default_rng(9)
     seq = "".join(rng.choice(list("ACGT"), size=30000))
