@@ -348,14 +348,13 @@ def _time_line(started_in: float | None, res) -> str:
     the parts a short run spends around the mapping (docs/performance.md measures them)."""
     import resource
 
-    cpu = os.times()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     mapping = res.seconds - res.cluster_seconds - res.close_seconds
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10  # KiB on Linux
     start = f"{started_in:.2f} s to start (interpreter, imports), " if started_in is not None else ""
     return (f"dmap: time: {start}cluster "
             f"{res.cluster_seconds:.2f} s up and {res.close_seconds:.2f} s down, mapping {mapping:.2f} s; "
-            f"CPU {cpu.user + cpu.system:.2f} s (user {cpu.user:.2f} s, system {cpu.system:.2f} s), "
-            f"peak RSS {peak} MiB (this process)")
+            f"CPU {usage.ru_utime + usage.ru_stime:.2f} s (user {usage.ru_utime:.2f} s, system "
+            f"{usage.ru_stime:.2f} s), peak RSS {usage.ru_maxrss >> 10} MiB (this process)")  # ru_maxrss: KiB
 
 
 @main.group()
