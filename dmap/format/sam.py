@@ -263,7 +263,7 @@ def contig_name_columns(contig_names: list[str]) -> tuple[np.ndarray, np.ndarray
 def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_names: list[str],
                           max_hits: int | None = None,
                           name_columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-                          tail: str = "", pick: np.ndarray | None = None) -> np.ndarray:
+                          tail: str = "", pick: np.ndarray | None = None, scratch: bool = False) -> np.ndarray:
     """SAM records of a chunk, written by ``kernels/sam_records.cl``: the bytes of
     :func:`dmap.testing.sam.format_records` as a uint8 array, at a third of the host CPU time
     (building each line in Python was the largest host cost of a run).
@@ -271,9 +271,10 @@ def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_name
     ``name_columns``: :func:`contig_name_columns` of ``contig_names``, made
     once per index by the caller (a draft assembly has hundreds of thousands
     of contigs).  ``tail`` and ``pick`` as in :func:`dmap.testing.sam.format_records`.
+    ``scratch``: the records may lie in the device's scratch memory (:func:`_write_records`).
     """
     return _write_records(device, chunk, record_columns(hits, max_hits, pick),
-                          name_columns or contig_name_columns(contig_names), tail)
+                          name_columns or contig_name_columns(contig_names), tail, scratch=scratch)
 
 
 def alignment_record_columns(alns: ChunkAlignments) -> RecordColumns:
@@ -297,24 +298,31 @@ def alignment_record_columns(alns: ChunkAlignments) -> RecordColumns:
 
 def format_alignment_records_device(device, chunk: ReadChunk, alns: ChunkAlignments,
                                     name_columns: tuple[np.ndarray, np.ndarray, np.ndarray],
-                                    tail: str = "") -> np.ndarray:
+                                    tail: str = "", scratch: bool = False) -> np.ndarray:
     """The bytes of :func:`dmap.testing.sam.format_alignment_records`, written by ``kernels/sam_records.cl``
-    with the alignments' CIGAR and MD strings as they are, no Python string per record."""
-    return _write_records(device, chunk, alignment_record_columns(alns), name_columns, tail, (alns.cigar, alns.md))
+    with the alignments' CIGAR and MD strings as they are, no Python string per record
+    (``scratch`` as in :func:`_write_records`)."""
+    return _write_records(device, chunk, alignment_record_columns(alns), name_columns, tail, (alns.cigar, alns.md),
+                          scratch)
 
 
 def format_pair_records_device(device, chunk: ReadChunk, cols: RecordColumns, strings: tuple[FlatStrings, FlatStrings],
-                               name_columns: tuple[np.ndarray, np.ndarray, np.ndarray], tail: str = "") -> np.ndarray:
+                               name_columns: tuple[np.ndarray, np.ndarray, np.ndarray], tail: str = "",
+                               scratch: bool = False) -> np.ndarray:
     """The records of a chunk of pairs (``cols`` from :func:`dmap.mapping.pairs.pair_record_columns`,
     ``strings`` the CIGAR and MD strings they index), by ``sam_records.cl``; the reference is
-    :func:`dmap.testing.sam.format_pair_records`."""
-    return _write_records(device, chunk, cols, name_columns, tail, strings)
+    :func:`dmap.testing.sam.format_pair_records` (``scratch`` as in :func:`_write_records`)."""
+    return _write_records(device, chunk, cols, name_columns, tail, strings, scratch)
 
 
 def _write_records(device, chunk: ReadChunk, cols: RecordColumns,
                    name_columns: tuple[np.ndarray, np.ndarray, np.ndarray], tail: str,
-                   strings: tuple[FlatStrings, FlatStrings] | None = None) -> np.ndarray:
-    """``cols`` as SAM records by ``sam_records.cl`` (``strings``: CIGAR and MD of approximate alignments)."""
+                   strings: tuple[FlatStrings, FlatStrings] | None = None, scratch: bool = False) -> np.ndarray:
+    """``cols`` as SAM records by ``sam_records.cl`` (``strings``: CIGAR and MD of approximate alignments).
+
+    With ``scratch``, inside :meth:`Device.scratch <dmap.opencl.device.Device.scratch>`, the
+    records lie in the device's pooled host memory (:meth:`~dmap.opencl.device.Device.host_array`),
+    valid until the block ends: for a caller that writes them out before."""
     n = cols.read.size
     if n == 0:
         return np.zeros(0, dtype=np.uint8)
@@ -349,7 +357,7 @@ def _write_records(device, chunk: ReadChunk, cols: RecordColumns,
     else:
         mates = [device.upload(np.zeros(1, dtype=np.uint64))] * 5
     args += [device.upload(a) for a in columns] + approx + mates + [device.upload(starts)]
-    out = np.empty(int(ends[-1]), dtype=np.uint8)
+    out = device.host_array(int(ends[-1])) if scratch else np.empty(int(ends[-1]), dtype=np.uint8)
     out_buf = device.output(out)  # on a CPU the kernel writes into `out` itself
     defines = {"APPROX": int(strings is not None), "PAIRED": int(cols.paired)}
     device.run(device.program("sam_records.cl", defines), "sam_records",

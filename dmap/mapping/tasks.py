@@ -8,6 +8,7 @@ client gets each chunk's finished bytes and counts (:class:`ChunkOutput`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -96,6 +97,19 @@ def chunk_seeds(chunk: ReadChunk, approx: Approximate) -> ChunkSeeds:
     return chunk.derived("seeds", make)  # one approximate setting per run
 
 
+def _device_scratch(task):
+    """``task`` with the device buffers it makes pooled on this thread (:meth:`Device.scratch`):
+    a task's buffers die with it, and the next task needs the same sizes."""
+
+    @functools.wraps(task)
+    def run(*args, **kwargs):
+        with current_device().scratch():
+            return task(*args, **kwargs)
+
+    return run
+
+
+@_device_scratch
 def block_task(index_path: str, block: int, chunk: ReadChunk,
                approx: Approximate | None) -> BlockHits | BlockAlignments:
     """A chunk's work on one index block, on this worker's device: its reads (exact mapping) or
@@ -275,6 +289,7 @@ class ChunkOutput:
     capped_pairs: int = 0  # pairs: with more proper pairs than dmap.mapping.pairs.PAIR_CAP
 
 
+@_device_scratch
 def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | BlockAlignments],
                 settings: RecordSettings, insert: InsertBounds | None = None) -> ChunkOutput:
     """A chunk's hits merged across blocks (:func:`dmap.search.hits.merge_block_hits`, or
@@ -306,10 +321,11 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
         paired = pair_chunk(chunk, hits, insert or settings.insert, index.contig_offsets,
                             approx is None or approx.report_all, settings.max_hits)
         insert = paired[2]
-    records = _records(index, chunk, hits, settings, paired)
+    to_part = settings.parts is not None and not settings.in_place and settings.parts.usable()
+    records = _records(index, chunk, hits, settings, paired, kept=not to_part)
     part = None
-    if settings.parts is not None and not settings.in_place and settings.parts.usable():
-        part, records = write_part(settings.parts, chunk.number, records), records[:0]
+    if to_part:
+        part, records = write_part(settings.parts, chunk.number, records), np.zeros(0, np.uint8)
     return ChunkOutput(chunk.number, records, part, int(records.size) if part is None else os.path.getsize(part),
                        len(chunk), int((counts > 0).sum()),
                        len(hits), chunk.file_bytes, unmappable,
@@ -359,21 +375,25 @@ def _contig_names(index: Index) -> tuple[list[str], tuple[np.ndarray, np.ndarray
 
 
 def _records(index: Index, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments, settings: RecordSettings,
-             paired: tuple | None = None) -> np.ndarray:
+             paired: tuple | None = None, kept: bool = True) -> np.ndarray:
     """A chunk's records as bytes: SAM (formatted by ``sam_records.cl`` on this worker's device),
     or with ``settings.bam`` those records as BAM in BGZF blocks.  ``paired``: the record columns
-    and strings of a chunk of pairs (:func:`dmap.mapping.pairs.pair_chunk`)."""
+    and strings of a chunk of pairs (:func:`dmap.mapping.pairs.pair_chunk`).  Unless ``kept``
+    (the task writes them to a part file itself), SAM records may lie in the device's scratch
+    memory (:meth:`Device.host_array <dmap.opencl.device.Device.host_array>`)."""
     names, columns, references = _contig_names(index)
+    device = current_device()
+    scratch = settings.bam or not kept  # the records are encoded or written before the task ends
     if paired is not None:
-        text = format_pair_records_device(current_device(), chunk, paired[0], paired[1], columns, settings.tail)
+        text = format_pair_records_device(device, chunk, paired[0], paired[1], columns, settings.tail, scratch)
     elif isinstance(hits, ChunkAlignments):
-        text = format_alignment_records_device(current_device(), chunk, hits, columns, settings.tail)
+        text = format_alignment_records_device(device, chunk, hits, columns, settings.tail, scratch)
     else:
-        text = format_records_device(current_device(), chunk, hits, names, settings.max_hits, columns,
-                                     tail=settings.tail, pick=primaries(chunk, hits.counts()))
+        text = format_records_device(device, chunk, hits, names, settings.max_hits, columns,
+                                     tail=settings.tail, pick=primaries(chunk, hits.counts()), scratch=scratch)
     if not settings.bam:
         return text
-    records = encode_records_device(current_device(), text, references)
+    records = encode_records_device(device, text, references)
     return np.frombuffer(bgzf.compress(records), np.uint8)
 
 

@@ -163,3 +163,35 @@ def test_the_output_does_not_depend_on_how_the_input_is_cut(tmp_path, client, ma
     assert sam(",".join(str(tmp_path / f"p{k}.fq") for k in range(3)), chunk_size=33) == want
     assert sam([tmp_path / "p0.fq", tmp_path / "p1.fq", tmp_path / "p2.fq"], chunk_size=100_000) == want
     assert sam(tmp_path / "r.fq.gz", chunk_size=29) == want
+
+
+@pytest.mark.parametrize("max_errors", [0, 2])
+def test_a_device_that_copies_gives_the_same_records(tmp_path, client, max_errors):
+    """Workers whose device gets copies (a GPU: buffers pooled between tasks, ``Device.scratch``)
+    write the records of workers whose device works in host memory (PoCL), byte for byte, over
+    several chunks and blocks (part files written from pinned memory: tests/mapping/test_tasks.py)."""
+    from dmap.opencl.device import DEVICE_PLUGIN
+
+    rng = np.random.default_rng(12)
+    contigs = [("chr1", random_contig(rng, "dna", 2500)), ("chr2", random_contig(rng, "dna", 900))]
+    write_fasta(tmp_path / "ref.fa", contigs)
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", block_length=1000, max_query_length=60)
+    write_fastq(tmp_path / "r.fq", sample_reads(rng, contigs, 300, 20, 55, "dna") + ["ACGTN" * 8, "T" * 40])
+
+    def sam(name):
+        dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / name, client=client, max_errors=max_errors,
+                       chunk_size=64, guided=False, return_hits=False)
+        return [line for line in (tmp_path / name).read_text().splitlines() if not line.startswith("@PG")]
+
+    def device(dask_worker):
+        return dask_worker.plugins[DEVICE_PLUGIN].device
+
+    shared = client.run(lambda dask_worker: device(dask_worker).zero_copy)
+    try:
+        client.run(lambda dask_worker: setattr(device(dask_worker), "zero_copy", False))
+        copied = sam("copied.sam")
+        made = client.run(lambda dask_worker: device(dask_worker).scratch_buffers_made)
+    finally:
+        client.run(lambda dask_worker: setattr(device(dask_worker), "zero_copy", shared[dask_worker.address]))
+    assert all(made.values())
+    assert copied == sam("shared.sam")

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from helpers import alphabet_for, kernel_hits, single_block
+from helpers import alphabet_for, genome_case, kernel_hits, single_block
 
 from dmap.alphabet import reverse_complement
 from dmap.errors import DeviceError
@@ -43,15 +43,33 @@ def test_split_device_searches_like_the_whole():
         assert (search_block(part, part.upload_block(block), codes, offsets, lengths, 2) == want).all()
 
 
-@pytest.mark.parametrize("zero_copy", [False, True])
-def test_copied_and_shared_buffers_give_the_same_results(zero_copy):
-    """A GPU gets copies of the host's arrays and copies its results back;
+@pytest.mark.parametrize("mode", ["copied", "shared", "pooled"])
+def test_copied_and_shared_buffers_give_the_same_results(mode):
+    """A GPU gets copies of the host's arrays and copies its results back
+    (inside a task, into buffers pooled between tasks: ``Device.scratch``);
     a device sharing host memory (PoCL) uses the numpy arrays in place.
-    Both ways must give the oracle's hits and the same SAM bytes."""
+    Every way must give the oracle's hits and the same SAM bytes."""
     device = Device()
-    if zero_copy and not device.zero_copy:
+    if mode == "shared" and not device.zero_copy:
         pytest.skip("this device does not share host memory")
-    device.zero_copy = zero_copy
+    device.zero_copy = mode == "shared"
+    if mode != "pooled":
+        _search_and_format(device)
+        assert device.scratch_buffers_made == 0
+        return
+    with device.scratch():
+        _search_and_format(device, scratch=True)
+    made = device.scratch_buffers_made
+    assert made > 0
+    for _ in range(2):  # the same work again takes the buffers back from the pool
+        with device.scratch():
+            _search_and_format(device, scratch=True)
+    assert device.scratch_buffers_made == made
+
+
+def _search_and_format(device, scratch=False):
+    """Exact search, locate, the early stop and SAM records of a random case, each against its oracle
+    (``scratch``: the records in the device's scratch memory, ``Device.host_array``)."""
     rng = np.random.default_rng(7)
     text = "".join(rng.choice(list("ACGT"), size=4000))
     reads = [text[i : i + int(rng.integers(8, 60))] for i in rng.integers(0, 3900, size=150)]
@@ -65,8 +83,37 @@ def test_copied_and_shared_buffers_give_the_same_results(zero_copy):
     chunk = ReadChunk(0, ReadFields.from_strings([f"r{i}" for i in range(len(reads))], reads,
                                                    ["I" * len(r) for r in reads]), alphabet.read_table, "dna")
     chunk_hits = ChunkHits(read, strand.astype(np.int8), np.zeros(read.size, np.int64), position, len(reads))
-    assert b"".join(b.tobytes() for b in format_records_device(device, chunk, chunk_hits, ["t"])) == \
-        format_records(chunk, chunk_hits, ["t"]).encode()
+    assert b"".join(b.tobytes() for b in format_records_device(device, chunk, chunk_hits, ["t"], scratch=scratch)) \
+        == format_records(chunk, chunk_hits, ["t"]).encode()
+
+
+def test_pooled_buffers_never_hold_resident_ones(tmp_path):
+    """A block's text loaded inside a task stays on the device after it: the pool never
+    lends it out, so later tasks' buffers of the same size do not overwrite it."""
+    index = genome_case(tmp_path, 5, 3000, 30, 1)
+    device = Device()
+    device.zero_copy = False
+    with device.scratch():
+        text = device.block_text(index, 0)
+    for fill in range(3):
+        with device.scratch():
+            device.upload(np.full(text.nbytes, fill, dtype=np.uint8))
+            device.output(np.empty(text.nbytes, dtype=np.uint8))
+    back = np.empty_like(text.host)
+    device.read_back(text.buffer, back)
+    assert (back == text.host).all()
+    assert device.block_text(index, 0) is text
+
+
+def test_a_failed_task_leaves_its_buffers_out_of_the_pool():
+    device = Device()
+    device.zero_copy = False
+    with pytest.raises(RuntimeError), device.scratch():
+        device.upload(np.ones(100, dtype=np.uint8))
+        raise RuntimeError("the task failed")
+    with device.scratch():
+        device.upload(np.ones(100, dtype=np.uint8))
+    assert device.scratch_buffers_made == 2
 
 
 def _search_case():

@@ -1,0 +1,37 @@
+"""The mapping tasks run directly in this process (no Dask): where a chunk's records go."""
+
+import dataclasses
+
+import pytest
+from helpers import genome_case
+
+from dmap.format.writer import Parts
+from dmap.io.fastx import iter_read_chunks
+from dmap.mapping.tasks import RecordSettings, block_task, finish_task
+from dmap.opencl.device import current_device
+
+
+@pytest.mark.parametrize("zero_copy", [False, True])
+def test_records_in_a_part_file_equal_those_handed_over(tmp_path, monkeypatch, zero_copy):
+    """A worker that writes its chunk's records to a part file (from pinned scratch memory on a
+    device that gets copies, ``Device.host_array``) writes the bytes it would hand over."""
+    index = genome_case(tmp_path, 9, 4000, 40, 300)
+    path = str(tmp_path / "idx")
+    device = current_device()
+    if zero_copy and not device.zero_copy:
+        pytest.skip("this device does not share host memory")
+    monkeypatch.setattr(device, "zero_copy", zero_copy)
+    made = device.scratch_buffers_made
+    chunk = next(iter_read_chunks(tmp_path / "r.fq", index.alphabet))
+    located = [block_task(path, b, chunk, None) for b in range(len(index.meta.blocks))]
+    settings = RecordSettings(max_hits=None, tail="", approx=None, strict=True, keep_hits=False)
+    handed_over = finish_task(path, chunk, located, settings)
+    assert handed_over.part is None and handed_over.n_hits >= 300
+    settings = dataclasses.replace(settings, parts=Parts.create(str(tmp_path / "out.sam")))
+    monkeypatch.setattr(Parts, "usable", lambda self: True)  # as in a worker process of its own
+    for _ in range(2):  # the second time from buffers back in the pool
+        written = finish_task(path, chunk, located, settings)
+        assert written.records.size == 0 and written.nbytes == handed_over.nbytes
+        with open(written.part, "rb") as f:
+            assert f.read() == handed_over.records.tobytes()
+    assert (device.scratch_buffers_made > made) == (not zero_copy)
