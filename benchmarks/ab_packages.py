@@ -1,7 +1,7 @@
 """Two versions of dmap, run in turn in the conditions of exact_vs_bowtie.py.
 
     python3 benchmarks/ab_packages.py READS OLD=DIR[:INDEX] NEW=DIR[:INDEX] [--pairs 10]
-        [--index /tmp/dmap-bench/ecoli.dmap]
+        [--index /tmp/dmap-bench/ecoli.dmap] [--workers N] [--output PATH]
 
 Each DIR holds a ``dmap`` package and its ``kernels`` (e.g. ``git archive
 HEAD dmap kernels | tar -x -C DIR``); runs put it first on PYTHONPATH and
@@ -16,12 +16,20 @@ and was not here.  The versions alternate, their order swapped every pair.
 Prints each run and the medians of wall time, of the time dmap reports
 inside the process, and the peak RSS, and in how many pairs the second
 version was the faster.
+
+``--workers N``: each version maps against a standing cluster of its own
+(a ``dask scheduler`` and N ``dask worker`` processes running that version,
+both started, and each warmed by one run, before the pairs), as
+``exact_vs_bowtie.py --workers`` does.  ``--output``: where the records go
+(default a new file; ``/dev/null`` takes the path of a pipe: workers in
+processes of their own write part files).
 """
 
 from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import os
 import re
 import statistics
@@ -29,7 +37,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from exact_vs_bowtie import measure
+from exact_vs_bowtie import device_workers, measure
 
 
 def main() -> None:
@@ -39,6 +47,8 @@ def main() -> None:
                     help="INDEX: this version's own index (one built by it), instead of --index")
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument("--index", default="/tmp/dmap-bench/ecoli.dmap")
+    ap.add_argument("--workers", type=int, default=0, help="a standing cluster of N worker processes per version")
+    ap.add_argument("--output", help="the records' destination (default: a new file)")
     args = ap.parse_args()
     versions = {}
     for v in args.versions:
@@ -47,18 +57,31 @@ def main() -> None:
         versions[name] = (folder, index or args.index)
     for folder, _ in versions.values():
         compileall.compile_dir(folder, quiet=1)  # as an installed package: no compiling in the timed runs
-    out = Path(tempfile.mkdtemp()) / "ab.sam"
+    out = Path(args.output or Path(tempfile.mkdtemp()) / "ab.sam")
+    made_here = args.output is None
     runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in versions}
-    for i in range(args.pairs):
-        for name, (folder, index) in (list(versions.items()) if i % 2 == 0 else list(versions.items())[::-1]):
-            out.unlink(missing_ok=True)
+    with contextlib.ExitStack() as stack:
+        commands = {}
+        for name, (folder, index) in versions.items():
+            env = dict(os.environ, PYTHONPATH=folder)
             module = "dmap" if (Path(folder) / "dmap" / "__main__.py").exists() else "dmap.cli"
-            m = measure([sys.executable, "-m", module, "run", index, args.reads, "-o", str(out)],
-                        [Path(index), Path(args.reads)], env=dict(os.environ, PYTHONPATH=folder), cwd="/")
-            inside = float(re.search(r"hits in ([\d.]+) s", m["stderr"]).group(1))
-            runs[name].append((m["wall"], inside, m["rss_mb"]))
-            print(f"{name}\t{m['wall']:.3f} s\tinside {inside:.2f} s\t{m['rss_mb']:.0f} MB", flush=True)
-    out.unlink(missing_ok=True)
+            cmd = [sys.executable, "-m", module, "run", index, args.reads, "-o", str(out)]
+            if args.workers:
+                address = stack.enter_context(device_workers(args.workers, env=env))[0]
+                cmd += ["--scheduler", address]
+                measure(cmd, env=env, cwd="/")  # each worker builds its kernels and loads the index
+            commands[name] = (cmd, env, [Path(index), Path(args.reads)])
+        for i in range(args.pairs):
+            for name in list(versions) if i % 2 == 0 else list(versions)[::-1]:
+                cmd, env, inputs = commands[name]
+                if made_here:
+                    out.unlink(missing_ok=True)
+                m = measure(cmd, inputs, env=env, cwd="/")
+                inside = float(re.search(r"hits in ([\d.]+) s", m["stderr"]).group(1))
+                runs[name].append((m["wall"], inside, m["rss_mb"]))
+                print(f"{name}\t{m['wall']:.3f} s\tinside {inside:.2f} s\t{m['rss_mb']:.0f} MB", flush=True)
+    if made_here:
+        out.unlink(missing_ok=True)
     for name, r in runs.items():
         print(f"{name}: median wall {statistics.median(x[0] for x in r):.3f} s, inside "
               f"{statistics.median(x[1] for x in r):.3f} s, peak RSS {max(x[2] for x in r):.0f} MB")

@@ -128,13 +128,16 @@ def gpu_busy(sampler: subprocess.Popen | None) -> float | None:
 
 
 @contextlib.contextmanager
-def device_workers(n: int, device: str | None = None, threads: int = 2):
+def device_workers(n: int, device: str | None = None, threads: int = 2, env: dict | None = None):
     """A real ``dask scheduler`` and ``n`` ``dask worker`` processes (``threads`` each) on one
     OpenCL device (default: the first), for ``dmap run --scheduler``; yields the address and the
-    two processes (the scheduler, then ``dask worker`` with its workers under it).
+    two processes (the scheduler, then ``dask worker`` with its workers under it).  ``env``: the
+    processes' environment (e.g. a PYTHONPATH naming the dmap to run).
 
     Several workers can share one GPU: each has its own context and copy of the index, and
-    reads, merges and formats its own chunks, so the host's cores serve the device.
+    reads, merges and formats its own chunks, so the host's cores serve the device.  They run
+    in ``/``: ``python -m`` puts its working directory first on ``sys.path``, and a checkout's
+    ``dmap`` there would stand in for the installed one.
     """
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -142,15 +145,16 @@ def device_workers(n: int, device: str | None = None, threads: int = 2):
     address = f"tcp://127.0.0.1:{port}"
     py = sys.executable
     procs = [subprocess.Popen([py, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
-                               "--no-dashboard"], stderr=subprocess.DEVNULL)]
+                               "--no-dashboard"], stderr=subprocess.DEVNULL, env=env, cwd="/")]
     try:
         procs.append(subprocess.Popen(
             [py, "-m", "distributed.cli.dask_worker", address, "--host", "127.0.0.1", "--nworkers", str(n),
              "--nthreads", str(threads), "--no-dashboard", "--memory-limit", "0", "--resources", "opencl=1",
              "--preload", "dmap.cluster.worker", *(["--dmap-device", device] if device else [])],
-            stderr=subprocess.DEVNULL))
+            stderr=subprocess.DEVNULL, env=env, cwd="/"))
         subprocess.run([py, "-c", f"from distributed import Client; "
-                        f"Client('{address}', timeout=60).wait_for_workers({n}, timeout=120)"], check=True, timeout=180)
+                        f"Client('{address}', timeout=60).wait_for_workers({n}, timeout=120)"], check=True, timeout=180,
+                       env=env, cwd="/")
         yield address, procs
     finally:
         for p in reversed(procs):

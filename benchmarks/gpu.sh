@@ -26,6 +26,7 @@ python3 benchmarks/exact_vs_bowtie.py --reads 1000000 --threads "$threads" --rep
 python3 ../shared/bench/make_reads.py $W/ecoli.fa -n 1000000 -l 35 --seed 1 -o $W/exact_1000000_35.fq \
   --truth $W/exact_1000000_35.tsv
 python3 benchmarks/kernel_speed.py $W/ecoli.dmap $W/exact_1000000_35.fq --batch 1 4 16 --repeat 5
+python3 benchmarks/transfers.py --mib 64 --repeat 10 --processes 1 8
 python3 benchmarks/exact_vs_bowtie.py --reads 10000000 --threads "$threads" --repeat 3 --skip-kernel \
   --workers-per-device 8 --workers 8
 for m in 100 250 500; do
