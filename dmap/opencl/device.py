@@ -300,6 +300,13 @@ class Device:
         lock is taken and a buffer is never shared between two queues.  The
         resident cache (blocks, texts, tables) never takes pooled buffers.  A
         device that shares host memory makes none (:meth:`upload`).
+
+        The pool follows the work: when a block ends, free buffers that it did
+        not take are let go, largest first, until they hold at most twice
+        what it took (a search task and a records task alternate on a thread,
+        and take different sets), so a worker whose runs change (exact, then
+        ``-e K``, then pairs) keeps a few tasks' worth, not every size it ever
+        used.
         """
         local = self._local
         outer, local.taken = getattr(local, "taken", None), []
@@ -316,6 +323,7 @@ class Device:
                     ok = False
                 if ok:  # after a failure they may be in any state: dropped
                     pool = self._pool()
+                    _trim(pool, 2 * sum(_key_bytes(key) for key, _ in taken))
                     for key, item in taken:
                         pool.setdefault(key, []).append(item)
 
@@ -426,6 +434,22 @@ class _Bytes:
 
 
 _process_device: Device | None = None
+
+
+def _key_bytes(key: int | tuple[str, int]) -> int:
+    """The size of the buffers pooled under ``key``: ``size`` (device) or ``("host", size)`` (pinned)."""
+    return key if isinstance(key, int) else key[1]
+
+
+def _trim(pool: dict, keep: int) -> None:
+    """Let go of ``pool``'s buffers, largest first, until they hold at most ``keep`` bytes."""
+    total = sum(_key_bytes(key) * len(items) for key, items in pool.items())
+    for key in sorted(pool, key=_key_bytes, reverse=True):
+        while total > keep and pool[key]:
+            pool[key].pop(0)  # the oldest of its size; OpenCL frees it once nothing uses it
+            total -= _key_bytes(key)
+        if not pool[key]:
+            del pool[key]
 
 
 def _size_class(nbytes: int, limit: int) -> int:

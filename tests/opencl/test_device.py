@@ -105,6 +105,23 @@ def test_pooled_buffers_never_hold_resident_ones(tmp_path):
     assert device.block_text(index, 0) is text
 
 
+def test_the_pool_follows_the_work():
+    """Buffers a task took come back to the next one; a size that tasks stopped taking is let go."""
+    device = Device()
+    device.zero_copy = False
+    big, small = np.ones(1 << 20, dtype=np.uint8), np.ones(1000, dtype=np.uint8)
+    for _ in range(3):
+        with device.scratch():
+            device.upload(big)
+            device.upload(small)
+    assert device.scratch_buffers_made == 2
+    with device.scratch():
+        device.upload(small)  # the free 1 MiB buffer is more than twice this task's 4 KiB: let go
+    with device.scratch():
+        device.upload(big)
+    assert device.scratch_buffers_made == 3
+
+
 def test_a_failed_task_leaves_its_buffers_out_of_the_pool():
     device = Device()
     device.zero_copy = False
