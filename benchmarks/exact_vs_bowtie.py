@@ -38,7 +38,8 @@ from pathlib import Path
 import psutil
 
 HERE = Path(__file__).resolve().parent
-ECOLI = "/usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz"
+# E. coli from Debian's bowtie-examples, or where $DMAP_ECOLI says (benchmarks/device_bundle.sh).
+ECOLI = os.environ.get("DMAP_ECOLI", "/usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz")
 MAKE_READS = HERE.parent.parent / "shared" / "bench" / "make_reads.py"
 # The installed `dmap` script itself: on PATH there may be a version manager's
 # shim in front of it (pyenv's bash shim cost 0.08 s a run here), which is not dmap's.

@@ -7,12 +7,22 @@
 # Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
 # mason_simulator on PATH (or in /usr/lib/seqan/bin); E. coli as
 # /tmp/dmap-bench/ecoli.fa (or Debian's bowtie-examples); ../shared/bench/.
+# Or, on a machine that cannot reach a package registry, all of it from a folder made by
+# benchmarks/device_bundle.sh:  DMAP_BUNDLE=DIR bash benchmarks/gpu.sh
 #
 # Only the NVIDIA driver is used: OCL_ICD_VENDORS names a folder holding one
 # ICD file for libnvidia-opencl.so.1 (a container often has the driver's
 # library but no ICD file naming it, or PoCL's beside it).
 set -u
 cd "$(dirname "$0")/.."
+# On a machine without a package registry: what benchmarks/device_bundle.sh gathered.
+if [ -n "${DMAP_BUNDLE:-}" ]; then
+  bundle=$(cd "$DMAP_BUNDLE" && pwd)
+  python3 -m pip install -q --no-index --no-deps --target /tmp/dmap-site "$bundle"/whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/dmap-site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/dmap-site/bin:$bundle/bin:$PATH
+  export DMAP_ECOLI=$bundle/ecoli.fna.gz
+  mkdir -p ../shared/bench && cp "$bundle"/shared-bench/*.py ../shared/bench/
+fi
 lib=$(ldconfig -p | awk '/libnvidia-opencl.so.1/{print $NF; exit}')
 [ -z "$lib" ] && lib=$(find / -xdev \( -path /proc -o -path /sys \) -prune -o -name libnvidia-opencl.so.1 -print \
   2>/dev/null | head -1)

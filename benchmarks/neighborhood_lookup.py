@@ -23,6 +23,7 @@ import gzip
 import time
 
 import numpy as np
+from exact_vs_bowtie import ECOLI
 
 from dmap.alphabet import get_alphabet
 from dmap.io.fastx import encode_reference, iter_contigs
@@ -32,8 +33,6 @@ from dmap.neighborhood.search import count_matches, neighborhood_patterns, uploa
 from dmap.opencl.device import Device
 from dmap.reads import EncodedReads
 from dmap.testing.neighborhood import lookup_tables
-
-ECOLI = "/usr/share/doc/bowtie/examples/genomes/NC_008253.fna.gz"
 
 
 def ecoli_codes() -> np.ndarray:
