@@ -2,7 +2,7 @@
 # dmap's benchmarks on a machine with an NVIDIA GPU, through its OpenCL driver
 # (docs/performance.md, "GPU"), with the other mappers on every CPU core.
 #
-#   bash benchmarks/gpu.sh
+#   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap
 #
 # Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
 # mason_simulator on PATH (or in /usr/lib/seqan/bin); E. coli as
@@ -30,19 +30,33 @@ lib=$(ldconfig -p | awk '/libnvidia-opencl.so.1/{print $NF; exit}')
 icd=$(mktemp -d) && echo "$lib" > "$icd/nvidia.icd" && export OCL_ICD_VENDORS=$icd
 threads=$(nproc)
 W=/tmp/dmap-bench
+mkdir -p $W
+dmap devices || exit 1
+# Sections, in the order given (default: all, about 20 minutes; a lent machine's call
+# runs at most 10). "exact": 10M reads against bowtie -p N, 8 standing workers (about 2
+# minutes, 40 s of it making the reads).
+sections=${*:-exact kernels exact1m myers neighborhood approx allmap}
 set -x
-dmap devices
-python3 benchmarks/exact_vs_bowtie.py --reads 1000000 --threads "$threads" --repeat 5
-python3 ../shared/bench/make_reads.py $W/ecoli.fa -n 1000000 -l 35 --seed 1 -o $W/exact_1000000_35.fq \
-  --truth $W/exact_1000000_35.tsv
-python3 benchmarks/kernel_speed.py $W/ecoli.dmap $W/exact_1000000_35.fq --batch 1 4 16 --repeat 5
-python3 benchmarks/transfers.py --mib 64 --repeat 10 --processes 1 8
-python3 benchmarks/exact_vs_bowtie.py --reads 10000000 --threads "$threads" --repeat 3 --skip-kernel \
-  --workers-per-device 8 --workers 8
-for m in 100 250 500; do
-  python3 benchmarks/myers_gcups.py --pairs 1000000 --length $m --window $((m + 6)) --no-edlib
+for section in $sections; do
+  case $section in
+    exact) python3 benchmarks/exact_vs_bowtie.py --reads 10000000 --threads "$threads" --repeat 3 --skip-kernel \
+             --workers-per-device 8 --workers 8 ;;
+    kernels) python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
+from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
+             rm -rf $W/ecoli.dmap && dmap index $W/ecoli.fa -o $W/ecoli.dmap
+             python3 ../shared/bench/make_reads.py $W/ecoli.fa -n 1000000 -l 35 --seed 1 -o $W/exact_1000000_35.fq \
+               --truth $W/exact_1000000_35.tsv
+             python3 benchmarks/kernel_speed.py $W/ecoli.dmap $W/exact_1000000_35.fq --batch 1 4 16 --repeat 5
+             python3 benchmarks/transfers.py --mib 64 --repeat 10 --processes 1 8 ;;
+    exact1m) python3 benchmarks/exact_vs_bowtie.py --reads 1000000 --threads "$threads" --repeat 5 ;;
+    myers) for m in 100 250 500; do
+             python3 benchmarks/myers_gcups.py --pairs 1000000 --length $m --window $((m + 6)) --no-edlib
+           done ;;
+    neighborhood) python3 benchmarks/neighborhood_lookup.py --queries 1000000 ;;
+    approx) python3 benchmarks/approx_vs_tools.py --threads "$threads" --reads 200000 --repeat 2 ;;
+    allmap) python3 benchmarks/allmap_vs_peers.py --threads "$threads" --workers 8 --refs ecoli
+            python3 benchmarks/allmap_vs_peers.py --threads "$threads" --workers 8 --refs synth --reads 500000 \
+              --rows 100:3 ;;
+    *) echo "unknown section $section" >&2; exit 2 ;;
+  esac
 done
-python3 benchmarks/neighborhood_lookup.py --queries 1000000
-python3 benchmarks/approx_vs_tools.py --threads "$threads" --reads 200000 --repeat 2
-python3 benchmarks/allmap_vs_peers.py --threads "$threads" --workers 8 --refs ecoli
-python3 benchmarks/allmap_vs_peers.py --threads "$threads" --workers 8 --refs synth --reads 500000 --rows 100:3
