@@ -302,11 +302,12 @@ class Device:
         device that shares host memory makes none (:meth:`upload`).
 
         The pool follows the work: when a block ends, free buffers that it did
-        not take are let go, largest first, until they hold at most twice
-        what it took (a search task and a records task alternate on a thread,
-        and take different sets), so a worker whose runs change (exact, then
-        ``-e K``, then pairs) keeps a few tasks' worth, not every size it ever
-        used.
+        not take are let go, largest first, until they hold at most twice the
+        thread's recent need (what this block took, or half the need before,
+        if more: a search task and a records task alternate on a thread and
+        take different sets), so a worker whose runs change (exact, then
+        ``-e K``, then pairs) lets go of sizes it no longer uses within a few
+        tasks.
         """
         local = self._local
         outer, local.taken = getattr(local, "taken", None), []
@@ -323,7 +324,8 @@ class Device:
                     ok = False
                 if ok:  # after a failure they may be in any state: dropped
                     pool = self._pool()
-                    _trim(pool, 2 * sum(_key_bytes(key) for key, _ in taken))
+                    local.need = max(sum(_key_bytes(key) for key, _ in taken), getattr(local, "need", 0) // 2)
+                    _trim(pool, 2 * local.need)
                     for key, item in taken:
                         pool.setdefault(key, []).append(item)
 
