@@ -246,8 +246,8 @@ class Device:
         mf = self.cl.mem_flags
         if self.zero_copy and host.nbytes:
             return self.cl.Buffer(self.context, mf.WRITE_ONLY | mf.USE_HOST_PTR, hostbuf=host)
-        return self._scratch_buffer(max(host.nbytes, 1)) or self.cl.Buffer(self.context, mf.WRITE_ONLY,
-                                                                           max(host.nbytes, 1))
+        buffer = self._scratch_buffer(max(host.nbytes, 1))
+        return self.cl.Buffer(self.context, mf.WRITE_ONLY, max(host.nbytes, 1)) if buffer is None else buffer
 
     def read_back(self, buffer, host: np.ndarray) -> None:
         """Wait for the kernels writing ``buffer`` (from :meth:`output`) and make ``host`` hold their results."""
