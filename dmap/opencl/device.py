@@ -235,7 +235,7 @@ class Device:
             )
         if self.zero_copy:
             return self.cl.Buffer(self.context, mf.READ_ONLY | mf.USE_HOST_PTR, hostbuf=data)
-        buffer = self._scratch_buffer(data.nbytes)
+        buffer = self._take(data.nbytes)
         if buffer is None:
             return self.cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
         self.cl.enqueue_copy(self.queue, buffer, data)
@@ -246,7 +246,7 @@ class Device:
         mf = self.cl.mem_flags
         if self.zero_copy and host.nbytes:
             return self.cl.Buffer(self.context, mf.WRITE_ONLY | mf.USE_HOST_PTR, hostbuf=host)
-        buffer = self._scratch_buffer(max(host.nbytes, 1))
+        buffer = self._take(max(host.nbytes, 1))
         return self.cl.Buffer(self.context, mf.WRITE_ONLY, max(host.nbytes, 1)) if buffer is None else buffer
 
     def read_back(self, buffer, host: np.ndarray) -> None:
@@ -271,20 +271,8 @@ class Device:
         pages (1.2 ms against 16.6 ms for 64 MiB on an H100,
         ``benchmarks/transfers.py``).  Elsewhere it is a new numpy array.
         """
-        taken = getattr(self._local, "taken", None)
-        if self.zero_copy or taken is None:
-            return np.empty(nbytes, dtype=np.uint8)
-        size = _size_class(nbytes, self.max_alloc)
-        free = self._pool().get(("host", size))
-        if free:
-            buffer, array = free.pop()
-        else:
-            buffer = self.cl.Buffer(self.context, self.cl.mem_flags.READ_WRITE | self.cl.mem_flags.ALLOC_HOST_PTR, size)
-            array, _ = self.cl.enqueue_map_buffer(self.queue, buffer, self.cl.map_flags.READ | self.cl.map_flags.WRITE,
-                                                  0, (size,), np.uint8)
-            self.tally("scratch_buffers_made")
-        taken.append((("host", size), (buffer, array)))
-        return array[:nbytes]
+        pinned = None if self.zero_copy else self._take(nbytes, pinned=True)
+        return np.empty(nbytes, dtype=np.uint8) if pinned is None else pinned[1][:nbytes]
 
     @contextlib.contextmanager
     def scratch(self):
@@ -335,20 +323,27 @@ class Device:
             self._local.pool = {}
         return self._local.pool
 
-    def _scratch_buffer(self, nbytes: int):
-        """A pooled device buffer of at least ``nbytes`` inside :meth:`scratch`, else None."""
+    def _take(self, nbytes: int, pinned: bool = False):
+        """Inside :meth:`scratch`, a pooled device buffer of at least ``nbytes`` (with ``pinned``:
+        a pinned host buffer and the array mapping it), made if the pool has none; else None."""
         taken = getattr(self._local, "taken", None)
         if taken is None:
             return None
         size = _size_class(nbytes, self.max_alloc)
-        free = self._pool().get(size)
+        key = ("host", size) if pinned else size
+        free = self._pool().get(key)
         if free:
-            buffer = free.pop()
+            item = free.pop()
         else:
-            buffer = self.cl.Buffer(self.context, self.cl.mem_flags.READ_WRITE, size)
+            mf = self.cl.mem_flags
+            item = self.cl.Buffer(self.context, mf.READ_WRITE | (mf.ALLOC_HOST_PTR if pinned else 0), size)
+            if pinned:
+                flags = self.cl.map_flags.READ | self.cl.map_flags.WRITE
+                array, _ = self.cl.enqueue_map_buffer(self.queue, item, flags, 0, (size,), np.uint8)
+                item = (item, array)
             self.tally("scratch_buffers_made")
-        taken.append((size, buffer))
-        return buffer
+        taken.append((key, item))
+        return item
 
     def _resident(self, key, load, upload):
         """The cached device copy under ``key``, else ``upload(load())`` after evicting
