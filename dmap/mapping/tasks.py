@@ -39,7 +39,7 @@ from ..opencl.device import current_device
 from ..reads import EncodedReads, ReadChunk
 from ..search.edits import SeedIntervals, search_with_edits
 from ..search.exact import bad_queries, search_block
-from ..search.hits import BlockHits, ChunkHits, merge_block_hits
+from ..search.hits import BlockHits, ChunkHits, merge_block_hits, unique_reads
 from ..search.kmers import KmerTable, kmer_table, table_bytes
 from ..search.locate import locate_rows, split_located
 from .pairs import InsertBounds, pair_chunk
@@ -189,7 +189,7 @@ def locate(index_path: str, block: int, intervals: np.ndarray | SeedIntervals) -
         query, rows = intervals.rows()
         return BlockHits(block, blk.start, blk.own_length, query, locate_rows(device, blk, rows))
     ns = index.alphabet.n_strands
-    bad = np.unique(bad_queries(intervals) // ns)
+    bad = unique_reads(bad_queries(intervals) // ns)
     if bad.size:  # reads with a symbol outside the alphabet: no hits on any strand, and reported
         intervals = intervals.copy()
         intervals[(bad[:, None] * ns + np.arange(ns)).ravel()] = 0
