@@ -174,8 +174,9 @@ class Output:
 
     @property
     def is_file(self) -> bool:
-        """Whether the output is written under a temporary name and renamed."""
-        return self.tmp is not None
+        """Whether the output is written under a temporary name and renamed (also once it has
+        been, or has been removed)."""
+        return self.target is not None
 
     @property
     def after_failure(self) -> str:

@@ -52,7 +52,7 @@ from ..approx.alignments import ChunkAlignments
 from ..approx.settings import MAX_ERRORS_LIMIT, approximate_settings
 from ..cluster.client import client_for, require_device_workers, require_same_code
 from ..cluster.worker import device_stats
-from ..errors import ClusterError, DmapError, DmapWarning
+from ..errors import ClusterError, DmapError, DmapWarning, OutputError
 from ..format import bam, bgzf, sam
 from ..format.writer import Parts, SamWriter
 from ..index.store import Index, open_index
@@ -69,6 +69,7 @@ from .tasks import (
     ChunkOutput,
     OutputNotSeen,
     RecordSettings,
+    WorkerWriteError,
     block_task,
     count_task,
     finish_task,
@@ -322,6 +323,9 @@ def map_reads(
                 writer.write_end(bgzf.EOF)
             out.commit()
             result.sam_path = out.target or out.name
+    except WorkerWriteError as e:  # the output's part, or its part file, on a worker
+        name = out.name if e.path == writer.path else e.path
+        raise OutputError.writing(name, e.error, out.after_failure) from None
     # Writes raise OutputError (SamWriter), so an OSError here is Dask's: e.g.
     # "Timed out trying to connect" to a scheduler that was killed.
     except (CommClosedError, FutureCancelledError, CancelledError, OSError) as e:

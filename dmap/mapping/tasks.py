@@ -325,7 +325,10 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
     records = _records(index, chunk, hits, settings, paired, kept=not to_part)
     part = None
     if to_part:
-        part, records = write_part(settings.parts, chunk.number, records), np.zeros(0, np.uint8)
+        try:
+            part, records = write_part(settings.parts, chunk.number, records), np.zeros(0, np.uint8)
+        except OSError as e:
+            raise WorkerWriteError(settings.parts.path(chunk.number), e) from None
     return ChunkOutput(chunk.number, records, part, int(records.size) if part is None else os.path.getsize(part),
                        len(chunk), int((counts > 0).sum()),
                        len(hits), chunk.file_bytes, unmappable,
@@ -343,6 +346,21 @@ def summary_task(out: ChunkOutput) -> ChunkOutput:
     """A chunk's output without its records, for the client (they stay on the worker until
     :func:`write_at_task` writes them)."""
     return dataclasses.replace(out, records=out.records[:0])
+
+
+class WorkerWriteError(Exception):
+    """Raised on a worker whose write of a chunk's records failed (a full disk): the client
+    reports it as the output's error.  A plain OSError would read there as a Dask
+    connection that broke (:class:`distributed.comm.core.CommClosedError` is one)."""
+
+    def __init__(self, path: str, error: OSError):
+        super().__init__(path, error.errno, error.strerror or str(error))
+        self.path = path
+
+    @property
+    def error(self) -> OSError:
+        """The worker's OSError (rebuilt: an exception's arguments are what crosses the wire)."""
+        return OSError(self.args[1], self.args[2])
 
 
 class OutputNotSeen(Exception):
@@ -363,7 +381,10 @@ def write_at_task(out: ChunkOutput, parts: Parts, path: str, offset: int) -> Non
     if not parts.usable():
         raise OutputNotSeen(f"this worker (process {os.getpid()}) does not see the run's directory "
                             f"{parts.directory}; the client writes the chunk")
-    write_at(path, offset, out.records)
+    try:
+        write_at(path, offset, out.records)
+    except OSError as e:
+        raise WorkerWriteError(path, e) from None
 
 
 @lru_cache(maxsize=8)

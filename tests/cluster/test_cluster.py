@@ -10,7 +10,15 @@ import threading
 import time
 
 import pytest
-from helpers import bam_parts, genome_case, htslib_bam, require_device_parts, write_fasta, write_fastq
+from helpers import (
+    assert_clean_failure,
+    bam_parts,
+    genome_case,
+    htslib_bam,
+    require_device_parts,
+    write_fasta,
+    write_fastq,
+)
 
 from dmap.io.splits import plan_input
 from dmap.mapping.tasks import block_task
@@ -169,6 +177,40 @@ def test_a_worker_that_does_not_see_the_output_leaves_its_chunks_to_the_client(r
     assert len(want) > 60_000
     assert sam_body(tmp_path / "blind.sam") == want
     assert [x for x in piped.stdout.decode().splitlines() if not x.startswith("@PG")] == want
+
+
+# Run on a worker: files it writes may not grow past 64 KiB, and a write that would fails with
+# EFBIG ("File too large") instead of the signal, as a full disk fails with ENOSPC.
+LIMIT_FILE_SIZE = ("import resource, signal\n"
+                   "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+                   "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))")
+UNLIMIT_FILE_SIZE = ("import resource, signal\n"
+                     "resource.setrlimit(resource.RLIMIT_FSIZE, (resource.getrlimit(resource.RLIMIT_FSIZE)[1],) * 2)\n"
+                     "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)")
+
+
+def test_a_worker_that_cannot_write_fails_the_run_with_the_outputs_error(real_cluster, mapping_case, tmp_path):
+    """A worker's failed write (in place into the output, or to a part file for a pipe) is the
+    output's error, in one line: not a lost cluster; no output or part file is left."""
+    from distributed import Client
+
+    address, _ = real_cluster
+    run = [*mapping_case, "--scheduler", address]
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    os.mkdir(tmp_path / "tmp")
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / "file.sam"
+    with Client(address, timeout=30) as client:
+        client.run(exec, LIMIT_FILE_SIZE)
+        try:
+            r = subprocess.run([*run, "-o", str(out)], capture_output=True, text=True, timeout=300, env=env)
+            piped = subprocess.run(run, capture_output=True, text=True, timeout=300, env=env)
+        finally:
+            client.run(exec, UNLIMIT_FILE_SIZE)
+    assert_clean_failure(r, out, f"cannot write {str(out)!r}: File too large; no output was written")
+    assert_clean_failure(piped, out, "cannot write", ".sam-part': File too large; the records written so far "
+                         "are incomplete")
+    assert os.listdir(tmp_path / "tmp") == [] and os.listdir(tmp_path / "out") == []
 
 
 OTHER_CODE = ("import dmap._version as v\n"
