@@ -63,7 +63,8 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         commands = {}
         for name, (folder, index) in versions.items():
-            env = dict(os.environ, PYTHONPATH=folder)
+            # In front of any PYTHONPATH already set (a lent machine's packages: benchmarks/gpu.sh).
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [folder, os.environ.get("PYTHONPATH")])))
             module = "dmap" if (Path(folder) / "dmap" / "__main__.py").exists() else "dmap.cli"
             cmd = [sys.executable, "-m", module, "run", index, args.reads, "-o", str(out)]
             if args.workers:

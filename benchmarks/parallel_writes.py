@@ -1,0 +1,110 @@
+"""N processes writing one output at once, the way dmap's workers write a SAM file in place.
+
+    python3 benchmarks/parallel_writes.py [--processes 8] [--gib 2.9] [--dir /tmp] [--repeat 3]
+
+Each process writes its share of the bytes, in 64 MiB chunks, at its own
+offsets of one file:
+
+- ``pwrite``: buffered writes (what ``dmap.format.writer.write_at`` did
+  for every chunk);
+- ``mapped``: whole pages copied through a shared mapping
+  (``dmap.format.writer._mapped_write``), the bytes either side with pwrite;
+- ``own files``: each process into a file of its own, as workers write part
+  files for a pipe: the bound with no shared file.
+
+Prints the wall time of the writes (processes started and waiting before the
+clock starts; the page cache only: the data need not reach the disk) and the
+system CPU of the whole machine until the written pages are on disk
+(``sync``), since the mapped pages are written back by the kernel's threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dmap.format.writer import _mapped_write, _pwrite
+
+CHUNK = 64 << 20
+
+
+def system_seconds() -> float:
+    """System, interrupt and soft-interrupt time of every CPU since boot."""
+    fields = open("/proc/stat").readline().split()
+    return (int(fields[3]) + int(fields[6]) + int(fields[7])) / os.sysconf("SC_CLK_TCK")
+
+
+def writer(mode: str, i: int, n: int, share: int, path: str, ready, go, done) -> None:
+    data = memoryview(np.random.default_rng(i).integers(0, 256, CHUNK, dtype=np.uint8))
+    own = mode == "own files"
+    fd = os.open(f"{path}.{i}" if own else path, os.O_RDWR | os.O_CREAT, 0o644)
+    ready.wait()
+    go.wait()
+    page = 4096
+    for k in range(0, share, CHUNK):
+        # Chunks interleaved between the processes, as chunks of reads go to workers, and cut off
+        # page boundaries (odd lengths), as SAM records are.
+        size = min(CHUNK - 1, share - k)
+        offset = k if own else (k * n + i * CHUNK)
+        if mode == "mapped":
+            head = -offset % page
+            body = (size - head) // page * page
+            _pwrite(fd, data[head + body - 1:size], offset + head + body - 1)
+            _pwrite(fd, data[:head], offset)
+            _mapped_write(fd, offset + head, data[head:head + body])
+        else:
+            _pwrite(fd, data[:size], offset)
+    os.close(fd)
+    done.wait()
+
+
+def run(mode: str, n: int, total: int, directory: Path) -> tuple[float, float]:
+    path = directory / "parallel_writes.out"
+    share = total // n // CHUNK * CHUNK
+    ctx = multiprocessing.get_context("fork")
+    ready, go, done = ctx.Barrier(n + 1), ctx.Barrier(n + 1), ctx.Barrier(n + 1)
+    procs = [ctx.Process(target=writer, args=(mode, i, n, share, str(path), ready, go, done)) for i in range(n)]
+    for p in procs:
+        p.start()
+    ready.wait()
+    os.sync()
+    cpu = system_seconds()
+    go.wait()
+    t = time.perf_counter()
+    done.wait()
+    wall = time.perf_counter() - t
+    for p in procs:
+        p.join()
+    os.sync()
+    cpu = system_seconds() - cpu
+    for p in [path, *(Path(f"{path}.{i}") for i in range(n))]:
+        p.unlink(missing_ok=True)
+    os.sync()
+    return wall, cpu
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--processes", type=int, nargs="+", default=[8])
+    ap.add_argument("--gib", type=float, default=2.9, help="bytes written in all (a 10M-read SAM: 2.9 GB)")
+    ap.add_argument("--dir", default="/tmp", help="where the file is written (its file system is what is measured)")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    total = int(args.gib * (1 << 30))
+    print("processes\tway\tGB\twall s\tGB/s\tsystem CPU-s (to disk)")
+    for n in args.processes:
+        for _ in range(args.repeat):
+            for mode in ("pwrite", "mapped", "own files"):
+                wall, cpu = run(mode, n, total, Path(args.dir))
+                written = total // n // CHUNK * CHUNK * n
+                print(f"{n}\t{mode}\t{written / 1e9:.2f}\t{wall:.3f}\t{written / wall / 1e9:.2f}\t{cpu:.2f}",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
