@@ -2,7 +2,7 @@
 # dmap's benchmarks on a machine with an NVIDIA GPU, through its OpenCL driver
 # (docs/performance.md, "GPU"), with the other mappers on every CPU core.
 #
-#   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap
+#   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap writes
 #
 # Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
 # mason_simulator on PATH (or in /usr/lib/seqan/bin); E. coli as
@@ -34,8 +34,8 @@ mkdir -p $W
 dmap devices || exit 1
 # Sections, in the order given (default: all, about 20 minutes; a lent machine's call
 # runs at most 10). "exact": 10M reads against bowtie -p N, 8 standing workers (about 2
-# minutes, 40 s of it making the reads).
-sections=${*:-exact kernels exact1m myers neighborhood approx allmap}
+# minutes, 40 s of it making the reads). "writes": 8 processes writing 2.9 GB into one file.
+sections=${*:-exact kernels exact1m myers neighborhood approx allmap writes}
 set -x
 for section in $sections; do
   case $section in
@@ -48,6 +48,7 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
                --truth $W/exact_1000000_35.tsv
              python3 benchmarks/kernel_speed.py $W/ecoli.dmap $W/exact_1000000_35.fq --batch 1 4 16 --repeat 5
              python3 benchmarks/transfers.py --mib 64 --repeat 10 --processes 1 8 ;;
+    writes) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 ;;
     exact1m) python3 benchmarks/exact_vs_bowtie.py --reads 1000000 --threads "$threads" --repeat 5 ;;
     myers) for m in 100 250 500; do
              python3 benchmarks/myers_gcups.py --pairs 1000000 --length $m --window $((m + 6)) --no-edlib
