@@ -8,7 +8,9 @@ bowtie and bwa indexes (timed), then map with
 
     dmap run INDEX READS -o dmap.sam                   (embedded local cluster)
     dmap run INDEX READS -o dmap.sam --workers-per-device N   (--workers-per-device N)
-    dmap run INDEX READS -o dmap.sam --scheduler ADDR  (--workers N: N `dask worker` processes on one device)
+    dmap run INDEX READS -o dmap.sam --scheduler ADDR  (--workers N: N `dask worker` processes on one device,
+                                                        --worker-threads T each; --chunk-sizes C: also with
+                                                        --chunk-size C)
     bowtie -v 0 -a -p THREADS --sam INDEX READS bowtie.sam   (--threads, default 2: the CPUs of the reference VM)
 
 in alternating rounds (--repeat, default 3), each after removing the
@@ -211,6 +213,10 @@ def main() -> None:
     ap.add_argument("--workers", type=int, nargs="*", default=[],
                     help="also dmap run --scheduler against a real cluster of N worker processes on the first "
                          "device, for each N (a GPU host's cores: the workers read, merge and format)")
+    ap.add_argument("--worker-threads", type=int, nargs="+", default=[2],
+                    help="with --workers: threads per worker process; a cluster for each (N, threads)")
+    ap.add_argument("--chunk-sizes", type=int, nargs="*", default=[],
+                    help="with --workers: also each cluster with dmap run --chunk-size C, for each C")
     args = ap.parse_args()
     work = Path(args.work)
     ref = ecoli_reference(work)
@@ -242,10 +248,15 @@ def main() -> None:
         inputs[f"dmap run --workers-per-device {n}"] = inputs["dmap run"]
     with contextlib.ExitStack() as stack:
         for n in args.workers:
-            name = f"dmap run --scheduler, {n} workers"
-            commands[name] = [*dmap_cmd, "--scheduler", stack.enter_context(device_workers(n))[0]]
-            inputs[name] = inputs["dmap run"]
-            measure(commands[name], inputs[name])  # each worker builds its kernels and loads the index
+            for threads in args.worker_threads:
+                address = stack.enter_context(device_workers(n, threads=threads))[0]
+                name = f"dmap run --scheduler, {n} workers" + (f" x {threads} threads" if threads != 2 else "")
+                for size in [None, *args.chunk_sizes]:
+                    row = name + (f", --chunk-size {size}" if size else "")
+                    commands[row] = [*dmap_cmd, "--scheduler", address,
+                                     *(["--chunk-size", str(size)] if size else [])]
+                    inputs[row] = inputs["dmap run"]
+                measure(commands[name], inputs[name])  # each worker builds its kernels and loads the index
         # Alternate the tools, several rounds: this machine's speed drifts by
         # 20-30% over minutes, so one run each is not a fair comparison.
         runs: dict[str, list[dict]] = {name: [] for name in commands}

@@ -7,10 +7,13 @@ offsets of one file:
 
 - ``pwrite``: buffered writes (what ``dmap.format.writer.write_at`` did
   for every chunk);
-- ``mapped``: whole pages copied through a shared mapping
-  (``dmap.format.writer._mapped_write``), the bytes either side with pwrite;
-- ``own files``: each process into a file of its own, as workers write part
-  files for a pipe: the bound with no shared file.
+- ``mapped``: whole pages copied through a shared mapping, whose page faults
+  take no file lock, the bytes either side with pwrite;
+- ``own files``: each process into a file of its own: the bound with no
+  shared file;
+- ``parts, joined``: each chunk into a part file of its own, as workers
+  write them for a pipe, which this process copies into the output in order
+  (``sendfile``) as they come, as dmap's client joins part files.
 
 Prints the wall time of the writes (processes started and waiting before the
 clock starts; the page cache only: the data need not reach the disk) and the
@@ -21,14 +24,13 @@ system CPU of the whole machine until the written pages are on disk
 from __future__ import annotations
 
 import argparse
+import mmap
 import multiprocessing
 import os
 import time
 from pathlib import Path
 
 import numpy as np
-
-from dmap.format.writer import _mapped_write, _pwrite
 
 CHUNK = 64 << 20
 
@@ -39,7 +41,21 @@ def system_seconds() -> float:
     return (int(fields[3]) + int(fields[6]) + int(fields[7])) / os.sysconf("SC_CLK_TCK")
 
 
-def writer(mode: str, i: int, n: int, share: int, path: str, ready, go, done) -> None:
+def _pwrite(fd: int, view: memoryview, offset: int) -> None:
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)
+
+
+def _mapped_write(fd: int, offset: int, view: memoryview) -> None:
+    """Copy ``view`` into the file at ``offset`` (a page boundary, inside the file) through a mapping."""
+    with mmap.mmap(fd, len(view), mmap.MAP_SHARED, mmap.PROT_WRITE | mmap.PROT_READ, offset=offset) as m:
+        target = np.frombuffer(m, np.uint8)
+        target[:] = np.frombuffer(view, np.uint8)
+        del target
+
+
+def writer(mode: str, i: int, n: int, share: int, path: str, ready, go, done, parts) -> None:
     data = memoryview(np.random.default_rng(i).integers(0, 256, CHUNK, dtype=np.uint8))
     own = mode == "own files"
     fd = os.open(f"{path}.{i}" if own else path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -51,7 +67,12 @@ def writer(mode: str, i: int, n: int, share: int, path: str, ready, go, done) ->
         # page boundaries (odd lengths), as SAM records are.
         size = min(CHUNK - 1, share - k)
         offset = k if own else (k * n + i * CHUNK)
-        if mode == "mapped":
+        if mode == "parts, joined":
+            part = os.open(f"{path}.part{offset // CHUNK}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            _pwrite(part, data[:size], 0)
+            os.close(part)
+            parts.put((offset // CHUNK, size))
+        elif mode == "mapped":
             head = -offset % page
             body = (size - head) // page * page
             _pwrite(fd, data[head + body - 1:size], offset + head + body - 1)
@@ -63,12 +84,31 @@ def writer(mode: str, i: int, n: int, share: int, path: str, ready, go, done) ->
     done.wait()
 
 
+def join_parts(path: Path, n_parts: int, parts) -> None:
+    """Copy the part files into ``path`` in order, as they are written, inside the kernel."""
+    ready: dict[int, int] = {}
+    with open(path, "wb") as out:
+        for k in range(n_parts):
+            while k not in ready:
+                j, size = parts.get()
+                ready[j] = size
+            part = f"{path}.part{k}"
+            fd = os.open(part, os.O_RDONLY)
+            done = 0
+            while done < ready[k]:
+                done += os.sendfile(out.fileno(), fd, done, ready[k] - done)
+            os.close(fd)
+            os.unlink(part)
+
+
 def run(mode: str, n: int, total: int, directory: Path) -> tuple[float, float]:
     path = directory / "parallel_writes.out"
     share = total // n // CHUNK * CHUNK
     ctx = multiprocessing.get_context("fork")
     ready, go, done = ctx.Barrier(n + 1), ctx.Barrier(n + 1), ctx.Barrier(n + 1)
-    procs = [ctx.Process(target=writer, args=(mode, i, n, share, str(path), ready, go, done)) for i in range(n)]
+    parts = ctx.Queue()
+    procs = [ctx.Process(target=writer, args=(mode, i, n, share, str(path), ready, go, done, parts))
+             for i in range(n)]
     for p in procs:
         p.start()
     ready.wait()
@@ -76,13 +116,15 @@ def run(mode: str, n: int, total: int, directory: Path) -> tuple[float, float]:
     cpu = system_seconds()
     go.wait()
     t = time.perf_counter()
+    if mode == "parts, joined":
+        join_parts(path, share // CHUNK * n, parts)
     done.wait()
     wall = time.perf_counter() - t
     for p in procs:
         p.join()
     os.sync()
     cpu = system_seconds() - cpu
-    for p in [path, *(Path(f"{path}.{i}") for i in range(n))]:
+    for p in [path, *(Path(f"{path}.{i}") for i in range(n)), *path.parent.glob(f"{path.name}.part*")]:
         p.unlink(missing_ok=True)
     os.sync()
     return wall, cpu
@@ -99,7 +141,7 @@ def main() -> None:
     print("processes\tway\tGB\twall s\tGB/s\tsystem CPU-s (to disk)")
     for n in args.processes:
         for _ in range(args.repeat):
-            for mode in ("pwrite", "mapped", "own files"):
+            for mode in ("pwrite", "mapped", "own files", "parts, joined"):
                 wall, cpu = run(mode, n, total, Path(args.dir))
                 written = total // n // CHUNK * CHUNK * n
                 print(f"{n}\t{mode}\t{written / 1e9:.2f}\t{wall:.3f}\t{written / wall / 1e9:.2f}\t{cpu:.2f}",

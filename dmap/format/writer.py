@@ -14,14 +14,12 @@ any number of workers could do.
 from __future__ import annotations
 
 import io
-import mmap
 import os
 import shutil
 import stat
 import tempfile
 import uuid
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -125,95 +123,20 @@ def write_part(parts: Parts, number: int, records: np.ndarray) -> str:
 
 def write_at(path: str, offset: int, data: np.ndarray) -> None:
     """Write ``data`` into the file ``path`` at ``offset`` (its other bytes are left as they are),
-    and start its writeback: written once, the records need not stay in the page cache.
-
-    The whole pages of a large chunk on a local file system are copied in
-    through a shared mapping (:func:`_mapped_write`), so that the workers
-    writing one output write at once; the bytes around them, and any other
-    chunk, with ``pwrite``.
-    """
-    fd = os.open(path, os.O_RDWR)
+    and start its writeback: written once, the records need not stay in the page cache."""
+    fd = os.open(path, os.O_WRONLY)
     try:
         view = memoryview(data).cast("B")
-        page = mmap.ALLOCATIONGRANULARITY
-        head = min(-offset % page, len(view))
-        body = (len(view) - head) // page * page
-        if body >= MAPPED_WRITE_MIN and _mappable(fd, body):
-            # The last byte first: the file then reaches past the mapping (it only ever grows).
-            _pwrite(fd, view[head + body - 1:], offset + head + body - 1)
-            _pwrite(fd, view[:head], offset)
-            _mapped_write(fd, offset + head, view[head:head + body])
-        else:
-            _pwrite(fd, view, offset)
-        if hasattr(os, "posix_fadvise") and len(view):
+        done = 0
+        while done < len(view):
+            done += os.pwrite(fd, view[done:], offset + done)
+        if hasattr(os, "posix_fadvise") and done:
             try:
-                os.posix_fadvise(fd, offset, len(view), os.POSIX_FADV_DONTNEED)  # on dirty pages: starts writeback
+                os.posix_fadvise(fd, offset, done, os.POSIX_FADV_DONTNEED)  # on dirty pages: starts writeback
             except OSError:
                 pass
     finally:
         os.close(fd)
-
-
-# Chunks with fewer whole pages than this are written with pwrite alone: a mapping's set-up
-# costs more than the wait it saves.
-MAPPED_WRITE_MIN = 1 << 20
-# Free space a file system must keep beyond what a mapped write adds: a page that cannot get its
-# block kills the process (SIGBUS) where pwrite would raise ENOSPC, and other workers write too.
-MAPPED_WRITE_SPARE = 1 << 30
-# File systems whose blocks lie on this host: another host's mapping of a shared page could
-# write back bytes of a neighbouring chunk (NFS, Lustre), and a network file system's quota
-# may refuse a block when the page is written back.
-LOCAL_FILE_SYSTEMS = frozenset({"ext4", "ext3", "ext2", "xfs", "btrfs", "tmpfs", "f2fs"})
-
-
-def _pwrite(fd: int, view: memoryview, offset: int) -> None:
-    done = 0
-    while done < len(view):
-        done += os.pwrite(fd, view[done:], offset + done)
-
-
-def _mapped_write(fd: int, offset: int, view: memoryview) -> None:
-    """Copy ``view`` into the file at ``offset`` (a multiple of the page size, inside the file)
-    through a shared mapping.
-
-    Each worker that writes one output with ``pwrite`` takes the file's
-    lock for the copy into the page cache (ext4 and XFS hold it for every
-    buffered write), so 8 workers writing 2.9 GB of SAM take turns; the
-    page faults of a mapping take no such lock.  numpy's copy lets the
-    task's other thread run meanwhile.
-    """
-    with mmap.mmap(fd, len(view), mmap.MAP_SHARED, mmap.PROT_WRITE | mmap.PROT_READ, offset=offset) as m:
-        target = np.frombuffer(m, np.uint8)
-        target[:] = np.frombuffer(view, np.uint8)
-        del target  # before the mapping closes
-
-
-@lru_cache(maxsize=64)
-def _file_system(device: int) -> str | None:
-    """The type of the mounted file system holding device ``device`` (``st_dev``), from
-    /proc/self/mountinfo; None where it cannot be told."""
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                fields = line.split()
-                major, _, minor = fields[2].partition(":")
-                if os.makedev(int(major), int(minor)) == device:
-                    return fields[fields.index("-") + 1]
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _mappable(fd: int, nbytes: int) -> bool:
-    """Whether ``nbytes`` more of the file ``fd`` may be written through a mapping: a local file
-    system with room to spare (:data:`MAPPED_WRITE_SPARE`)."""
-    try:
-        if _file_system(os.fstat(fd).st_dev) not in LOCAL_FILE_SYSTEMS:
-            return False
-        st = os.fstatvfs(fd)
-    except OSError:
-        return False
-    return st.f_bavail * st.f_frsize >= nbytes + MAPPED_WRITE_SPARE
 
 
 class SamWriter:

@@ -4,18 +4,15 @@ part files, and failed writes reported as the output's."""
 
 import errno
 import io
-import mmap
 import os
 import shutil
 import subprocess
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from dmap.errors import OutputError
-from dmap.format.writer import PageCacheLimit, SamWriter, write_at
+from dmap.format.writer import PageCacheLimit, SamWriter
 
 
 def _resident_bytes(path) -> int:
@@ -96,6 +93,8 @@ def test_parts_are_used_by_other_processes_that_see_them(tmp_path):
 def test_chunks_written_in_place_and_copied_from_parts(tmp_path):
     """The header through the file object, then chunks at reserved offsets in any order and from
     part files: the bytes in order."""
+    from dmap.format.writer import write_at
+
     path = tmp_path / "out.sam"
     chunks = [b"r1\tx\n" * 3, b"", b"r2\ty\n", b"r3\tzz\n" * 100]
     with open(path, "wb") as f:
@@ -115,92 +114,3 @@ def test_chunks_written_in_place_and_copied_from_parts(tmp_path):
         w.close()
         assert r.read() == b"@HD\n" + b"".join(chunks)
     assert not list(tmp_path.glob("*.part"))
-
-
-PAGE = mmap.ALLOCATIONGRANULARITY
-
-
-@st.composite
-def chunk_sizes(draw):
-    """Chunk sizes around page multiples (a mapped body, bytes either side), and a write order."""
-    n = draw(st.integers(1, 6))
-    sizes = [draw(st.sampled_from([0, 1, PAGE - 1, PAGE, PAGE + 1, 3 * PAGE - 5, 4 * PAGE])
-                  | st.integers(0, 5 * PAGE)) for _ in range(n)]
-    return draw(st.integers(0, 2 * PAGE)), sizes, draw(st.permutations(range(n)))
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case=chunk_sizes())
-def test_chunks_written_through_a_mapping_in_any_order(tmp_path, monkeypatch, case):
-    """Every chunk of a page or more goes through the mapping (its threshold lowered); bytes
-    either side, and smaller chunks, through pwrite; the file equals the chunks in order."""
-    from dmap.format import writer as w
-
-    header, sizes, order = case
-    monkeypatch.setattr(w, "MAPPED_WRITE_MIN", PAGE)
-    monkeypatch.setattr(w, "MAPPED_WRITE_SPARE", 0)
-    mapped = []
-    real = w._mapped_write
-    monkeypatch.setattr(w, "_mapped_write", lambda fd, offset, view: (mapped.append(len(view)),
-                                                                       real(fd, offset, view)))
-    rng = np.random.default_rng(len(sizes) * 7919 + header)
-    chunks = [rng.integers(0, 256, size, dtype=np.uint8) for size in sizes]
-    path = tmp_path / f"out-{header}-{'-'.join(map(str, sizes))}.sam"
-    with open(path, "wb") as f:
-        out = SamWriter(f)
-        out.write(b"@" * header)
-        offsets = [out.reserve(c.size) for c in chunks]
-        for k in order:
-            w.write_at(str(path), offsets[k], chunks[k])
-    assert path.read_bytes() == b"@" * header + b"".join(c.tobytes() for c in chunks)
-    if w._file_system(os.stat(tmp_path).st_dev) in w.LOCAL_FILE_SYSTEMS:
-        assert sorted(mapped) == sorted((c.size - min(-o % PAGE, c.size)) // PAGE * PAGE
-                                        for c, o in zip(chunks, offsets)
-                                        if (c.size - min(-o % PAGE, c.size)) >= PAGE)
-    path.unlink()
-
-
-def _write_chunks(path: str, items: list) -> None:
-    for offset, data in items:
-        write_at(path, offset, np.frombuffer(data, np.uint8))
-
-
-def test_processes_writing_one_file_at_once(tmp_path):
-    """Two processes write interleaved chunks of 1-3 MiB (mapped bodies, shared boundary
-    pages) into one file at once: the file holds every chunk in place."""
-    import multiprocessing
-
-    rng = np.random.default_rng(5)
-    chunks = [rng.integers(0, 256, int(rng.integers(1 << 20, 3 << 20)), dtype=np.uint8).tobytes()
-              for _ in range(8)]
-    path = tmp_path / "out.sam"
-    with open(path, "wb") as f:
-        out = SamWriter(f)
-        out.write(b"@HD\tVN:1.6\n")
-        offsets = [out.reserve(len(c)) for c in chunks]
-    items = list(zip(offsets, chunks))
-    with multiprocessing.get_context("spawn").Pool(2) as pool:
-        pool.starmap(_write_chunks, [(str(path), items[0::2]), (str(path), items[1::2][::-1])])
-    assert path.read_bytes() == b"@HD\tVN:1.6\n" + b"".join(chunks)
-
-
-def test_mapped_writes_only_on_a_local_file_system_with_room(tmp_path, monkeypatch):
-    """A page whose block cannot be had kills the process that maps it (SIGBUS): without room to
-    spare, or on a network file system, chunks go through pwrite, which raises ENOSPC."""
-    from dmap.format import writer as w
-
-    path = tmp_path / "f"
-    path.write_bytes(b"")
-    fd = os.open(path, os.O_RDWR)
-    try:
-        local = w._file_system(os.fstat(fd).st_dev)
-        if local not in w.LOCAL_FILE_SYSTEMS:
-            pytest.skip(f"the test's directory is on {local}")
-        free = os.fstatvfs(fd).f_bavail * os.fstatvfs(fd).f_frsize
-        monkeypatch.setattr(w, "MAPPED_WRITE_SPARE", 0)
-        assert w._mappable(fd, 1 << 20)
-        assert not w._mappable(fd, free + (1 << 30))
-        monkeypatch.setattr(w, "_file_system", lambda device: "nfs4")
-        assert not w._mappable(fd, 1 << 20)
-    finally:
-        os.close(fd)
