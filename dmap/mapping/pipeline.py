@@ -323,6 +323,14 @@ def map_reads(
                 writer.write_end(bgzf.EOF)
             out.commit()
             result.sam_path = out.target or out.name
+    except RuntimeError as e:
+        if not str(e).startswith(SCHEDULER_CANNOT_LOAD):
+            raise
+        cause = f"{type(e.__cause__).__name__}: {e.__cause__}" if e.__cause__ is not None else "no reason given"
+        raise ClusterError(
+            f"the Dask scheduler cannot load dmap's tasks ({cause}); run the scheduler where the same dmap is "
+            "installed as here; " + (out.after_failure if out is not None else "no output was written")
+        ) from None
     except WorkerWriteError as e:  # the output's part, or its part file, on a worker
         name = out.name if e.path == writer.path else e.path
         raise OutputError.writing(name, e.error, out.after_failure) from None
@@ -344,6 +352,10 @@ def map_reads(
     result.seconds = time.perf_counter() - t0
     return result
 
+
+# How Dask's scheduler says it cannot unpickle the tasks it is sent (distributed.scheduler's
+# update_graph): its environment lacks dmap, or has another one.
+SCHEDULER_CANNOT_LOAD = "Error during deserialization of the task graph"
 
 # Counting a byte range's records (paired input) runs ahead of every chunk's tasks: chunks are
 # planned from the counts (block_priority's values are at most 1).

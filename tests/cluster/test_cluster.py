@@ -26,11 +26,12 @@ from dmap.mapping.tasks import block_task
 HERE = os.path.dirname(__file__)
 
 
-def start_cluster(directory, n_workers: int):
-    """A `dask scheduler` and `n_workers` `dask worker` processes on loopback; returns (address, processes)."""
+def start_cluster(directory, n_workers: int, scheduler: tuple[str, ...] = ("dask", "scheduler")):
+    """A `dask scheduler` (or the command ``scheduler``) and `n_workers` `dask worker` processes on
+    loopback; returns (address, processes)."""
     sched_file = directory / "scheduler.json"
     env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
-    procs = [subprocess.Popen(["dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+    procs = [subprocess.Popen([*scheduler, "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                                "--scheduler-file", str(sched_file)], stderr=subprocess.DEVNULL, env=env)]
     for _ in range(300):
         if sched_file.exists() and sched_file.stat().st_size:
@@ -177,6 +178,27 @@ def test_a_worker_that_does_not_see_the_output_leaves_its_chunks_to_the_client(r
     assert len(want) > 60_000
     assert sam_body(tmp_path / "blind.sam") == want
     assert [x for x in piped.stdout.decode().splitlines() if not x.startswith("@PG")] == want
+
+
+# A scheduler whose Python cannot import dmap (started from another environment).
+SCHEDULER_WITHOUT_DMAP = (sys.executable, "-c", "import sys; sys.modules['dmap'] = None\n"
+                          "from distributed.cli.dask_scheduler import main; main()")
+
+
+def test_a_scheduler_that_cannot_load_dmap_stops_the_run_in_one_line(mapping_case, tmp_path):
+    """Dask's scheduler unpickles the tasks it is sent: one without dmap refuses the run's graph,
+    which dmap reports as the scheduler's, in one line, leaving no output."""
+    address, procs = start_cluster(tmp_path, 1, SCHEDULER_WITHOUT_DMAP)
+    try:
+        (tmp_path / "out").mkdir()
+        out = tmp_path / "out" / "file.sam"
+        r = subprocess.run([*mapping_case, "--scheduler", address, "-o", str(out)], capture_output=True, text=True,
+                           timeout=300)
+    finally:
+        stop(procs)
+    assert_clean_failure(r, out, "the Dask scheduler cannot load dmap's tasks (ModuleNotFoundError",
+                         "run the scheduler where the same dmap is installed as here; no output was written")
+    assert os.listdir(tmp_path / "out") == []
 
 
 # Run on a worker: files it writes may not grow past 64 KiB, and a write that would fails with
