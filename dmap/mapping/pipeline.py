@@ -58,7 +58,7 @@ from ..format.writer import Parts, SamWriter
 from ..index.store import Index, open_index
 from ..io.output import Output, record_format
 from ..io.pairs import PairBlock, PairSplit, count_records, plan_pairs
-from ..io.splits import FileSplit, RawBlock, Source, plan_input, reads_paths
+from ..io.splits import STDIN, FileSplit, RawBlock, Source, is_url, plan_input, reads_paths
 from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
 from ..progress import Progress
 from ..search.hits import ChunkHits
@@ -255,6 +255,8 @@ def map_reads(
             raise DmapError("paired-end reads come as one file of first mates and one of second mates (or one "
                             "interleaved file), not a list of files")
         paths += reads_paths(mates) if mates is not None else []
+    # Workers open the files themselves, in working directories of their own.
+    paths = [p if p == STDIN or is_url(p) else os.path.abspath(p) for p in paths]
     schedule = GuidedChunks(paths, chunk_size) if guided else None
     # Planning reads each file's first 64 KiB: a missing file or one that is not FASTA/FASTQ is
     # an error before a cluster starts.

@@ -311,8 +311,25 @@ def test_workers_count_and_read_paired_byte_ranges(real_cluster, mapping_case, t
     for name, suffix in (("split", ""), ("stream", ".gz")):
         subprocess.run([*run, tmp_path / f"r1.fq{suffix}", tmp_path / f"r2.fq{suffix}", "-o", tmp_path / f"{name}.sam"],
                        check=True, capture_output=True, timeout=300)
+    # Paths relative to the client's working directory, which the workers do not share.
+    subprocess.run([*run, "r1.fq", "r2.fq", "-o", "relative.sam"], check=True, capture_output=True, timeout=300,
+                   cwd=tmp_path)
     assert sam_body(tmp_path / "split.sam") == sam_body(tmp_path / "stream.sam")
+    assert sam_body(tmp_path / "relative.sam") == sam_body(tmp_path / "split.sam")
     assert len(sam_body(tmp_path / "split.sam")) > 60_000
+
+
+def test_paths_relative_to_the_clients_directory(real_cluster, mapping_case, tmp_path):
+    """The index, the reads and the output named relative to where `dmap run` runs: the workers,
+    in directories of their own, read and write the same files."""
+    address, _ = real_cluster
+    python, index, reads = mapping_case[:3], mapping_case[4], mapping_case[5]
+    assert os.path.dirname(index) == os.path.dirname(reads) == str(tmp_path)
+    subprocess.run([*mapping_case, "--scheduler", address, "-o", tmp_path / "absolute.sam"], check=True,
+                   capture_output=True, timeout=300)
+    subprocess.run([*python, "run", "idx", "r.fq", "--chunk-size", "1000", "--scheduler", address, "-o",
+                    "relative.sam"], check=True, capture_output=True, timeout=300, cwd=tmp_path)
+    assert sam_body(tmp_path / "relative.sam") == sam_body(tmp_path / "absolute.sam")
 
 
 def test_workers_per_device_share_a_device_and_write_the_same_sam(real_cluster, mapping_case, tmp_path):
