@@ -328,7 +328,7 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
         try:
             part, records = write_part(settings.parts, chunk.number, records), np.zeros(0, np.uint8)
         except OSError as e:
-            raise WorkerWriteError(settings.parts.path(chunk.number), e) from None
+            raise WorkerWriteError.of(settings.parts.path(chunk.number), e) from None
     return ChunkOutput(chunk.number, records, part, int(records.size) if part is None else os.path.getsize(part),
                        len(chunk), int((counts > 0).sum()),
                        len(hits), chunk.file_bytes, unmappable,
@@ -353,13 +353,18 @@ class WorkerWriteError(Exception):
     reports it as the output's error.  A plain OSError would read there as a Dask
     connection that broke (:class:`distributed.comm.core.CommClosedError` is one)."""
 
-    def __init__(self, path: str, error: OSError):
-        super().__init__(path, error.errno, error.strerror or str(error))
+    def __init__(self, path: str, errno: int | None, strerror: str):
+        # The arguments as they are given: they are what pickle hands back to __init__.
+        super().__init__(path, errno, strerror)
         self.path = path
+
+    @classmethod
+    def of(cls, path: str, error: OSError) -> WorkerWriteError:
+        return cls(path, error.errno, error.strerror or str(error))
 
     @property
     def error(self) -> OSError:
-        """The worker's OSError (rebuilt: an exception's arguments are what crosses the wire)."""
+        """The worker's OSError, rebuilt from what crossed the wire."""
         return OSError(self.args[1], self.args[2])
 
 
@@ -384,7 +389,7 @@ def write_at_task(out: ChunkOutput, parts: Parts, path: str, offset: int) -> Non
     try:
         write_at(path, offset, out.records)
     except OSError as e:
-        raise WorkerWriteError(path, e) from None
+        raise WorkerWriteError.of(path, e) from None
 
 
 @lru_cache(maxsize=8)

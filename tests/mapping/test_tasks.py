@@ -35,3 +35,17 @@ def test_records_in_a_part_file_equal_those_handed_over(tmp_path, monkeypatch, z
         with open(written.part, "rb") as f:
             assert f.read() == handed_over.records.tobytes()
     assert (device.scratch_buffers_made > made) == (not zero_copy)
+
+
+def test_a_workers_write_error_crosses_the_wire():
+    """Dask pickles a task's exception on the worker and unpickles it in the client: the path and
+    the OSError survive."""
+    import errno
+    import pickle
+
+    from dmap.mapping.tasks import WorkerWriteError
+
+    sent = WorkerWriteError.of("/data/out.sam.partial-1", OSError(errno.ENOSPC, "No space left on device"))
+    got = pickle.loads(pickle.dumps(sent))
+    assert got.path == "/data/out.sam.partial-1"
+    assert (got.error.errno, got.error.strerror) == (errno.ENOSPC, "No space left on device")
