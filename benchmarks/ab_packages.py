@@ -1,7 +1,7 @@
 """Two versions of dmap, run in turn in the conditions of exact_vs_bowtie.py.
 
     python3 benchmarks/ab_packages.py READS OLD=DIR[:INDEX] NEW=DIR[:INDEX] [--pairs 10]
-        [--index /tmp/dmap-bench/ecoli.dmap] [--workers N] [--output PATH]
+        [--index /tmp/dmap-bench/ecoli.dmap] [--workers N [--threads T]] [--output PATH]
 
 Each DIR holds a ``dmap`` package and its ``kernels`` (e.g. ``git archive
 HEAD dmap kernels | tar -x -C DIR``); runs put it first on PYTHONPATH and
@@ -48,6 +48,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument("--index", default="/tmp/dmap-bench/ecoli.dmap")
     ap.add_argument("--workers", type=int, default=0, help="a standing cluster of N worker processes per version")
+    ap.add_argument("--threads", type=int, default=2, help="with --workers: threads per worker process")
     ap.add_argument("--output", help="the records' destination (default: a new file)")
     args = ap.parse_args()
     versions = {}
@@ -68,7 +69,7 @@ def main() -> None:
             module = "dmap" if (Path(folder) / "dmap" / "__main__.py").exists() else "dmap.cli"
             cmd = [sys.executable, "-m", module, "run", index, args.reads, "-o", str(out)]
             if args.workers:
-                address = stack.enter_context(device_workers(args.workers, env=env))[0]
+                address = stack.enter_context(device_workers(args.workers, threads=args.threads, env=env))[0]
                 cmd += ["--scheduler", address]
                 measure(cmd, env=env, cwd="/")  # each worker builds its kernels and loads the index
             commands[name] = (cmd, env, [Path(index), Path(args.reads)])
