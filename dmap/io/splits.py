@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import io
 import os
+import socket
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -406,6 +407,12 @@ class _File:
             else:
                 self.fd = os.open(split.path, os.O_RDONLY)
                 size = os.fstat(self.fd).st_size
+        except (FileNotFoundError, PermissionError) as e:
+            # The client found the file when it planned the run: this worker does not see it.
+            raise InputFormatError(
+                f"reads file {split.path!r} cannot be read by the worker on host {socket.gethostname()!r}: "
+                f"{e.strerror}; the workers read the reads themselves: give a path every worker sees (a "
+                "shared file system), or pipe the reads in ('-')") from None
         except OSError as e:
             raise InputFormatError(f"reads file {split.path!r} cannot be read: {e}") from None
         if size < split.size:

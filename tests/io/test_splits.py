@@ -217,6 +217,24 @@ def test_a_file_cut_short_while_read_is_an_error(tmp_path):
         next(chunks)
 
 
+def test_a_worker_that_does_not_see_the_file_says_so(tmp_path):
+    """The client planned the split; the worker reading it finds no file there (another host
+    without the shared file system): the error names the host and what to do."""
+    import socket
+
+    record = b"@r\nACGTACGT\n+\nIIIIIIII\n"
+    path = tmp_path / "r.fq"
+    path.write_bytes(record * 10)
+    split = next(splits.plan_input([str(path)], lambda *_: 100))
+    path.unlink()
+    with pytest.raises(InputFormatError) as e:
+        splits.split_bytes(split)
+    assert str(e.value) == (f"reads file {str(path)!r} cannot be read by the worker on host "
+                            f"{socket.gethostname()!r}: No such file or directory; the workers read the reads "
+                            "themselves: give a path every worker sees (a shared file system), or pipe the reads "
+                            "in ('-')")
+
+
 def test_a_file_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
     # Some file systems refuse mmap: the reads are then read into arrays, with the same records.
     record = b"@r\nACGTACGT\n+\nIIIIIIII\n"
