@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import socket
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -20,6 +21,7 @@ from ..approx.candidates import Regions, candidate_regions
 from ..approx.patterns import oriented_patterns
 from ..approx.seeds import Seeds
 from ..approx.settings import Approximate
+from ..errors import IndexFormatError
 from ..format import bgzf
 from ..format.bam import References, encode_records_device
 from ..format.sam import (
@@ -52,7 +54,14 @@ def _open(path: str, stamp: float) -> Index:
 
 def cached_index(path: str) -> Index:
     """An opened index, reopened when its metadata file changes."""
-    return _open(path, os.path.getmtime(os.path.join(path, "zarr.json")))
+    try:
+        stamp = os.path.getmtime(os.path.join(path, "zarr.json"))
+    except OSError as e:
+        # The client opened the index when it planned the run: this worker does not see it.
+        raise IndexFormatError(
+            f"index {path!r} cannot be read by the worker on host {socket.gethostname()!r}: {e.strerror}; the "
+            "workers load the index themselves: give a path every worker sees (a shared file system)") from None
+    return _open(path, stamp)
 
 
 @dataclass

@@ -49,3 +49,18 @@ def test_a_workers_write_error_crosses_the_wire():
     got = pickle.loads(pickle.dumps(sent))
     assert got.path == "/data/out.sam.partial-1"
     assert (got.error.errno, got.error.strerror) == (errno.ENOSPC, "No space left on device")
+
+
+def test_a_worker_that_does_not_see_the_index_says_so(tmp_path):
+    """The client opened the index; a worker on a host without it names the host and what to do,
+    an error of the index, not an OSError (which the client would take for a lost cluster)."""
+    import socket
+
+    from dmap.errors import IndexFormatError
+    from dmap.mapping.tasks import cached_index
+
+    with pytest.raises(IndexFormatError) as e:
+        cached_index(str(tmp_path / "gone.dmap"))
+    assert str(e.value) == (f"index {str(tmp_path / 'gone.dmap')!r} cannot be read by the worker on host "
+                            f"{socket.gethostname()!r}: No such file or directory; the workers load the index "
+                            "themselves: give a path every worker sees (a shared file system)")
