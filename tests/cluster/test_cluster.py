@@ -4,6 +4,7 @@ dmap.cluster.worker` processes on loopback."""
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -26,9 +27,11 @@ from dmap.mapping.tasks import block_task
 HERE = os.path.dirname(__file__)
 
 
-def start_cluster(directory, n_workers: int, scheduler: tuple[str, ...] = ("dask", "scheduler")):
-    """A `dask scheduler` (or the command ``scheduler``) and `n_workers` `dask worker` processes on
-    loopback; returns (address, processes)."""
+def start_cluster(directory, n_workers: int, scheduler: tuple[str, ...] = ("dask", "scheduler"),
+                  worker_prefix: tuple[str, ...] = ()):
+    """A `dask scheduler` (or the command ``scheduler``) and `n_workers` `dask worker` processes
+    (each run by ``worker_prefix``, e.g. in a namespace of its own) on loopback; returns (address,
+    processes)."""
     sched_file = directory / "scheduler.json"
     env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
     procs = [subprocess.Popen([*scheduler, "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
@@ -40,7 +43,7 @@ def start_cluster(directory, n_workers: int, scheduler: tuple[str, ...] = ("dask
     address = json.loads(sched_file.read_text())["address"]
     for i in range(n_workers):  # workers sharing the one PoCL device
         procs.append(subprocess.Popen(
-            ["dask", "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
+            [*worker_prefix, "dask", "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
              "--name", f"w{i}", "--resources", "opencl=1", "--preload", "dmap.cluster.worker", "--dmap-device", "0:0"],
             stderr=subprocess.DEVNULL, env=env))
     from distributed import Client
@@ -199,6 +202,41 @@ def test_a_scheduler_that_cannot_load_dmap_stops_the_run_in_one_line(mapping_cas
     assert_clean_failure(r, out, "the Dask scheduler cannot load dmap's tasks (ModuleNotFoundError",
                          "run the scheduler where the same dmap is installed as here; no output was written")
     assert os.listdir(tmp_path / "out") == []
+
+
+def can_hide_directories() -> bool:
+    """Whether a process can get a mount namespace of its own (root, util-linux's unshare)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not can_hide_directories(), reason="needs root and unshare -m")
+def test_a_worker_on_a_host_without_the_files_names_its_host(mapping_case, tmp_path):
+    """A worker whose mount namespace hides a directory (as a host without the shared file
+    system would): an index or reads file there is refused in one line naming the worker's host."""
+    import socket
+
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    index, reads = mapping_case[4], mapping_case[5]
+    shutil.copytree(index, hidden / "idx")
+    shutil.copy(reads, hidden / "r.fq")
+    hide = ("unshare", "-m", "sh", "-c", f"mount -t tmpfs tmpfs {hidden} && exec \"$@\"", "sh")
+    address, procs = start_cluster(tmp_path, 1, worker_prefix=hide)
+    try:
+        (tmp_path / "out").mkdir()
+        out = tmp_path / "out" / "file.sam"
+        python = mapping_case[:4]
+        runs = [subprocess.run([*python, hidden / "idx", reads, "--scheduler", address, "-o", out],
+                               capture_output=True, text=True, timeout=300),
+                subprocess.run([*python, index, hidden / "r.fq", "--scheduler", address, "-o", out],
+                               capture_output=True, text=True, timeout=300)]
+    finally:
+        stop(procs)
+    host = f"cannot be read by the worker on host {socket.gethostname()!r}: No such file or directory"
+    assert_clean_failure(runs[0], out, f"index {str(hidden / 'idx')!r} {host}", "give a path every worker sees")
+    assert_clean_failure(runs[1], out, f"reads file {str(hidden / 'r.fq')!r} {host}", "give a path every worker sees")
 
 
 # Run on a worker: files it writes may not grow past 64 KiB, and a write that would fails with
