@@ -13,7 +13,7 @@ import dask
 from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
 
 from .._version import code_identity
-from ..errors import ClusterError
+from ..errors import ClusterError, IndexFormatError
 from ..opencl.device import DEVICE_RESOURCE
 from ..opencl.discovery import list_devices
 from .worker import DevicePlugin
@@ -210,6 +210,22 @@ def require_same_code(stats: dict[str, dict]) -> None:
             f"worker {worker} runs dmap {theirs}, this process dmap {mine} ({len(other)} of {len(stats)} workers "
             f"differ): every worker must run the same dmap as the client; install the same one on every host"
         )
+
+
+def require_same_index(stats: dict[str, dict], path: str, mine: str) -> None:
+    """Error unless every device worker (``stats``: :func:`dmap.cluster.worker.device_stats` with
+    the index path) sees at ``path`` the index this process opened (digest ``mine``): a worker
+    without it would fail every task, one with another index would map against it silently."""
+    for worker, st in sorted(stats.items()):
+        where = f"the worker {worker} on host {st.get('host', '?')!r}"
+        if st.get("index") is None:
+            raise IndexFormatError(
+                f"index {path!r} cannot be read by {where}: {st.get('index_error', 'no reason given')}; the workers "
+                "load the index themselves: give a path every worker sees (a shared file system)")
+        if st["index"] != mine:
+            raise IndexFormatError(
+                f"{where} sees another index at {path!r} than this process (metadata digest {st['index']}, "
+                f"here {mine}): every worker must see the same index; copy it again, or give a shared path")
 
 
 @contextlib.contextmanager

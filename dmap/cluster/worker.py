@@ -11,12 +11,14 @@ by hand, the same is a preload::
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING
 
 import click
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from .. import _version
+from ..index.store import index_identity
 from ..opencl.device import DEVICE_PLUGIN, Device
 
 if TYPE_CHECKING:
@@ -68,15 +70,28 @@ class DevicePlugin(WorkerPlugin):
         worker.metrics["dmap_seconds"] = lambda w: dict(self._device.seconds) if self._device else {}
 
 
-def _worker_device_stats(dask_worker) -> dict | None:
+def _worker_device_stats(dask_worker, index_path: str | None = None) -> dict | None:
     plugin = dask_worker.plugins.get(DEVICE_PLUGIN)
-    return None if plugin is None else plugin.stats(str(dask_worker.name))
+    if plugin is None:
+        return None
+    stats = plugin.stats(str(dask_worker.name))
+    if index_path is not None:
+        try:
+            stats["index"] = index_identity(index_path)
+        except OSError as e:
+            stats["index"] = None
+            stats["index_error"] = f"{e.strerror or e}"
+        stats["host"] = socket.gethostname()
+    return stats
 
 
-def device_stats(client: Client) -> dict[str, dict]:
+def device_stats(client: Client, index_path: str | None = None) -> dict[str, dict]:
     """Counters of each device worker, read now: device, block loads, queries
-    searched, seconds per activity (the dashboard's dmap page shows the same)."""
-    return {w: s for w, s in client.run(_worker_device_stats).items() if s is not None}
+    searched, seconds per activity (the dashboard's dmap page shows the same);
+    with ``index_path``, also the digest of the index each worker sees there
+    (:func:`dmap.index.store.index_identity`; None and ``index_error`` where it
+    cannot read it) and its host."""
+    return {w: s for w, s in client.run(_worker_device_stats, index_path=index_path).items() if s is not None}
 
 
 def block_loads(client: Client) -> dict[str, int]:

@@ -342,6 +342,14 @@ def is_index(path: str | os.PathLike) -> bool:
         and attributes["dmap"].get("format") == FORMAT_NAME
 
 
+def index_identity(path: str) -> str:
+    """A digest of the index's metadata (``zarr.json``: reference, contigs, blocks, build): where
+    two hosts see different indexes at one path (node-local copies of different builds), the
+    digests differ.  Raises OSError where the index cannot be read."""
+    with open(os.path.join(path, "zarr.json"), "rb") as f:
+        return hashlib.sha1(f.read()).hexdigest()[:12]
+
+
 def open_index(path: str | os.PathLike) -> Index:
     """Open a dmap index for reading (see :class:`Index`)."""
     return path if isinstance(path, Index) else Index(path)

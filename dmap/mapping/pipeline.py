@@ -50,12 +50,12 @@ from distributed.comm.core import CommClosedError
 
 from ..approx.alignments import ChunkAlignments
 from ..approx.settings import MAX_ERRORS_LIMIT, approximate_settings
-from ..cluster.client import client_for, require_device_workers, require_same_code
+from ..cluster.client import client_for, require_device_workers, require_same_code, require_same_index
 from ..cluster.worker import device_stats
 from ..errors import ClusterError, DmapError, DmapWarning, OutputError
 from ..format import bam, bgzf, sam
 from ..format.writer import Parts, SamWriter
-from ..index.store import Index, open_index
+from ..index.store import Index, index_identity, open_index
 from ..io.output import Output, record_format
 from ..io.pairs import PairBlock, PairSplit, count_records, plan_pairs
 from ..io.splits import STDIN, FileSplit, RawBlock, Source, is_url, plan_input, reads_paths
@@ -304,8 +304,9 @@ def map_reads(
                 if schedule is not None:
                     schedule.n_workers = n_workers
                 in_flight = in_flight or max(4, 2 * n_workers)
-                before = device_stats(c)
+                before = device_stats(c, idx.path)
                 require_same_code(before)
+                require_same_index(before, idx.path, index_identity(idx.path))
                 try:
                     _run(c, idx, sources, writer, in_flight, result, kept if return_hits else None, block_major,
                          reading, settings, progress, write_header)

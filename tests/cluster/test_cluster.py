@@ -234,9 +234,35 @@ def test_a_worker_on_a_host_without_the_files_names_its_host(mapping_case, tmp_p
                                capture_output=True, text=True, timeout=300)]
     finally:
         stop(procs)
-    host = f"cannot be read by the worker on host {socket.gethostname()!r}: No such file or directory"
-    assert_clean_failure(runs[0], out, f"index {str(hidden / 'idx')!r} {host}", "give a path every worker sees")
-    assert_clean_failure(runs[1], out, f"reads file {str(hidden / 'r.fq')!r} {host}", "give a path every worker sees")
+    host = f"on host {socket.gethostname()!r}: No such file or directory"
+    # The index is asked for before any task (the worker's address is named), the reads by the task.
+    assert_clean_failure(runs[0], out, f"index {str(hidden / 'idx')!r} cannot be read by the worker tcp://127.0.0.1:",
+                         host, "give a path every worker sees")
+    assert_clean_failure(runs[1], out, f"reads file {str(hidden / 'r.fq')!r} cannot be read by the worker {host}",
+                         "give a path every worker sees")
+
+
+@pytest.mark.skipif(not can_hide_directories(), reason="needs root and unshare -m")
+def test_a_worker_that_sees_another_index_at_the_path_stops_the_run(mapping_case, tmp_path):
+    """Node-local copies of two different builds at one path: the worker would map against its
+    own silently; the run stops first, in one line, before any output."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shutil.copytree(mapping_case[4], shared / "idx")
+    (tmp_path / "other").mkdir()
+    genome_case(tmp_path / "other", seed=6, size=50_000, read_length=60, n_reads=10)
+    swap = ("unshare", "-m", "sh", "-c",
+            f"mount -t tmpfs tmpfs {shared} && cp -r {tmp_path / 'other' / 'idx'} {shared / 'idx'} && exec \"$@\"",
+            "sh")
+    address, procs = start_cluster(tmp_path, 1, worker_prefix=swap)
+    try:
+        out = tmp_path / "out.sam"
+        r = subprocess.run([*mapping_case[:4], shared / "idx", mapping_case[5], "--scheduler", address, "-o", out],
+                           capture_output=True, text=True, timeout=300)
+    finally:
+        stop(procs)
+    assert_clean_failure(r, out, f"sees another index at {str(shared / 'idx')!r} than this process",
+                         "every worker must see the same index")
 
 
 # Run on a worker: files it writes may not grow past 64 KiB, and a write that would fails with
