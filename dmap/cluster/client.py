@@ -14,6 +14,7 @@ from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
 
 from .._version import code_identity
 from ..errors import ClusterError, IndexFormatError
+from ..index.store import unseen_index_error
 from ..opencl.device import DEVICE_RESOURCE
 from ..opencl.discovery import list_devices
 from .worker import DevicePlugin
@@ -219,9 +220,7 @@ def require_same_index(stats: dict[str, dict], path: str, mine: str) -> None:
     for worker, st in sorted(stats.items()):
         where = f"the worker {worker} on host {st.get('host', '?')!r}"
         if st.get("index") is None:
-            raise IndexFormatError(
-                f"index {path!r} cannot be read by {where}: {st.get('index_error', 'no reason given')}; the workers "
-                "load the index themselves: give a path every worker sees (a shared file system)")
+            raise unseen_index_error(path, where, st.get("index_error", "no reason given"))
         if st["index"] != mine:
             raise IndexFormatError(
                 f"{where} sees another index at {path!r} than this process (metadata digest {st['index']}, "

@@ -350,6 +350,13 @@ def index_identity(path: str) -> str:
         return hashlib.sha1(f.read()).hexdigest()[:12]
 
 
+def unseen_index_error(path: str, worker: str, reason: str) -> IndexFormatError:
+    """The error for a worker (``worker``: e.g. "the worker on host 'node2'") that cannot read the
+    index the client opened at ``path``."""
+    return IndexFormatError(f"index {path!r} cannot be read by {worker}: {reason}; the workers load the index "
+                            "themselves: give a path every worker sees (a shared file system)")
+
+
 def open_index(path: str | os.PathLike) -> Index:
     """Open a dmap index for reading (see :class:`Index`)."""
     return path if isinstance(path, Index) else Index(path)

@@ -21,7 +21,6 @@ from ..approx.candidates import Regions, candidate_regions
 from ..approx.patterns import oriented_patterns
 from ..approx.seeds import Seeds
 from ..approx.settings import Approximate
-from ..errors import IndexFormatError
 from ..format import bgzf
 from ..format.bam import References, encode_records_device
 from ..format.sam import (
@@ -32,7 +31,7 @@ from ..format.sam import (
     primaries,
 )
 from ..format.writer import Parts, write_at, write_part
-from ..index.store import Index
+from ..index.store import Index, unseen_index_error
 from ..io.fastx import alphabet_mismatch, read_chunk
 from ..io.pairs import PairBlock, PairSplit, count_records, read_pair_chunk
 from ..io.splits import FileSplit, Source
@@ -58,9 +57,7 @@ def cached_index(path: str) -> Index:
         stamp = os.path.getmtime(os.path.join(path, "zarr.json"))
     except OSError as e:
         # The client opened the index when it planned the run: this worker does not see it.
-        raise IndexFormatError(
-            f"index {path!r} cannot be read by the worker on host {socket.gethostname()!r}: {e.strerror}; the "
-            "workers load the index themselves: give a path every worker sees (a shared file system)") from None
+        raise unseen_index_error(path, f"the worker on host {socket.gethostname()!r}", e.strerror) from None
     return _open(path, stamp)
 
 
