@@ -512,10 +512,18 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
                 break
             submit(source)
     except BaseException:
+        # An interrupt, or a chunk that could not be planned.  The writer may be waiting for a
+        # chunk that never comes (a cluster whose workers are gone): do not wait for it.  Closing
+        # the client cancels that chunk, and the writer then ends on the queue's last item.
         stopped.set()
+        while True:
+            try:
+                pending.get_nowait()
+            except queue.Empty:
+                break
+        pending.put_nowait(done)
         raise
-    finally:
-        pending.put(done)
-        thread.join()
+    pending.put(done)
+    thread.join()
     if failure:
         raise failure[0]

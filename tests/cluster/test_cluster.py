@@ -28,10 +28,10 @@ HERE = os.path.dirname(__file__)
 
 
 def start_cluster(directory, n_workers: int, scheduler: tuple[str, ...] = ("dask", "scheduler"),
-                  worker_prefix: tuple[str, ...] = ()):
+                  worker_prefix: tuple[str, ...] = (), worker_args: tuple[str, ...] = ()):
     """A `dask scheduler` (or the command ``scheduler``) and `n_workers` `dask worker` processes
-    (each run by ``worker_prefix``, e.g. in a namespace of its own) on loopback; returns (address,
-    processes)."""
+    (each run by ``worker_prefix``, e.g. in a namespace of its own, with ``worker_args`` too) on
+    loopback; returns (address, processes)."""
     sched_file = directory / "scheduler.json"
     env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
     procs = [subprocess.Popen([*scheduler, "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
@@ -44,7 +44,8 @@ def start_cluster(directory, n_workers: int, scheduler: tuple[str, ...] = ("dask
     for i in range(n_workers):  # workers sharing the one PoCL device
         procs.append(subprocess.Popen(
             [*worker_prefix, "dask", "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
-             "--name", f"w{i}", "--resources", "opencl=1", "--preload", "dmap.cluster.worker", "--dmap-device", "0:0"],
+             "--name", f"w{i}", "--resources", "opencl=1", "--preload", "dmap.cluster.worker", "--dmap-device", "0:0",
+             *worker_args],
             stderr=subprocess.DEVNULL, env=env))
     from distributed import Client
 
@@ -125,6 +126,30 @@ def test_worker_killed_mid_run_gives_the_same_sam(real_cluster, mapping_case, tm
     assert killed_mid_run
     assert job.returncode == 0, err
     assert sam_body(tmp_path / "killed.sam") == sam_body(tmp_path / "clean.sam")
+
+
+def test_a_run_whose_workers_are_gone_stops_at_once_on_a_signal(mapping_case, tmp_path):
+    """The only worker (no nanny to restart it) is killed mid-run: the run waits for a device
+    that never comes.  SIGTERM then ends it at once, as Ctrl-C would, with its one line and no
+    partial output; it hung before, waiting for that chunk while cleaning up."""
+    import signal
+
+    address, procs = start_cluster(tmp_path, 1, worker_args=("--no-nanny",))
+    try:
+        job = subprocess.Popen([*mapping_case, "--scheduler", address, "-o", str(tmp_path / "out.sam")],
+                               stderr=subprocess.PIPE, text=True)
+        wait_for_records(tmp_path, "out.sam")
+        procs[1].kill()
+        procs[1].wait(timeout=30)
+        stalled = job.poll() is None
+        job.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=60)
+    finally:
+        stop(procs)
+    assert stalled
+    assert job.returncode == 128 + signal.SIGTERM, err
+    assert err.strip() == "dmap: stopped by SIGTERM; no partial output file was left"
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("out.sam")]
 
 
 def test_workers_write_the_records_to_a_file_a_pipe_and_a_fifo(real_cluster, mapping_case, tmp_path):
