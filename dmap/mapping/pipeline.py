@@ -47,6 +47,7 @@ from distributed import Client
 from distributed import wait as wait_for
 from distributed.client import FutureCancelledError
 from distributed.comm.core import CommClosedError
+from distributed.scheduler import NoValidWorkerError, NoWorkerError
 
 from ..approx.alignments import ChunkAlignments
 from ..approx.settings import MAX_ERRORS_LIMIT, approximate_settings
@@ -333,6 +334,13 @@ def map_reads(
         raise ClusterError(
             f"the Dask scheduler cannot load dmap's tasks ({cause}); run the scheduler where the same dmap is "
             "installed as here; " + (out.after_failure if out is not None else "no output was written")
+        ) from None
+    except (NoWorkerError, NoValidWorkerError) as e:
+        # A scheduler started with distributed.scheduler.no-workers-timeout fails the tasks that
+        # waited that long for a worker (docs/cluster.md).
+        raise ClusterError(
+            f"no worker could run dmap's tasks ({' '.join(str(e).split())}); "
+            + (out.after_failure if out is not None else "no output was written")
         ) from None
     except WorkerWriteError as e:  # the output's part, or its part file, on a worker
         name = out.name if e.path == writer.path else e.path

@@ -28,12 +28,12 @@ HERE = os.path.dirname(__file__)
 
 
 def start_cluster(directory, n_workers: int, scheduler: tuple[str, ...] = ("dask", "scheduler"),
-                  worker_prefix: tuple[str, ...] = (), worker_args: tuple[str, ...] = ()):
+                  worker_prefix: tuple[str, ...] = (), worker_args: tuple[str, ...] = (), **env_extra: str):
     """A `dask scheduler` (or the command ``scheduler``) and `n_workers` `dask worker` processes
     (each run by ``worker_prefix``, e.g. in a namespace of its own, with ``worker_args`` too) on
-    loopback; returns (address, processes)."""
+    loopback, with ``env_extra`` in their environment; returns (address, processes)."""
     sched_file = directory / "scheduler.json"
-    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
+    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False", **env_extra)
     procs = [subprocess.Popen([*scheduler, "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                                "--scheduler-file", str(sched_file)], stderr=subprocess.DEVNULL, env=env)]
     for _ in range(300):
@@ -150,6 +150,25 @@ def test_a_run_whose_workers_are_gone_stops_at_once_on_a_signal(mapping_case, tm
     assert job.returncode == 128 + signal.SIGTERM, err
     assert err.strip() == "dmap: stopped by SIGTERM; no partial output file was left"
     assert not [p for p in os.listdir(tmp_path) if p.startswith("out.sam")]
+
+
+def test_a_scheduler_that_gives_up_waiting_for_workers_stops_the_run_in_one_line(mapping_case, tmp_path):
+    """With Dask's no-workers-timeout set on the scheduler, the tasks of a run whose workers are
+    all gone fail after it: one line, no partial output, instead of Dask's traceback."""
+    address, procs = start_cluster(tmp_path, 1, worker_args=("--no-nanny",),
+                                   DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT="1s")
+    try:
+        out = tmp_path / "out" / "out.sam"
+        out.parent.mkdir()
+        job = subprocess.Popen([*mapping_case, "--scheduler", address, "-o", str(out)], stderr=subprocess.PIPE,
+                               text=True)
+        wait_for_records(out.parent, "out.sam")
+        procs[1].kill()
+        _, err = job.communicate(timeout=120)
+    finally:
+        stop(procs)
+    assert_clean_failure(subprocess.CompletedProcess(job.args, job.returncode, "", err), out,
+                         "no worker could run dmap's tasks (Attempted to run task", "no output was written")
 
 
 def test_workers_write_the_records_to_a_file_a_pipe_and_a_fifo(real_cluster, mapping_case, tmp_path):
