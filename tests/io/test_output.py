@@ -19,6 +19,22 @@ def test_a_new_file_appears_only_when_committed(tmp_path):
     assert path.read_bytes() == b"@HD\n" and os.listdir(tmp_path) == ["o.sam"]
 
 
+def test_what_a_failure_leaves_is_told_after_the_file_is_removed(tmp_path):
+    """A failed run builds its message after removing the temporary file: it still says that no
+    output was written (a file), not that the records so far are incomplete (a stream)."""
+    out = Output(tmp_path / "out.sam")
+    out.file.write(b"@HD\tVN:1.6\n")
+    out.discard()
+    assert out.after_failure == "no output was written"
+    assert os.listdir(tmp_path) == []
+    read_end, write_end = os.pipe()
+    stream = Output(f"/dev/fd/{write_end}")
+    stream.discard()
+    os.close(read_end)
+    os.close(write_end)
+    assert stream.after_failure == "the records written so far are incomplete"
+
+
 def test_a_failed_block_leaves_the_old_file(tmp_path):
     path = tmp_path / "o.sam"
     path.write_bytes(DMAP_SAM)
