@@ -19,7 +19,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from .. import _version
 from ..index.store import index_identity
-from ..opencl.device import DEVICE_PLUGIN, Device
+from ..opencl.device import DEVICE_PLUGIN, DEVICE_RESOURCE, Device
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -73,7 +73,13 @@ class DevicePlugin(WorkerPlugin):
 def _worker_device_stats(dask_worker, index_path: str | None = None) -> dict | None:
     plugin = dask_worker.plugins.get(DEVICE_PLUGIN)
     if plugin is None:
-        return None
+        if not dask_worker.state.total_resources.get(DEVICE_RESOURCE):
+            return None
+        # Started with the resource but without the preload: its tasks would take the default
+        # device anyway (dmap.opencl.device.current_device); with the plugin it is counted and
+        # checked (its dmap, its index) like the others.
+        plugin = DevicePlugin()
+        plugin.setup(dask_worker)
     stats = plugin.stats(str(dask_worker.name))
     if index_path is not None:
         try:

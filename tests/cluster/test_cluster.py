@@ -27,11 +27,15 @@ from dmap.mapping.tasks import block_task
 HERE = os.path.dirname(__file__)
 
 
+PRELOAD = ("--preload", "dmap.cluster.worker", "--dmap-device", "0:0")
+
+
 def start_cluster(directory, n_workers: int, scheduler: tuple[str, ...] = ("dask", "scheduler"),
-                  worker_prefix: tuple[str, ...] = (), worker_args: tuple[str, ...] = (), **env_extra: str):
+                  worker_prefix: tuple[str, ...] = (), worker_args: tuple[str, ...] = PRELOAD, **env_extra: str):
     """A `dask scheduler` (or the command ``scheduler``) and `n_workers` `dask worker` processes
-    (each run by ``worker_prefix``, e.g. in a namespace of its own, with ``worker_args`` too) on
-    loopback, with ``env_extra`` in their environment; returns (address, processes)."""
+    on the device (each run by ``worker_prefix``, e.g. in a namespace of its own, with
+    ``worker_args``: dmap's preload by default) on loopback, with ``env_extra`` in their
+    environment; returns (address, processes)."""
     sched_file = directory / "scheduler.json"
     env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False", **env_extra)
     procs = [subprocess.Popen([*scheduler, "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
@@ -44,8 +48,7 @@ def start_cluster(directory, n_workers: int, scheduler: tuple[str, ...] = ("dask
     for i in range(n_workers):  # workers sharing the one PoCL device
         procs.append(subprocess.Popen(
             [*worker_prefix, "dask", "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
-             "--name", f"w{i}", "--resources", "opencl=1", "--preload", "dmap.cluster.worker", "--dmap-device", "0:0",
-             *worker_args],
+             "--name", f"w{i}", "--resources", "opencl=1", *worker_args],
             stderr=subprocess.DEVNULL, env=env))
     from distributed import Client
 
@@ -128,13 +131,34 @@ def test_worker_killed_mid_run_gives_the_same_sam(real_cluster, mapping_case, tm
     assert sam_body(tmp_path / "killed.sam") == sam_body(tmp_path / "clean.sam")
 
 
+def test_a_worker_without_the_preload_is_counted_and_checked(mapping_case, tmp_path):
+    """A worker started with the device resource but without dmap's preload takes the default
+    device: it is given dmap's plugin when the run asks for the workers' counters, so its dmap
+    and index are checked and its block loads counted like a preloaded worker's."""
+    from distributed import Client
+
+    address, procs = start_cluster(tmp_path, 1, worker_args=())
+    try:
+        r = subprocess.run([*mapping_case, "--scheduler", address, "-o", str(tmp_path / "out.sam")],
+                           capture_output=True, text=True, timeout=300)
+        with Client(address, timeout=30) as client:
+            client.run(exec, OTHER_CODE)
+            other = subprocess.run([*mapping_case, "--scheduler", address, "-o", str(tmp_path / "other.sam")],
+                                   capture_output=True, text=True, timeout=300)
+    finally:
+        stop(procs)
+    assert r.returncode == 0, r.stderr
+    assert "index blocks loaded: 1 on 1 worker(s)" in r.stderr
+    assert other.returncode == 1 and "runs dmap 0.0.9 0123456789ab" in other.stderr, other.stderr
+
+
 def test_a_run_whose_workers_are_gone_stops_at_once_on_a_signal(mapping_case, tmp_path):
     """The only worker (no nanny to restart it) is killed mid-run: the run waits for a device
     that never comes.  SIGTERM then ends it at once, as Ctrl-C would, with its one line and no
     partial output; it hung before, waiting for that chunk while cleaning up."""
     import signal
 
-    address, procs = start_cluster(tmp_path, 1, worker_args=("--no-nanny",))
+    address, procs = start_cluster(tmp_path, 1, worker_args=(*PRELOAD, "--no-nanny"))
     try:
         job = subprocess.Popen([*mapping_case, "--scheduler", address, "-o", str(tmp_path / "out.sam")],
                                stderr=subprocess.PIPE, text=True)
@@ -155,7 +179,7 @@ def test_a_run_whose_workers_are_gone_stops_at_once_on_a_signal(mapping_case, tm
 def test_a_scheduler_that_gives_up_waiting_for_workers_stops_the_run_in_one_line(mapping_case, tmp_path):
     """With Dask's no-workers-timeout set on the scheduler, the tasks of a run whose workers are
     all gone fail after it: one line, no partial output, instead of Dask's traceback."""
-    address, procs = start_cluster(tmp_path, 1, worker_args=("--no-nanny",),
+    address, procs = start_cluster(tmp_path, 1, worker_args=(*PRELOAD, "--no-nanny"),
                                    DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT="1s")
     try:
         out = tmp_path / "out" / "out.sam"
