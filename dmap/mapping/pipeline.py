@@ -288,6 +288,10 @@ def map_reads(
             writer.write(bgzf.compress(bam.header(head, contig_names, [c.length for c in idx.meta.contigs]))
                          if as_bam else head.encode())
 
+    def cluster_failure(message: str) -> ClusterError:
+        """The run's one-line error for a failure of its cluster, with what it leaves."""
+        return ClusterError(f"{message}; " + (out.after_failure if out is not None else "no output was written"))
+
     try:
         if first is None:
             write_header(insert)
@@ -331,28 +335,19 @@ def map_reads(
         if not str(e).startswith(SCHEDULER_CANNOT_LOAD):
             raise
         cause = f"{type(e.__cause__).__name__}: {e.__cause__}" if e.__cause__ is not None else "no reason given"
-        raise ClusterError(
-            f"the Dask scheduler cannot load dmap's tasks ({cause}); run the scheduler where the same dmap is "
-            "installed as here; " + (out.after_failure if out is not None else "no output was written")
-        ) from None
+        raise cluster_failure(f"the Dask scheduler cannot load dmap's tasks ({cause}); run the scheduler where the "
+                              "same dmap is installed as here") from None
     except (NoWorkerError, NoValidWorkerError) as e:
         # A scheduler started with distributed.scheduler.no-workers-timeout fails the tasks that
         # waited that long for a worker (docs/cluster.md).
-        raise ClusterError(
-            f"no worker could run dmap's tasks ({' '.join(str(e).split())}); "
-            + (out.after_failure if out is not None else "no output was written")
-        ) from None
+        raise cluster_failure(f"no worker could run dmap's tasks ({_one_line(e)})") from None
     except WorkerWriteError as e:  # the output's part, or its part file, on a worker
         name = out.name if e.path == writer.path else e.path
         raise OutputError.writing(name, e.error, out.after_failure) from None
     # Writes raise OutputError (SamWriter), so an OSError here is Dask's: e.g.
     # "Timed out trying to connect" to a scheduler that was killed.
     except (CommClosedError, FutureCancelledError, CancelledError, OSError) as e:
-        reason = " ".join(str(e).split())  # Dask's messages span lines; the CLI prints one
-        raise ClusterError(
-            f"lost the Dask cluster during the run ({type(e).__name__}: {reason}); "
-            + (out.after_failure if out is not None else "no output was written")
-        ) from None
+        raise cluster_failure(f"lost the Dask cluster during the run ({type(e).__name__}: {_one_line(e)})") from None
     finally:
         if out is not None:
             out.discard()  # after commit(): nothing left to do
@@ -362,6 +357,11 @@ def map_reads(
         result.hits = collect_hits(kept, contig_names, approx is not None)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _one_line(error: BaseException) -> str:
+    """An exception's message on one line: Dask's span several, and the CLI prints one."""
+    return " ".join(str(error).split())
 
 
 # How Dask's scheduler says it cannot unpickle the tasks it is sent (distributed.scheduler's
