@@ -22,6 +22,7 @@ import time
 from distributed import Client, get_task_stream
 
 import dmap
+from dmap.cluster.client import scheduler_workers
 
 
 def queries(dask_worker) -> int:
@@ -55,7 +56,7 @@ def main(argv=None) -> list[dict]:
         procs.append(subprocess.Popen(["taskset", "-c", "1", py, "-c", "while True: pass"]))  # slows worker B
         with Client(address, timeout=60) as client:
             client.wait_for_workers(2, timeout=60)
-            names = {w: info["name"] for w, info in client.scheduler_info()["workers"].items()}
+            names = {w: info["name"] for w, info in scheduler_workers(client).items()}
             dmap.map_reads(args.index, args.reads, client=client, return_hits=False, chunk_size=args.chunk_size)
             for guided in (False, True):
                 before = client.run(queries)

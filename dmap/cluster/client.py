@@ -188,10 +188,22 @@ def connect(scheduler: str, timeout: float = 10) -> Iterator[Client]:
         yield client
 
 
+def scheduler_workers(client: Client) -> dict[str, dict]:
+    """Every worker the scheduler knows, by address, with what it says of itself (name,
+    resources, threads), asked of the scheduler now.
+
+    Not ``client.scheduler_info()``: that returns the client's cached copy, which the client's
+    own update replaces every 2 s with one that lists no workers (distributed 2026.8), so a
+    call that raced that update found none: a notebook's long-lived client then failed a run
+    with "no worker with an OpenCL device".
+    """
+    return client.sync(client.scheduler.identity)["workers"]
+
+
 def require_device_workers(client: Client) -> int:
     """Number of workers that declare an OpenCL device; error if none."""
-    info = client.scheduler_info()
-    n = sum(1 for w in info["workers"].values() if w.get("resources", {}).get(DEVICE_RESOURCE))
+    workers = scheduler_workers(client)
+    n = sum(1 for w in workers.values() if w.get("resources", {}).get(DEVICE_RESOURCE))
     if n == 0:
         raise ClusterError(
             f"the cluster at {client.scheduler.address} has no worker with an OpenCL device (Dask resource "

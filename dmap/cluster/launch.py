@@ -24,6 +24,7 @@ from distributed import Client
 from ..errors import ClusterError
 from ..opencl.device import DEVICE_RESOURCE, Device
 from ..opencl.discovery import list_devices
+from .client import scheduler_workers
 from .config import ClusterFile, WorkerGroup, is_this_machine, read_cluster_file
 
 START_TIMEOUT = 60.0
@@ -156,12 +157,12 @@ def _wait_for_scheduler(address: str, proc: subprocess.Popen, log: Path) -> Clie
 
 def _wait_for_workers(client: Client, n: int, procs: list[subprocess.Popen], folder: Path) -> None:
     deadline = time.time() + START_TIMEOUT
-    while len(client.scheduler_info()["workers"]) < n:
+    while len(scheduler_workers(client)) < n:
         for i, p in enumerate(procs):
             if p.poll() is not None:
                 raise ClusterError(f"worker {i} exited at start; see {folder / f'worker-{i}.log'}")
         if time.time() > deadline:
-            raise ClusterError(f"only {len(client.scheduler_info()['workers'])} of {n} workers started; "
+            raise ClusterError(f"only {len(scheduler_workers(client))} of {n} workers started; "
                                f"see the logs in {folder}")
         time.sleep(0.2)
 

@@ -21,6 +21,7 @@ from helpers import (
     write_fastq,
 )
 
+from dmap.cluster.client import scheduler_workers
 from dmap.io.splits import plan_input
 from dmap.mapping.tasks import block_task
 
@@ -235,7 +236,7 @@ def test_a_worker_that_does_not_see_the_output_leaves_its_chunks_to_the_client(r
     run = [*mapping_case, "--scheduler", address]
     subprocess.run([*run, "-o", str(tmp_path / "clean.sam")], check=True, capture_output=True, timeout=300)
     with Client(address, timeout=30) as client:
-        blind = sorted(client.scheduler_info()["workers"])[:1]
+        blind = sorted(scheduler_workers(client))[:1]
         client.run(exec, HIDE_RUN_FILES, workers=blind)
         try:
             r = subprocess.run([*run, "-o", str(tmp_path / "blind.sam")], capture_output=True, text=True,
@@ -379,7 +380,7 @@ def test_a_worker_with_other_code_stops_the_run_before_it_starts(real_cluster, m
 
     address, _ = real_cluster
     with Client(address, timeout=30) as client:
-        other = sorted(client.scheduler_info()["workers"])[-1:]
+        other = sorted(scheduler_workers(client))[-1:]
         client.run(exec, OTHER_CODE, workers=other)
         try:
             r = subprocess.run([*mapping_case, "--scheduler", address, "-o", str(tmp_path / "o.sam")],
@@ -637,7 +638,7 @@ def test_dashboard_metrics(tmp_path):
             labels = client.run_on_scheduler(
                 lambda dask_scheduler: sorted({str(k) for k, v in dask_scheduler.cumulative_worker_metrics.items()
                                                if "dmap-" in str(k) and v > 0}))
-            workers = client.scheduler_info()["workers"].values()
+            workers = scheduler_workers(client).values()
             counters = [w.get("metrics", {}).get("dmap_queries_searched", 0) for w in workers]
             if len(labels) >= 3 and sum(counters) >= 200:
                 break

@@ -195,3 +195,13 @@ def test_a_device_that_copies_gives_the_same_records(tmp_path, client, max_error
         client.run(lambda dask_worker: setattr(device(dask_worker), "zero_copy", shared[dask_worker.address]))
     assert all(made.values())
     assert copied == sam("shared.sam")
+
+
+def test_device_workers_are_asked_of_the_scheduler_not_the_clients_cache(client, monkeypatch):
+    """The client's cached scheduler information, which its periodic update replaces with one that
+    lists no workers, is not what tells whether the cluster has device workers: a run that raced
+    that update failed with "no worker with an OpenCL device"."""
+    from dmap.cluster.client import require_device_workers
+
+    monkeypatch.setattr(client, "scheduler_info", lambda *a, **k: {"workers": {}})
+    assert require_device_workers(client) == 1
