@@ -740,6 +740,24 @@ def test_progress_lines_in_a_log(tmp_path):
     assert q.returncode == 0 and q.stderr == ""
 
 
+@pytest.mark.parametrize("limit", [1 << 20, 1_000_003])
+def test_a_full_disk_while_mapping_is_one_line_and_leaves_nothing(index, tmp_path, limit):
+    """RLIMIT_FSIZE makes the SAM file's writes fail (EFBIG) as a full disk would (ENOSPC): with
+    direct appends, at a block's edge or inside a block, and through the page cache after them."""
+    import resource
+    import signal
+
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"] * 30_000)  # about 2 MB of SAM
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    r = subprocess.run([sys.executable, "-m", "dmap", "run", str(index), str(tmp_path / "r.fq"), "-o",
+                        str(tmp_path / "o.sam")], capture_output=True, text=True, timeout=120, preexec_fn=small_files)
+    assert_clean_failure(r, tmp_path / "o.sam", "cannot write", "File too large; no output was written")
+
+
 def test_a_device_that_refuses_writes_is_one_line_saying_what_is_left(index, tmp_path):
     """/dev/full is written in place (a device) and fails every write with ENOSPC."""
     if not os.path.exists("/dev/full"):

@@ -280,7 +280,7 @@ def map_reads(
     out = writer = None
     if sam_path is not None:
         out = Output(sam_path, inputs=paths, index=idx.path)
-        writer = SamWriter(out.file, name=out.name, after_failure=out.after_failure)
+        writer = SamWriter(out.file, name=out.name, after_failure=out.after_failure, direct=out.tmp is not None)
     def write_header(bounds: InsertBounds | None) -> None:
         """The header, once the insert bounds of pairs are known (from the first chunk)."""
         if writer is not None:
@@ -329,6 +329,7 @@ def map_reads(
         if out is not None:
             if as_bam:
                 writer.write_end(bgzf.EOF)
+            writer.finish()
             out.commit()
             result.sam_path = out.target or out.name
     except RuntimeError as e:
@@ -349,6 +350,8 @@ def map_reads(
     except (CommClosedError, FutureCancelledError, CancelledError, OSError) as e:
         raise cluster_failure(f"lost the Dask cluster during the run ({type(e).__name__}: {_one_line(e)})") from None
     finally:
+        if writer is not None:
+            writer.close()
         if out is not None:
             out.discard()  # after commit(): nothing left to do
         if parts is not None:

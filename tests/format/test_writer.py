@@ -1,18 +1,28 @@
-"""The SAM writer (dmap.format.writer): a large output kept out of the page cache, chunks written
-in place at reserved offsets (through a mapping where the file system allows) or copied from
-part files, and failed writes reported as the output's."""
+"""The SAM writer (dmap.format.writer): a new file appended with O_DIRECT, a large output kept
+out of the page cache, chunks written in place at reserved offsets or copied from part files,
+and failed writes reported as the output's."""
 
 import errno
 import io
 import os
 import shutil
 import subprocess
+import tempfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dmap.errors import OutputError
-from dmap.format.writer import PageCacheLimit, SamWriter
+from dmap.format.writer import (
+    DIRECT_ALIGN,
+    DIRECT_FILE_SYSTEMS,
+    DirectAppends,
+    PageCacheLimit,
+    SamWriter,
+    _file_system_type,
+)
 
 
 def _resident_bytes(path) -> int:
@@ -114,3 +124,73 @@ def test_chunks_written_in_place_and_copied_from_parts(tmp_path):
         w.close()
         assert r.read() == b"@HD\n" + b"".join(chunks)
     assert not list(tmp_path.glob("*.part"))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(0, 5 * DIRECT_ALIGN), max_size=12), arrays=st.booleans())
+def test_direct_appends_write_every_byte_in_order(tmp_path, sizes, arrays):
+    """Pieces of any size, across the buffer's end and the blocks' edges: whole blocks as the
+    buffer fills, the last partial block left to the caller.  (The buffering is the same with or
+    without O_DIRECT, which a test's file system may lack: here on a plain descriptor.)"""
+    rng = np.random.default_rng(len(sizes))
+    pieces = [rng.integers(0, 256, n, dtype=np.uint8) for n in sizes]
+    path = tmp_path / f"out-{len(list(tmp_path.iterdir()))}.sam"
+    appends = DirectAppends(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL), size=3 * DIRECT_ALIGN)
+    for piece in pieces:
+        appends.write(piece if arrays else piece.tobytes())
+        assert appends.written % DIRECT_ALIGN == 0 and os.path.getsize(path) == appends.written
+    tail = appends.finish()
+    assert len(tail) < DIRECT_ALIGN and appends.fd is None
+    with open(path, "r+b") as f:
+        f.seek(appends.written)
+        f.write(tail)
+    assert path.read_bytes() == b"".join(p.tobytes() for p in pieces)
+
+
+def test_closed_direct_appends_refuse_writes(tmp_path):
+    """An interrupted run closes the output while its writer thread may still append: the
+    descriptor is not written after it is closed (another file may have its number by then)."""
+    appends = DirectAppends(os.open(tmp_path / "out.sam", os.O_WRONLY | os.O_CREAT), size=DIRECT_ALIGN)
+    appends.write(b"x" * DIRECT_ALIGN)
+    appends.close()
+    with pytest.raises(ValueError, match="closed"):
+        appends.write(b"y")
+    assert (tmp_path / "out.sam").read_bytes() == b"x" * DIRECT_ALIGN
+
+
+def _direct_possible(directory) -> bool:
+    probe = os.open(directory, os.O_RDONLY)
+    try:
+        return hasattr(os, "O_DIRECT") and _file_system_type(probe) in DIRECT_FILE_SYSTEMS
+    finally:
+        os.close(probe)
+
+
+def test_a_new_regular_file_on_a_local_disk_is_appended_directly(tmp_path):
+    """The header and chunks appended, then a chunk in place (the writer goes back to the page
+    cache for it and for what follows), then the end: the bytes in order."""
+    path = tmp_path / "out.sam"
+    chunks = [b"@HD\tVN:1.6\n", b"r1\tx\n" * 2000, b"", b"r2\ty\n" * 7]
+    with open(path, "xb") as f:
+        writer = SamWriter(f, direct=True)
+        assert writer.direct == _direct_possible(tmp_path)
+        for c in chunks:
+            writer.write(np.frombuffer(c, np.uint8))
+        offset = writer.reserve(5)
+        assert not writer.direct and offset == sum(map(len, chunks))
+        writer.write_at(offset, np.frombuffer(b"r3\tz\n", np.uint8))
+        writer.write_end(b"end\n")
+        writer.finish()
+    assert path.read_bytes() == b"".join(chunks) + b"r3\tz\nend\n"
+    with open(path, "wb") as f:  # only a new, empty file
+        assert not SamWriter(f, direct=False).direct
+        f.write(b"x")
+        f.flush()
+        assert not SamWriter(f, direct=True).direct
+
+
+def test_direct_appends_are_not_for_memory_or_network_file_systems():
+    if not os.path.isdir("/dev/shm") or _direct_possible("/dev/shm"):
+        pytest.skip("no tmpfs at /dev/shm")
+    with tempfile.NamedTemporaryFile(dir="/dev/shm") as f:
+        assert DirectAppends.open(f.name) is None
