@@ -13,7 +13,13 @@ offsets of one file:
   shared file;
 - ``parts, joined``: each chunk into a part file of its own, as workers
   write them for a pipe, which this process copies into the output in order
-  (``sendfile``) as they come, as dmap's client joins part files.
+  (``sendfile``) as they come, as dmap's client joins part files;
+- ``write_at``: ``dmap.format.writer.write_at``, what dmap's workers do: on
+  a local disk each chunk's whole blocks with ``O_DIRECT``, the blocks it
+  shares with its neighbours through the page cache;
+- ``write_at, preallocated``: the same into a file given its length first
+  (``posix_fallocate``): ext4 takes its inode lock shared, not exclusive,
+  for aligned direct writes inside the file's blocks.
 
 Prints the wall time of the writes (processes started and waiting before the
 clock starts; the page cache only: the data need not reach the disk) and the
@@ -31,6 +37,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from dmap.format.writer import write_at
 
 CHUNK = 64 << 20
 
@@ -72,6 +80,8 @@ def writer(mode: str, i: int, n: int, share: int, path: str, ready, go, done, pa
             _pwrite(part, data[:size], 0)
             os.close(part)
             parts.put((offset // CHUNK, size))
+        elif mode.startswith("write_at"):
+            write_at(path, offset, np.frombuffer(data[:size], np.uint8))
         elif mode == "mapped":
             head = -offset % page
             body = (size - head) // page * page
@@ -112,6 +122,10 @@ def run(mode: str, n: int, total: int, directory: Path) -> tuple[float, float]:
     for p in procs:
         p.start()
     ready.wait()
+    if mode == "write_at, preallocated":
+        fd = os.open(path, os.O_WRONLY)
+        os.posix_fallocate(fd, 0, share * n)
+        os.close(fd)
     os.sync()
     cpu = system_seconds()
     go.wait()
@@ -141,7 +155,7 @@ def main() -> None:
     print("processes\tway\tGB\twall s\tGB/s\tsystem CPU-s (to disk)")
     for n in args.processes:
         for _ in range(args.repeat):
-            for mode in ("pwrite", "mapped", "own files", "parts, joined"):
+            for mode in ("pwrite", "mapped", "own files", "parts, joined", "write_at", "write_at, preallocated"):
                 wall, cpu = run(mode, n, total, Path(args.dir))
                 written = total // n // CHUNK * CHUNK * n
                 print(f"{n}\t{mode}\t{written / 1e9:.2f}\t{wall:.3f}\t{written / wall / 1e9:.2f}\t{cpu:.2f}",

@@ -107,6 +107,44 @@ def _file_system_type(fd: int) -> int | None:
     return int.from_bytes(buf.raw[:ctypes.sizeof(ctypes.c_long)], sys.byteorder)
 
 
+def _open_direct(path: str) -> int | None:
+    """A descriptor writing ``path`` with ``O_DIRECT``, or None where its file system is not a
+    local one of :data:`DIRECT_FILE_SYSTEMS` (or has no ``O_DIRECT``)."""
+    flag = getattr(os, "O_DIRECT", None)
+    if flag is None:
+        return None
+    try:
+        fd = os.open(path, os.O_WRONLY | flag)
+    except OSError:
+        return None
+    if _file_system_type(fd) in DIRECT_FILE_SYSTEMS:
+        return fd
+    os.close(fd)
+    return None
+
+
+def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:
+    """Write all of ``view`` at ``offset``.  A direct write refused with EINVAL (a device that
+    wants larger blocks, or a file-size limit that cuts the write inside a block) is written
+    again through the page cache, which does it or tells the real error (EFBIG)."""
+    done = 0
+    while done < len(view):
+        try:
+            done += os.pwrite(fd, view[done:], offset + done)
+        except OSError as e:
+            if e.errno != errno.EINVAL or not _through_page_cache(fd):
+                raise
+
+
+def _through_page_cache(fd: int) -> bool:
+    """Turn ``O_DIRECT`` off for the rest of the file's writes by ``fd``; False if it was off."""
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    if not flags & getattr(os, "O_DIRECT", 0):
+        return False
+    fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_DIRECT)
+    return True
+
+
 class DirectAppends:
     """Appends to a regular file with ``O_DIRECT``, through an aligned buffer: the bytes go
     from this buffer to the disk, not through the page cache.
@@ -133,25 +171,12 @@ class DirectAppends:
     @classmethod
     def open(cls, path: str) -> DirectAppends | None:
         """Direct appends to the empty regular file ``path``, or None where its file system is
-        not a local one of :data:`DIRECT_FILE_SYSTEMS` or refuses ``O_DIRECT``."""
-        flag = getattr(os, "O_DIRECT", None)
-        if flag is None:
-            return None
-        try:
-            fd = os.open(path, os.O_WRONLY | flag)
-        except OSError:
-            return None
-        appends = cls(fd)
-        try:
-            if _file_system_type(fd) not in DIRECT_FILE_SYSTEMS or os.fstat(fd).st_size:
-                raise OSError("not for direct appends")
-            # A device may want larger blocks than DIRECT_ALIGN (EINVAL): tried before any byte is taken.
-            os.pwrite(fd, memoryview(appends._buffer)[:DIRECT_ALIGN], 0)
-            os.ftruncate(fd, 0)
-        except OSError:
-            appends.close()
-            return None
-        return appends
+        not a local one of :data:`DIRECT_FILE_SYSTEMS`."""
+        fd = _open_direct(path)
+        if fd is not None and os.fstat(fd).st_size:
+            os.close(fd)
+            fd = None
+        return None if fd is None else cls(fd)
 
     def write(self, data) -> None:
         """Append ``data`` (bytes or a uint8 array)."""
@@ -174,27 +199,11 @@ class DirectAppends:
     def _write_blocks(self) -> None:
         """Write the buffer's whole blocks, and keep the rest at its start."""
         whole = self._held - self._held % DIRECT_ALIGN
-        done = 0
-        with memoryview(self._buffer) as view:  # released on failure too: the buffer closes after
-            while done < whole:
-                try:
-                    done += os.pwrite(self.fd, view[done:whole], self.written + done)
-                except OSError as e:
-                    # A file-size limit that cuts a write inside a block makes it EINVAL; through
-                    # the page cache the same write tells the real error (EFBIG).
-                    if e.errno != errno.EINVAL or not self._through_page_cache():
-                        raise
+        with memoryview(self._buffer) as view:
+            _pwrite_all(self.fd, view[:whole], self.written)
         self.written += whole
         self._view[:self._held - whole] = self._view[whole:self._held]
         self._held -= whole
-
-    def _through_page_cache(self) -> bool:
-        """Turn ``O_DIRECT`` off for the rest of the file; False if it was off."""
-        flags = fcntl.fcntl(self.fd, fcntl.F_GETFL)
-        if not flags & os.O_DIRECT:
-            return False
-        fcntl.fcntl(self.fd, fcntl.F_SETFL, flags & ~os.O_DIRECT)
-        return True
 
     def finish(self) -> bytes:
         """Write the whole blocks held, close the file, and return the bytes after them (less than a
@@ -216,7 +225,10 @@ class DirectAppends:
             os.close(self.fd)
             self.fd = None
             del self._view
-            self._buffer.close()
+            try:
+                self._buffer.close()
+            except BufferError:  # a failed write's traceback still holds a view of it: freed with that
+                pass
 
 
 @dataclass(frozen=True)
@@ -260,22 +272,53 @@ def write_part(parts: Parts, number: int, records: np.ndarray) -> str:
     return path
 
 
+# A chunk written in place goes to the disk with O_DIRECT when its whole blocks hold at least
+# this much; a smaller one costs the page cache little.
+DIRECT_AT_LEAST = 1 << 20
+
+_thread_buffers = threading.local()
+
+
 def write_at(path: str, offset: int, data: np.ndarray) -> None:
-    """Write ``data`` into the file ``path`` at ``offset`` (its other bytes are left as they are),
-    and start its writeback: written once, the records need not stay in the page cache."""
+    """Write ``data`` into the file ``path`` at ``offset`` (its other bytes are left as they are).
+
+    On a local disk (:data:`DIRECT_FILE_SYSTEMS`) the whole blocks of the range are written
+    with ``O_DIRECT`` from this thread's aligned buffer, as :class:`DirectAppends` appends;
+    the partial blocks at its ends, which it shares with the chunks beside it (written by
+    other workers, never directly), go through the page cache.  There, and for the whole range
+    elsewhere, the writeback is started at once: written once, the records need not stay in
+    the page cache.
+    """
+    view = memoryview(data).cast("B")
+    end = offset + len(view)
+    lo, hi = -(-offset // DIRECT_ALIGN) * DIRECT_ALIGN, end // DIRECT_ALIGN * DIRECT_ALIGN
+    direct = _open_direct(path) if hi - lo >= DIRECT_AT_LEAST else None
+    if direct is None:
+        lo = hi = end
     fd = os.open(path, os.O_WRONLY)
     try:
-        view = memoryview(data).cast("B")
-        done = 0
-        while done < len(view):
-            done += os.pwrite(fd, view[done:], offset + done)
-        if hasattr(os, "posix_fadvise") and done:
-            try:
-                os.posix_fadvise(fd, offset, done, os.POSIX_FADV_DONTNEED)  # on dirty pages: starts writeback
-            except OSError:
-                pass
+        for start, stop in ((offset, lo), (hi, end)):
+            if stop > start:
+                _pwrite_all(fd, view[start - offset:stop - offset], start)
+                if hasattr(os, "posix_fadvise"):
+                    try:
+                        os.posix_fadvise(fd, start, stop - start, os.POSIX_FADV_DONTNEED)  # starts writeback
+                    except OSError:
+                        pass
+        if direct is not None:
+            buffer = getattr(_thread_buffers, "buffer", None)
+            if buffer is None:
+                buffer = _thread_buffers.buffer = np.frombuffer(mmap.mmap(-1, DIRECT_BUFFER), np.uint8)
+            source = np.frombuffer(view, np.uint8)
+            for at in range(lo, hi, buffer.size):
+                n = min(buffer.size, hi - at)
+                buffer[:n] = source[at - offset:at - offset + n]
+                with memoryview(buffer) as piece:
+                    _pwrite_all(direct, piece[:n], at)
     finally:
         os.close(fd)
+        if direct is not None:
+            os.close(direct)
 
 
 class SamWriter:

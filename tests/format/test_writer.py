@@ -147,6 +147,35 @@ def test_direct_appends_write_every_byte_in_order(tmp_path, sizes, arrays):
     assert path.read_bytes() == b"".join(p.tobytes() for p in pieces)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(header=st.integers(1, 3 * DIRECT_ALIGN), sizes=st.lists(st.integers(0, 6 * DIRECT_ALIGN), max_size=10),
+       order=st.randoms(use_true_random=False))
+def test_chunks_written_in_place_share_their_edge_blocks(tmp_path, monkeypatch, header, sizes, order):
+    """Workers write chunks in place at once, in any order: each chunk's whole blocks directly
+    (here from one block on), the partial blocks it shares with its neighbours through the page
+    cache: every byte lands where it belongs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dmap.format import writer as module
+
+    monkeypatch.setattr(module, "DIRECT_AT_LEAST", DIRECT_ALIGN)
+    rng = np.random.default_rng(header)
+    chunks = [rng.integers(0, 256, n, dtype=np.uint8) for n in sizes]
+    path = tmp_path / f"out-{len(list(tmp_path.iterdir()))}.sam"
+    head = rng.integers(0, 256, header, dtype=np.uint8)
+    with open(path, "xb") as f:
+        writer = SamWriter(f, direct=True)
+        writer.write(head)
+        offsets = [writer.reserve(c.size) for c in chunks]
+        jobs = list(zip(offsets, chunks))
+        order.shuffle(jobs)
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda job: module.write_at(str(path), *job), jobs))
+        writer.write_end(b"end")
+        writer.finish()
+    assert path.read_bytes() == head.tobytes() + b"".join(c.tobytes() for c in chunks) + b"end"
+
+
 def test_closed_direct_appends_refuse_writes(tmp_path):
     """An interrupted run closes the output while its writer thread may still append: the
     descriptor is not written after it is closed (another file may have its number by then)."""
