@@ -176,6 +176,29 @@ def test_chunks_written_in_place_share_their_edge_blocks(tmp_path, monkeypatch, 
     assert path.read_bytes() == head.tobytes() + b"".join(c.tobytes() for c in chunks) + b"end"
 
 
+@pytest.mark.parametrize("limit", [1 << 21, (1 << 21) + 1000])
+def test_a_file_size_limit_inside_a_direct_write_is_told_as_such(tmp_path, limit):
+    """A limit that cuts a chunk's direct write at a block's edge or inside a block (which
+    O_DIRECT refuses with EINVAL) fails the write with EFBIG, as through the page cache."""
+    import sys
+
+    path = tmp_path / "out.sam"
+    path.write_bytes(b"")
+    code = f"""
+import errno, resource, signal
+import numpy as np
+from dmap.format.writer import write_at
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
+try:
+    write_at({str(path)!r}, 100, np.ones(3 << 20, np.uint8))
+except OSError as e:
+    print(errno.errorcode[e.errno])
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "EFBIG", r.stderr
+
+
 def test_closed_direct_appends_refuse_writes(tmp_path):
     """An interrupted run closes the output while its writer thread may still append: the
     descriptor is not written after it is closed (another file may have its number by then)."""
