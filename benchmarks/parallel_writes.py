@@ -18,8 +18,9 @@ offsets of one file:
   a local disk each chunk's whole blocks with ``O_DIRECT``, the blocks it
   shares with its neighbours through the page cache;
 - ``write_at, preallocated``: the same into a file given its length first
-  (``posix_fallocate``): ext4 takes its inode lock shared, not exclusive,
-  for aligned direct writes inside the file's blocks.
+  (``posix_fallocate``), as dmap's client gives it: ext4 (Linux 6.3 on)
+  takes its inode lock shared, not exclusive, for aligned direct writes
+  into blocks already given.
 
 Prints the wall time of the writes (processes started and waiting before the
 clock starts; the page cache only: the data need not reach the disk) and the
