@@ -347,7 +347,8 @@ class SamWriter:
         self.path = os.path.abspath(file.name) if isinstance(getattr(file, "name", None), str) else None
         self._cache = PageCacheLimit(file)
         self._end: int | None = None  # with reserve(): where the next chunk written in place goes
-        self._allocated: int | None = None  # with reserve(): the file's length given ahead of the writes
+        self._allocated = 0  # with reserve(): the file's length given ahead of the writes
+        self._preallocate = False  # direct appends went on to reserve(): the file is given its length ahead
         self._direct = DirectAppends.open(self.path) if direct and self.path is not None else None
 
     @property
@@ -372,7 +373,7 @@ class SamWriter:
         self._end_direct()
         try:
             self.file.flush()
-            if self._allocated is not None and self._allocated > self._end:
+            if self._end is not None and self._allocated > self._end:
                 os.ftruncate(self.file.fileno(), self._end)  # the blocks given ahead and not written
         except OSError as e:
             raise OutputError.writing(self.name, e, self.after_failure) from None
@@ -387,13 +388,12 @@ class SamWriter:
         """The offset of the next ``nbytes`` of a regular file, written there by a worker
         (:func:`write_at`) or by :meth:`write_at`."""
         if self._end is None:
+            self._preallocate = self._direct is not None
             self._end_direct()
             self.file.flush()  # the header, before the workers write after it
             self._end = self._allocated = self.file.tell()
-            if _file_system_type(self.file.fileno()) not in DIRECT_FILE_SYSTEMS:
-                self._allocated = None
         offset, self._end = self._end, self._end + nbytes
-        if self._allocated is not None and self._end > self._allocated:
+        if self._preallocate and self._end > self._allocated:
             # The file's blocks are given ahead of the workers' writes: ext4 (Linux 6.3 on) takes
             # its lock shared, not exclusive, for aligned direct writes into them.
             size = max(self._end, self._allocated + PREALLOCATE)
@@ -401,7 +401,7 @@ class SamWriter:
                 os.posix_fallocate(self.file.fileno(), self._allocated, size - self._allocated)
                 self._allocated = size
             except OSError:  # a disk too full for the step ahead: the writes will tell
-                self._allocated = None
+                self._preallocate = False
         return offset
 
     def write_at(self, offset: int, data) -> None:

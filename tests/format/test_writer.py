@@ -200,6 +200,33 @@ except OSError as e:
     assert r.stdout.strip() == "EFBIG", r.stderr
 
 
+def test_a_file_given_its_length_ahead_is_cut_back_to_its_records(tmp_path, monkeypatch):
+    """The length given ahead of the chunks written in place, in steps, is cut back at the end,
+    also when a later step was refused (a disk too full for it)."""
+    from dmap.format import writer as module
+
+    monkeypatch.setattr(module, "PREALLOCATE", 3 * DIRECT_ALIGN)
+    steps = []
+
+    def fallocate(fd, offset, length):
+        steps.append(length)
+        if len(steps) > 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        os.ftruncate(fd, offset + length)  # as posix_fallocate leaves the length
+
+    monkeypatch.setattr(module.os, "posix_fallocate", fallocate)
+    path = tmp_path / "out.sam"
+    with open(path, "xb") as f:
+        writer = SamWriter(f, direct=True)
+        writer.write(b"@HD\n")
+        chunks = [bytes([65 + k]) * 5000 for k in range(4)]
+        for c in chunks:
+            module.write_at(str(path), writer.reserve(len(c)), np.frombuffer(c, np.uint8))
+        writer.finish()
+    assert path.read_bytes() == b"@HD\n" + b"".join(chunks)
+    assert (steps[:1] == [3 * DIRECT_ALIGN]) == _direct_possible(tmp_path)  # only where direct writes go
+
+
 def test_closed_direct_appends_refuse_writes(tmp_path):
     """An interrupted run closes the output while its writer thread may still append: the
     descriptor is not written after it is closed (another file may have its number by then)."""
