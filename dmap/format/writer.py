@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import io
 import mmap
 import os
@@ -94,6 +95,13 @@ DIRECT_ALIGN = 4096  # offsets, lengths and addresses of direct writes: a multip
 DIRECT_BUFFER = 8 << 20
 
 
+@functools.lru_cache(maxsize=1)
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def _file_system_type(fd: int) -> int | None:
     """The file system type of the open file ``fd`` (Linux's ``fstatfs`` f_type), or None."""
     if not sys.platform.startswith("linux"):
@@ -101,8 +109,7 @@ def _file_system_type(fd: int) -> int | None:
     import ctypes
 
     buf = ctypes.create_string_buffer(256)  # struct statfs: f_type is its first field, a long
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.fstatfs(fd, buf) != 0:
+    if _libc().fstatfs(fd, buf) != 0:
         return None
     return int.from_bytes(buf.raw[:ctypes.sizeof(ctypes.c_long)], sys.byteorder)
 
@@ -156,17 +163,21 @@ class DirectAppends:
     the same cores: a 10M-read run took 5.1 s against 6.2 s (docs/performance.md).  Whole
     aligned blocks are written as the buffer fills; the last, partial block is left to
     :meth:`finish`'s caller.
+
+    ``at``: where the appends begin (a multiple of :data:`DIRECT_ALIGN`).  ``buffer``: an
+    aligned buffer to write through (:func:`thread_buffer`), else one of ``size`` bytes of
+    its own.
     """
 
-    def __init__(self, fd: int, size: int = DIRECT_BUFFER):
+    def __init__(self, fd: int, size: int = DIRECT_BUFFER, at: int = 0, buffer: np.ndarray | None = None):
         self.fd: int | None = fd
         # A run that is interrupted closes the file while the writer thread may be appending:
         # a descriptor closed under it could be reused by another file.
         self._lock = threading.Lock()
-        self._buffer = mmap.mmap(-1, size)  # page-aligned, as O_DIRECT wants
-        self._view = np.frombuffer(self._buffer, np.uint8)
+        self._buffer = mmap.mmap(-1, size) if buffer is None else None  # page-aligned, as O_DIRECT wants
+        self._view = np.frombuffer(self._buffer, np.uint8) if buffer is None else buffer
         self._held = 0  # bytes in the buffer, not yet written
-        self.written = 0  # bytes on disk, a multiple of DIRECT_ALIGN
+        self.written = at  # where the held bytes go: a multiple of DIRECT_ALIGN
 
     @classmethod
     def open(cls, path: str) -> DirectAppends | None:
@@ -199,7 +210,7 @@ class DirectAppends:
     def _write_blocks(self) -> None:
         """Write the buffer's whole blocks, and keep the rest at its start."""
         whole = self._held - self._held % DIRECT_ALIGN
-        with memoryview(self._buffer) as view:
+        with memoryview(self._view) as view:
             _pwrite_all(self.fd, view[:whole], self.written)
         self.written += whole
         self._view[:self._held - whole] = self._view[whole:self._held]
@@ -225,10 +236,11 @@ class DirectAppends:
             os.close(self.fd)
             self.fd = None
             del self._view
-            try:
-                self._buffer.close()
-            except BufferError:  # a failed write's traceback still holds a view of it: freed with that
-                pass
+            if self._buffer is not None:
+                try:
+                    self._buffer.close()
+                except BufferError:  # a failed write's traceback still holds a view of it: freed with that
+                    pass
 
 
 @dataclass(frozen=True)
@@ -282,6 +294,15 @@ DIRECT_AT_LEAST = 1 << 20
 _thread_buffers = threading.local()
 
 
+def thread_buffer() -> np.ndarray:
+    """This thread's aligned buffer of :data:`DIRECT_BUFFER` bytes for direct writes, kept for
+    its next writes (a worker's task threads write chunk after chunk)."""
+    buffer = getattr(_thread_buffers, "buffer", None)
+    if buffer is None:
+        buffer = _thread_buffers.buffer = np.frombuffer(mmap.mmap(-1, DIRECT_BUFFER), np.uint8)
+    return buffer
+
+
 def write_at(path: str, offset: int, data: np.ndarray) -> None:
     """Write ``data`` into the file ``path`` at ``offset`` (its other bytes are left as they are).
 
@@ -298,6 +319,14 @@ def write_at(path: str, offset: int, data: np.ndarray) -> None:
     direct = _open_direct(path) if hi - lo >= DIRECT_AT_LEAST else None
     if direct is None:
         lo = hi = end
+    else:  # the whole blocks (hi is aligned: no partial block is left over)
+        appends = DirectAppends(direct, at=lo, buffer=thread_buffer())
+        try:
+            appends.write(np.frombuffer(view, np.uint8)[lo - offset:hi - offset])
+            appends.finish()
+        except BaseException:
+            appends.close()
+            raise
     fd = os.open(path, os.O_WRONLY)
     try:
         for start, stop in ((offset, lo), (hi, end)):
@@ -308,20 +337,8 @@ def write_at(path: str, offset: int, data: np.ndarray) -> None:
                         os.posix_fadvise(fd, start, stop - start, os.POSIX_FADV_DONTNEED)  # starts writeback
                     except OSError:
                         pass
-        if direct is not None:
-            buffer = getattr(_thread_buffers, "buffer", None)
-            if buffer is None:
-                buffer = _thread_buffers.buffer = np.frombuffer(mmap.mmap(-1, DIRECT_BUFFER), np.uint8)
-            source = np.frombuffer(view, np.uint8)
-            for at in range(lo, hi, buffer.size):
-                n = min(buffer.size, hi - at)
-                buffer[:n] = source[at - offset:at - offset + n]
-                with memoryview(buffer) as piece:
-                    _pwrite_all(direct, piece[:n], at)
     finally:
         os.close(fd)
-        if direct is not None:
-            os.close(direct)
 
 
 class SamWriter:
