@@ -33,14 +33,14 @@ W=/tmp/dmap-bench
 mkdir -p $W
 dmap devices || exit 1
 # Sections, in the order given (default: all, about 20 minutes; a lent machine's call
-# runs at most 10). "exact": 10M reads against bowtie -p N, 8 standing workers (about 2
-# minutes, 40 s of it making the reads). "writes": 8 processes writing 2.9 GB into one file.
+# runs at most 10). "exact": 10M reads against bowtie -p N, 8 standing workers of 2 and 3
+# threads, with default and 100,000-read chunks (about 3 minutes, 40 s of it making the reads). "writes": 8 processes writing 2.9 GB into one file.
 sections=${*:-exact kernels exact1m myers neighborhood approx allmap writes}
 set -x
 for section in $sections; do
   case $section in
-    exact) python3 benchmarks/exact_vs_bowtie.py --reads 10000000 --threads "$threads" --repeat 3 --skip-kernel \
-             --workers-per-device 8 --workers 8 ;;
+    exact) python3 benchmarks/exact_vs_bowtie.py --reads 10000000 --threads "$threads" --repeat 2 --skip-kernel \
+             --workers 8 --worker-threads 2 3 --chunk-sizes 100000 ;;
     kernels) python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
 from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
              rm -rf $W/ecoli.dmap && dmap index $W/ecoli.fa -o $W/ecoli.dmap
