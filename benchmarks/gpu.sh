@@ -2,7 +2,7 @@
 # dmap's benchmarks on a machine with an NVIDIA GPU, through its OpenCL driver
 # (docs/performance.md, "GPU"), with the other mappers on every CPU core.
 #
-#   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap writes
+#   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap writes timeline
 #
 # Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
 # mason_simulator on PATH (or in /usr/lib/seqan/bin); E. coli as
@@ -34,8 +34,10 @@ mkdir -p $W
 dmap devices || exit 1
 # Sections, in the order given (default: all, about 20 minutes; a lent machine's call
 # runs at most 10). "exact": 10M reads against bowtie -p N, 8 standing workers of 2 and 3
-# threads, with default and 100,000-read chunks (about 3 minutes, 40 s of it making the reads). "writes": 8 processes writing 2.9 GB into one file.
-sections=${*:-exact kernels exact1m myers neighborhood approx allmap writes}
+# threads, with default and 100,000-read chunks (about 3 minutes, 40 s of it making the
+# reads). "writes": 8 processes writing 2.9 GB into one file. "timeline": where the time
+# of 8 workers' runs goes (benchmarks/timeline.py), to a file and to /dev/null.
+sections=${*:-exact kernels exact1m myers neighborhood approx allmap writes timeline}
 set -x
 for section in $sections; do
   case $section in
@@ -48,6 +50,13 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
                --truth $W/exact_1000000_35.tsv
              python3 benchmarks/kernel_speed.py $W/ecoli.dmap $W/exact_1000000_35.fq --batch 1 4 16 --repeat 5
              python3 benchmarks/transfers.py --mib 64 --repeat 10 --processes 1 8 ;;
+    timeline) python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
+from exact_vs_bowtie import ecoli_reference, simulated_reads
+simulated_reads(Path('$W'), ecoli_reference(Path('$W')), 10_000_000, 100)"
+             [ -d $W/ecoli.dmap ] || dmap index $W/ecoli.fa -o $W/ecoli.dmap
+             python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --workers 8 --threads 2
+             python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --workers 8 --threads 2 \
+               --output /dev/null ;;
     writes) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 ;;
     exact1m) python3 benchmarks/exact_vs_bowtie.py --reads 1000000 --threads "$threads" --repeat 5 ;;
     myers) for m in 100 250 500; do
