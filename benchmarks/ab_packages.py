@@ -55,7 +55,8 @@ def main() -> None:
     for v in args.versions:
         name, _, spec = v.partition("=")
         folder, _, index = spec.partition(":")
-        versions[name] = (folder, index or args.index)
+        # Absolute: the runs and the workers start in / (exact_vs_bowtie.device_workers).
+        versions[name] = (str(Path(folder).resolve()), str(Path(index or args.index).resolve()))
     for folder, _ in versions.values():
         compileall.compile_dir(folder, quiet=1)  # as an installed package: no compiling in the timed runs
     out = Path(args.output or Path(tempfile.mkdtemp()) / "ab.sam")

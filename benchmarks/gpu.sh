@@ -2,7 +2,7 @@
 # dmap's benchmarks on a machine with an NVIDIA GPU, through its OpenCL driver
 # (docs/performance.md, "GPU"), with the other mappers on every CPU core.
 #
-#   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap writes timeline
+#   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap writes buffers timeline ab
 #
 # Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
 # mason_simulator on PATH (or in /usr/lib/seqan/bin); E. coli as
@@ -35,9 +35,20 @@ dmap devices || exit 1
 # Sections, in the order given (default: all, about 20 minutes; a lent machine's call
 # runs at most 10). "exact": 10M reads against bowtie -p N, 8 standing workers of 2 and 3
 # threads, with default and 100,000-read chunks (about 3 minutes, 40 s of it making the
-# reads). "writes": 8 processes writing 2.9 GB into one file. "timeline": where the time
-# of 8 workers' runs goes (benchmarks/timeline.py), to a file and to /dev/null.
-sections=${*:-exact kernels exact1m myers neighborhood approx allmap writes timeline}
+# reads). "writes": 8 processes writing 2.9 GB into one file; "buffers": the same in 19 MB
+# chunks (a 10M-read run's), direct writes through buffers of 8, 32 and 64 MiB.
+# "timeline": where the time of 8 workers' runs goes (benchmarks/timeline.py), to a file
+# and to /dev/null. "ab": versions of dmap in turn on 10M reads, 8 workers
+# (benchmarks/ab_packages.py), for each pair in DMAP_AB="OLD=DIR NEW=DIR;OLD=DIR NEW=DIR".
+
+# 10M exact reads and the index, made once.
+reads_10m() {
+  python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
+from exact_vs_bowtie import ecoli_reference, simulated_reads
+simulated_reads(Path('$W'), ecoli_reference(Path('$W')), 10_000_000, 100)"
+  [ -d $W/ecoli.dmap ] || dmap index $W/ecoli.fa -o $W/ecoli.dmap
+}
+sections=${*:-exact kernels exact1m myers neighborhood approx allmap writes buffers timeline}
 set -x
 for section in $sections; do
   case $section in
@@ -50,14 +61,20 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
                --truth $W/exact_1000000_35.tsv
              python3 benchmarks/kernel_speed.py $W/ecoli.dmap $W/exact_1000000_35.fq --batch 1 4 16 --repeat 5
              python3 benchmarks/transfers.py --mib 64 --repeat 10 --processes 1 8 ;;
-    timeline) python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
-from exact_vs_bowtie import ecoli_reference, simulated_reads
-simulated_reads(Path('$W'), ecoli_reference(Path('$W')), 10_000_000, 100)"
-             [ -d $W/ecoli.dmap ] || dmap index $W/ecoli.fa -o $W/ecoli.dmap
+    timeline) reads_10m
              python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --workers 8 --threads 2
              python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --workers 8 --threads 2 \
                --output /dev/null ;;
+    ab) reads_10m
+        [ -n "${DMAP_AB:-}" ] || { echo "ab: set DMAP_AB" >&2; exit 2; }
+        IFS=';' read -ra pairs <<< "$DMAP_AB"
+        for pair in "${pairs[@]}"; do
+          # shellcheck disable=SC2086
+          python3 benchmarks/ab_packages.py $W/exact_10000000_100.fq $pair --workers 8 --pairs 4
+        done ;;
     writes) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 ;;
+    buffers) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 --chunk-mib 19 \
+               --modes pwrite write_at "write_at, preallocated" --buffer-mib 8 32 64 ;;
     exact1m) python3 benchmarks/exact_vs_bowtie.py --reads 1000000 --threads "$threads" --repeat 5 ;;
     myers) for m in 100 250 500; do
              python3 benchmarks/myers_gcups.py --pairs 1000000 --length $m --window $((m + 6)) --no-edlib
