@@ -303,20 +303,33 @@ def thread_buffer() -> np.ndarray:
     return buffer
 
 
-def write_at(path: str, offset: int, data: np.ndarray) -> None:
+def direct_writes(gpus: list[bool]) -> bool:
+    """Whether a run on devices of these kinds (True: a GPU) writes its records to a local
+    disk with ``O_DIRECT``, or through the page cache.
+
+    Where the search runs on the host's cores (PoCL's CPU device), the page cache's copies,
+    writeback and reclaim take cores from it: on the 2-core VM, direct writes made a 10M-read
+    run 5.1 s against 6.2 s.  A GPU host's cores have room for them, and its memory takes a
+    SAM file faster than its disk: 8 workers on an H200 mapped 10M reads in 2.78 s through the
+    page cache against 3.47 s direct (docs/performance.md, "GPU").
+    """
+    return not gpus or not all(gpus)
+
+
+def write_at(path: str, offset: int, data: np.ndarray, direct: bool = True) -> None:
     """Write ``data`` into the file ``path`` at ``offset`` (its other bytes are left as they are).
 
-    On a local disk (:data:`DIRECT_FILE_SYSTEMS`) the whole blocks of the range are written
-    with ``O_DIRECT`` from this thread's aligned buffer, as :class:`DirectAppends` appends;
-    the partial blocks at its ends, which it shares with the chunks beside it (written by
-    other workers, never directly), go through the page cache.  There, and for the whole range
-    elsewhere, the writeback is started at once: written once, the records need not stay in
-    the page cache.
+    With ``direct``, on a local disk (:data:`DIRECT_FILE_SYSTEMS`) the whole blocks of the
+    range are written with ``O_DIRECT`` from this thread's aligned buffer, as
+    :class:`DirectAppends` appends; the partial blocks at its ends, which it shares with the
+    chunks beside it (written by other workers, never directly), go through the page cache.
+    There, and for the whole range otherwise, the writeback is started at once: written once,
+    the records need not stay in the page cache.
     """
     view = memoryview(data).cast("B")
     end = offset + len(view)
     lo, hi = -(-offset // DIRECT_ALIGN) * DIRECT_ALIGN, end // DIRECT_ALIGN * DIRECT_ALIGN
-    direct = _open_direct(path) if hi - lo >= DIRECT_AT_LEAST else None
+    direct = _open_direct(path) if direct and hi - lo >= DIRECT_AT_LEAST else None
     if direct is None:
         lo = hi = end
     else:  # the whole blocks (hi is aligned: no partial block is left over)
@@ -345,9 +358,10 @@ class SamWriter:
     """Writes the SAM output's bytes: the header, then records chunk by chunk.
 
     With ``direct``, appends go to the disk with :class:`DirectAppends` until a
-    chunk is written in place or copied from a part file; otherwise only the
-    last :data:`CACHED_TAIL` bytes of a regular file stay in the page cache
-    (:class:`PageCacheLimit`).
+    chunk is written in place or copied from a part file, and so do the whole blocks
+    of chunks written in place (:func:`write_at`), until :meth:`through_page_cache`;
+    otherwise only the last :data:`CACHED_TAIL` bytes of a regular file stay in the
+    page cache (:class:`PageCacheLimit`).
     """
 
     def __init__(self, file, name: str | None = None, after_failure: str = "no output was written",
@@ -367,6 +381,7 @@ class SamWriter:
         self._allocated = 0  # with reserve(): the file's length given ahead of the writes
         self._preallocate = False  # direct appends went on to reserve(): the file is given its length ahead
         self._direct = DirectAppends.open(self.path) if direct and self.path is not None else None
+        self._direct_at = direct  # chunks written in place by write_at() go to the disk directly
 
     @property
     def direct(self) -> bool:
@@ -384,6 +399,11 @@ class SamWriter:
                 self.file.write(tail)
             except OSError as e:
                 raise OutputError.writing(self.name, e, self.after_failure) from None
+
+    def through_page_cache(self) -> None:
+        """Write everything from now on through the page cache (:func:`direct_writes`)."""
+        self._direct_at = False
+        self._end_direct()
 
     def finish(self) -> None:
         """Everything written so far is in the file, for it to be closed."""
@@ -425,7 +445,7 @@ class SamWriter:
         """Write ``data`` at ``offset`` of a regular file (a chunk reserved by :meth:`reserve`)."""
         self._end_direct()
         try:
-            write_at(self.path, offset, data)
+            write_at(self.path, offset, data, direct=self._direct_at)
         except OSError as e:
             raise OutputError.writing(self.name, e, self.after_failure) from None
 

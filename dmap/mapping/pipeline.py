@@ -55,7 +55,7 @@ from ..cluster.client import client_for, require_device_workers, require_same_co
 from ..cluster.worker import device_stats
 from ..errors import ClusterError, DmapError, DmapWarning, OutputError
 from ..format import bam, bgzf, sam
-from ..format.writer import Parts, SamWriter
+from ..format.writer import Parts, SamWriter, direct_writes
 from ..index.store import Index, index_identity, open_index
 from ..io.output import Output, record_format
 from ..io.pairs import PairBlock, PairSplit, count_records, plan_pairs
@@ -312,6 +312,10 @@ def map_reads(
                 before = device_stats(c, idx.path)
                 require_same_code(before)
                 require_same_index(before, idx.path, index_identity(idx.path))
+                if not direct_writes([st["gpu"] for st in before.values()]):
+                    settings = dataclasses.replace(settings, direct=False)
+                    if writer is not None:
+                        writer.through_page_cache()
                 try:
                     _run(c, idx, sources, writer, in_flight, result, kept if return_hits else None, block_major,
                          reading, settings, progress, write_header)
@@ -491,8 +495,8 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
                     result.unmappable[why] = result.unmappable.get(why, 0) + n
                 if writer is not None and settings.in_place:
                     offset = writer.reserve(chunk.nbytes)
-                    placed.append((client.submit(write_at_task, fut, settings.parts, writer.path, offset, pure=False,
-                                                 priority=-chunk.number), fut, offset))
+                    placed.append((client.submit(write_at_task, fut, settings.parts, writer.path, offset,
+                                                 settings.direct, pure=False, priority=-chunk.number), fut, offset))
                     place(wait=False)
                 elif writer is not None and chunk.part is not None:
                     writer.write_part(chunk.part, chunk.nbytes)

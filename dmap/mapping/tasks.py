@@ -271,6 +271,7 @@ class RecordSettings:
     in_place: bool = False
     bam: bool = False  # records encoded as BAM in whole BGZF blocks (dmap.format.bam, dmap.format.bgzf)
     insert: InsertBounds | None = None  # pairs: the user's insert bounds (None: estimated from the first chunk)
+    direct: bool = True  # records written in place go to a local disk with O_DIRECT (dmap.format.writer.direct_writes)
 
 
 @dataclass
@@ -379,7 +380,7 @@ class OutputNotSeen(Exception):
     host without the shared file system): the client then writes that chunk's records itself."""
 
 
-def write_at_task(out: ChunkOutput, parts: Parts, path: str, offset: int) -> None:
+def write_at_task(out: ChunkOutput, parts: Parts, path: str, offset: int, direct: bool = True) -> None:
     """Write a chunk's records into the output file ``path`` at ``offset``.
 
     A write that succeeds returns nothing, so the client learns it from the task's state
@@ -393,7 +394,7 @@ def write_at_task(out: ChunkOutput, parts: Parts, path: str, offset: int) -> Non
         raise OutputNotSeen(f"this worker (process {os.getpid()}) does not see the run's directory "
                             f"{parts.directory}; the client writes the chunk")
     try:
-        write_at(path, offset, out.records)
+        write_at(path, offset, out.records, direct=direct)
     except OSError as e:
         raise WorkerWriteError.of(path, e) from None
 

@@ -22,6 +22,7 @@ from dmap.format.writer import (
     PageCacheLimit,
     SamWriter,
     _file_system_type,
+    direct_writes,
 )
 
 
@@ -267,6 +268,35 @@ def test_a_new_regular_file_on_a_local_disk_is_appended_directly(tmp_path):
         f.write(b"x")
         f.flush()
         assert not SamWriter(f, direct=True).direct
+
+
+def test_runs_on_gpus_write_through_the_page_cache():
+    """Direct writes where the search takes the host's cores (a CPU device among the run's)."""
+    assert direct_writes([False]) and direct_writes([True, False]) and direct_writes([])
+    assert not direct_writes([True]) and not direct_writes([True, True])
+
+
+def test_a_writer_sent_to_the_page_cache_writes_nothing_directly(tmp_path, monkeypatch):
+    """After through_page_cache(), neither the appends nor the chunks written in place open the
+    file with O_DIRECT, and every byte lands where it belongs."""
+    from dmap.format import writer as module
+
+    opened = []
+    real = module._open_direct
+    monkeypatch.setattr(module, "_open_direct", lambda path: opened.append(path) or real(path))
+    monkeypatch.setattr(module, "DIRECT_AT_LEAST", DIRECT_ALIGN)
+    path = tmp_path / "out.sam"
+    chunks = [b"r1\tx\n" * 3000, b"r2\ty\n" * 5000]
+    with open(path, "xb") as f:
+        writer = SamWriter(f, direct=True)
+        writer.through_page_cache()
+        assert not writer.direct
+        writer.write(b"@HD\n")
+        writer.write_at(writer.reserve(len(chunks[0])), np.frombuffer(chunks[0], np.uint8))
+        module.write_at(str(path), writer.reserve(len(chunks[1])), np.frombuffer(chunks[1], np.uint8), direct=False)
+        writer.finish()
+    assert path.read_bytes() == b"@HD\n" + b"".join(chunks)
+    assert opened == [str(path)]  # SamWriter's own open, before it was sent to the page cache
 
 
 def test_direct_appends_are_not_for_memory_or_network_file_systems():

@@ -205,3 +205,30 @@ def test_device_workers_are_asked_of_the_scheduler_not_the_clients_cache(client,
 
     monkeypatch.setattr(client, "scheduler_info", lambda *a, **k: {"workers": {}})
     assert require_device_workers(client) == 1
+
+
+def test_a_run_on_gpus_writes_through_the_page_cache(tmp_path, client, monkeypatch):
+    """Workers whose devices are GPUs: the SAM file goes through the page cache
+    (dmap.format.writer.direct_writes), with the same bytes; on the CPU it is written directly."""
+    from dmap.format.writer import SamWriter
+    from dmap.opencl.device import Device
+
+    rng = np.random.default_rng(14)
+    contigs = [("chr1", random_contig(rng, "dna", 3000))]
+    write_fasta(tmp_path / "ref.fa", contigs)
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=60)
+    write_fastq(tmp_path / "r.fq", sample_reads(rng, contigs, 400, 20, 55, "dna"))
+    sent = []
+    real = SamWriter.through_page_cache
+    monkeypatch.setattr(SamWriter, "through_page_cache", lambda self: sent.append(self.path) or real(self))
+
+    def sam(name):
+        dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / name, client=client, chunk_size=64,
+                       return_hits=False)
+        return [line for line in (tmp_path / name).read_text().splitlines() if not line.startswith("@PG")]
+
+    on_cpu = sam("cpu.sam")
+    assert not sent
+    monkeypatch.setattr(Device, "is_gpu", property(lambda self: True))
+    assert sam("gpu.sam") == on_cpu
+    assert len(sent) == 1 and sent[0].startswith(str(tmp_path))

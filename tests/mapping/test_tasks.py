@@ -64,3 +64,26 @@ def test_a_worker_that_does_not_see_the_index_says_so(tmp_path):
     assert str(e.value) == (f"index {str(tmp_path / 'gone.dmap')!r} cannot be read by the worker on host "
                             f"{socket.gethostname()!r}: No such file or directory; the workers load the index "
                             "themselves: give a path every worker sees (a shared file system)")
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_a_chunk_written_in_place_goes_direct_only_when_asked(tmp_path, monkeypatch, direct):
+    """write_at_task opens the output with O_DIRECT only with ``direct`` (a run with a CPU
+    device among its devices, dmap.format.writer.direct_writes); either way the bytes land."""
+    import numpy as np
+
+    from dmap.format import writer as module
+    from dmap.mapping.tasks import ChunkOutput, write_at_task
+
+    opened = []
+    real = module._open_direct
+    monkeypatch.setattr(module, "_open_direct", lambda path: opened.append(path) or real(path))
+    records = np.frombuffer(b"r1\t0\tchr1\n" * 200_000, np.uint8)  # over DIRECT_AT_LEAST
+    out = ChunkOutput(number=1, records=records, part=None, nbytes=records.size, n_reads=1, n_mapped=1, n_hits=1,
+                      file_bytes=0)
+    path = tmp_path / "out.sam"
+    path.write_bytes(b"@HD\n")
+    parts = dataclasses.replace(Parts.create(str(path)), client_pid=-1)  # as seen by a worker in its own process
+    write_at_task(out, parts, str(path), 4, direct)
+    assert path.read_bytes() == b"@HD\n" + records.tobytes()
+    assert opened == ([str(path)] if direct else [])
