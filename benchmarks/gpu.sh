@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 # On a machine without a package registry: what benchmarks/device_bundle.sh gathered.
 if [ -n "${DMAP_BUNDLE:-}" ]; then
   bundle=$(cd "$DMAP_BUNDLE" && pwd)
-  python3 -m pip install -q --no-index --no-deps --target /tmp/dmap-site "$bundle"/whl/*.whl || exit 1
+  python3 -m pip install -q --upgrade --no-index --no-deps --target /tmp/dmap-site "$bundle"/whl/*.whl || exit 1
   export PYTHONPATH=/tmp/dmap-site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/dmap-site/bin:$bundle/bin:$PATH
   export DMAP_ECOLI=$bundle/ecoli.fna.gz
   mkdir -p ../shared/bench && cp "$bundle"/shared-bench/*.py ../shared/bench/
@@ -38,8 +38,8 @@ dmap devices || exit 1
 # reads). "writes": 8 processes writing 2.9 GB into one file; "buffers": the same in 19 MB
 # chunks (a 10M-read run's), direct writes through buffers of 8, 32 and 64 MiB.
 # "timeline": where the time of 8 workers' runs goes (benchmarks/timeline.py), to a file
-# and to /dev/null. "ab": versions of dmap in turn on 10M reads, 8 workers
-# (benchmarks/ab_packages.py), for each pair in DMAP_AB="OLD=DIR NEW=DIR;OLD=DIR NEW=DIR".
+# and to /dev/null. "ab": versions of dmap in turn on 10M reads (benchmarks/ab_packages.py),
+# for each of DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3".
 
 # 10M exact reads and the index, made once.
 reads_10m() {
@@ -70,7 +70,7 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
         IFS=';' read -ra pairs <<< "$DMAP_AB"
         for pair in "${pairs[@]}"; do
           # shellcheck disable=SC2086
-          python3 benchmarks/ab_packages.py $W/exact_10000000_100.fq $pair --workers 8 --pairs 4
+          python3 benchmarks/ab_packages.py $W/exact_10000000_100.fq $pair
         done ;;
     writes) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 ;;
     buffers) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 --chunk-mib 19 \
