@@ -31,22 +31,10 @@ from dask.utils import key_split
 from distributed import Client, get_task_stream
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from client_cpu import cpu  # noqa: E402
 from exact_vs_bowtie import device_workers, read_through  # noqa: E402
 
 from dmap.mapping.pipeline import map_reads  # noqa: E402
-
-
-def tree_cpu(procs: list[psutil.Process]) -> float:
-    """User + system CPU seconds of these processes and their children."""
-    total = 0.0
-    for p in procs:
-        for q in [p, *p.children(recursive=True)]:
-            try:
-                t = q.cpu_times()
-                total += t.user + t.system
-            except psutil.NoSuchProcess:
-                pass
-    return total
 
 
 def summarize(stream: list[dict], start: float, stop: float, threads: int, bins: int) -> list[str]:
@@ -104,16 +92,17 @@ def main() -> None:
                     Path(output).unlink(missing_ok=True)
                 os.sync()
                 read_through([Path(args.reads)])
-                cpu = [me.cpu_times(), tree_cpu([scheduler]), tree_cpu([workers])]
+                before = [me.cpu_times(), cpu(scheduler), cpu(workers)]
                 with get_task_stream(client) as ts:
                     start = time.time()
                     result = map_reads(args.index, args.reads, sam_path=output, client=client, return_hits=False,
                                        chunk_size=args.chunk_size)
                     stop = time.time()
                 mine = me.cpu_times()
+                client_cpu = mine.user + mine.system - before[0].user - before[0].system
                 print(f"\n# round {r + 1}: {result.n_reads:,} reads, {args.workers} workers x {args.threads} threads, "
-                      f"output {output}; CPU s: client {mine.user + mine.system - cpu[0].user - cpu[0].system:.2f}, "
-                      f"scheduler {tree_cpu([scheduler]) - cpu[1]:.2f}, workers {tree_cpu([workers]) - cpu[2]:.2f}")
+                      f"output {output}; CPU s: client {client_cpu:.2f}, "
+                      f"scheduler {cpu(scheduler) - before[1]:.2f}, workers {cpu(workers) - before[2]:.2f}")
                 print("\n".join(summarize(ts.data, start, stop, args.workers * args.threads, args.bins)))
     if output != os.devnull:
         Path(output).unlink(missing_ok=True)
