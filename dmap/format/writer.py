@@ -310,8 +310,8 @@ def direct_writes(gpus: list[bool]) -> bool:
     Where the search runs on the host's cores (PoCL's CPU device), the page cache's copies,
     writeback and reclaim take cores from it: on the 2-core VM, direct writes made a 10M-read
     run 5.1 s against 6.2 s.  A GPU host's cores have room for them, and its memory takes a
-    SAM file faster than its disk: 8 workers on an H200 mapped 10M reads in 2.78 s through the
-    page cache against 3.47 s direct (docs/performance.md, "GPU").
+    SAM file faster than its disk: 8 workers on an H200 mapped 10M reads in 2.97 s with this
+    rule against 3.47 s direct, in 4 of 4 alternating pairs (docs/performance.md, "GPU").
     """
     return not gpus or not all(gpus)
 
