@@ -47,7 +47,7 @@ class DevicePlugin(WorkerPlugin):
             "name": worker_name,
             "code": _version.code_identity(),
             "device": self.spec or "default",
-            "gpu": self.device.is_gpu,  # the run writes through the page cache (dmap.format.writer.direct_writes)
+            "gpu": self.device.is_gpu,  # a run on GPUs alone writes via the page cache (format.writer.direct_writes)
             "block_loads": self.block_loads,
             "block_budget": self.device.block_budget,
             "queries_searched": device.queries_searched if device else 0,

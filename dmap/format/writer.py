@@ -139,11 +139,11 @@ def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:
         try:
             done += os.pwrite(fd, view[done:], offset + done)
         except OSError as e:
-            if e.errno != errno.EINVAL or not _through_page_cache(fd):
+            if e.errno != errno.EINVAL or not _drop_o_direct(fd):
                 raise
 
 
-def _through_page_cache(fd: int) -> bool:
+def _drop_o_direct(fd: int) -> bool:
     """Turn ``O_DIRECT`` off for the rest of the file's writes by ``fd``; False if it was off."""
     flags = fcntl.fcntl(fd, fcntl.F_GETFL)
     if not flags & getattr(os, "O_DIRECT", 0):
@@ -329,11 +329,11 @@ def write_at(path: str, offset: int, data: np.ndarray, direct: bool = True) -> N
     view = memoryview(data).cast("B")
     end = offset + len(view)
     lo, hi = -(-offset // DIRECT_ALIGN) * DIRECT_ALIGN, end // DIRECT_ALIGN * DIRECT_ALIGN
-    direct = _open_direct(path) if direct and hi - lo >= DIRECT_AT_LEAST else None
-    if direct is None:
+    direct_fd = _open_direct(path) if direct and hi - lo >= DIRECT_AT_LEAST else None
+    if direct_fd is None:
         lo = hi = end
     else:  # the whole blocks (hi is aligned: no partial block is left over)
-        appends = DirectAppends(direct, at=lo, buffer=thread_buffer())
+        appends = DirectAppends(direct_fd, at=lo, buffer=thread_buffer())
         try:
             appends.write(np.frombuffer(view, np.uint8)[lo - offset:hi - offset])
             appends.finish()
