@@ -25,6 +25,7 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -243,6 +244,10 @@ class DirectAppends:
                     pass
 
 
+# Parts.remove: how many times it empties a directory that workers may still be writing into.
+REMOVE_TRIES = 100
+
+
 @dataclass(frozen=True)
 class Parts:
     """A directory for the part files of one run, and the marker that tells a worker it sees it."""
@@ -272,7 +277,15 @@ class Parts:
         return os.path.join(self.directory, f"{number:09d}.sam-part")
 
     def remove(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)
+        """Remove the directory and its part files.  After a failed run, workers may still be
+        writing chunks' part files into it: one made while ``rmtree`` empties the directory
+        leaves it non-empty, so empty it again until it is gone (once it is, a worker's write
+        fails instead of making it again)."""
+        for _ in range(REMOVE_TRIES):
+            shutil.rmtree(self.directory, ignore_errors=True)
+            if not os.path.lexists(self.directory):
+                return
+            time.sleep(0.01)
 
 
 def write_part(parts: Parts, number: int, records: np.ndarray) -> str:

@@ -20,6 +20,7 @@ from dmap.format.writer import (
     DIRECT_FILE_SYSTEMS,
     DirectAppends,
     PageCacheLimit,
+    Parts,
     SamWriter,
     _file_system_type,
     direct_writes,
@@ -81,6 +82,31 @@ def test_a_failed_write_is_an_output_error_naming_the_output():
     writer = SamWriter(Full(), name="/data/out.sam")
     with pytest.raises(OutputError, match="cannot write '/data/out.sam': No space left on device"):
         writer.write(b"@HD\tVN:1.6\n")
+
+
+def test_parts_are_removed_while_workers_still_write_them(tmp_path):
+    """After a failed run, workers may still write chunks' part files while the client removes
+    the directory: it is gone afterwards all the same."""
+    import threading
+
+    for attempt in range(10):
+        parts = Parts.create(str(tmp_path / f"out{attempt}.sam"))
+        started = threading.Event()
+
+        def worker(parts, started):
+            for number in range(300):  # chunks still in flight, until the directory is gone
+                started.set()
+                try:
+                    open(parts.path(number), "wb").close()
+                except FileNotFoundError:
+                    return
+
+        thread = threading.Thread(target=worker, args=(parts, started))
+        thread.start()
+        started.wait()
+        parts.remove()
+        thread.join()
+        assert not os.path.lexists(parts.directory)
 
 
 def test_parts_are_used_by_other_processes_that_see_them(tmp_path):
