@@ -27,6 +27,7 @@ SPLIT = (
     ("locate_s", ("dmap-locate-kernel",), "locate kernel"),
     ("verify_s", ("dmap-verify-kernel", "dmap-traceback-kernel"), "verify kernels"),
     ("neighborhood_s", ("dmap-neighborhood-kernel",), "neighborhood kernel"),
+    ("records_s", ("dmap-records-kernel",), "records kernels"),
     ("transfer_s", ("dmap-transfer",), "transfers"),
 )
 HISTORY = 240  # points per device in the busy-over-time plot

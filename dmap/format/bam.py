@@ -378,12 +378,14 @@ def encode_records_device(device, text: np.ndarray, refs: References) -> np.ndar
     seq = np.empty((n, 3), np.uint64)
     outputs = [error, name_len, ints, rname, rnext, cigar, n_cigar, ref_span, seq, has_qual, tags, tag_bytes]
     # The buffers must outlive the kernels: OpenCL kernels need not retain their arguments.
-    inputs = [device.upload(a) for a in (text, line_start, line_end)]
-    buffers = [device.output(a) for a in outputs]
+    with device.timed("dmap-transfer"):
+        inputs = [device.upload(a) for a in (text, line_start, line_end)]
+        buffers = [device.output(a) for a in outputs]
     program = device.program("bam_records.cl", {})
-    device.run(program, "bam_fields", [*inputs, np.uint32(n), *buffers], n, wait=False)
-    for buf, host in zip(buffers, outputs):
-        device.read_back(buf, host)
+    device.run(program, "bam_fields", [*inputs, np.uint32(n), *buffers], n, "dmap-records-kernel")
+    with device.timed("dmap-transfer"):
+        for buf, host in zip(buffers, outputs):
+            device.read_back(buf, host)
     if error.any():
         raise _fail(int(error[np.flatnonzero(error)[0]]))
     rname, rnext = rname.astype(np.int64).T, rnext.astype(np.int64).T  # (starts, lengths)
@@ -395,9 +397,11 @@ def encode_records_device(device, text: np.ndarray, refs: References) -> np.ndar
                                        n_cigar.astype(np.int64), seq_len, next_ref_id, pnext - 1, tlen,
                                        tag_bytes.astype(np.int64))
     out = np.empty(size, dtype=np.uint8)
-    out_buf = device.output(out)
-    written = [device.upload(a) for a in (text, fixed.view(np.uint8), start.astype(np.uint64), line_start, cigar,
-                                          seq, has_qual, tags, _NT16)]
-    device.run(program, "bam_records", [*written, np.uint32(n), out_buf], n, wait=False)
-    device.read_back(out_buf, out)
+    with device.timed("dmap-transfer"):
+        out_buf = device.output(out)
+        written = [device.upload(a) for a in (text, fixed.view(np.uint8), start.astype(np.uint64), line_start,
+                                              cigar, seq, has_qual, tags, _NT16)]
+    device.run(program, "bam_records", [*written, np.uint32(n), out_buf], n, "dmap-records-kernel")
+    with device.timed("dmap-transfer"):
+        device.read_back(out_buf, out)
     return out

@@ -628,7 +628,8 @@ def test_workers_profile_only_for_a_dashboard(dashboard):
 
 
 def test_dashboard_metrics(tmp_path):
-    """Kernel/transfer/locate time reaches the scheduler's Fine Performance Metrics; device counters its worker info."""
+    """Kernel (search, locate, records) and transfer time reaches the scheduler's Fine Performance Metrics;
+    device counters its worker info."""
     from distributed import Client
 
     import dmap
@@ -645,11 +646,11 @@ def test_dashboard_metrics(tmp_path):
                                                if "dmap-" in str(k) and v > 0}))
             workers = scheduler_workers(client).values()
             counters = [w.get("metrics", {}).get("dmap_queries_searched", 0) for w in workers]
-            if len(labels) >= 3 and sum(counters) >= 200:
+            if len(labels) >= 4 and sum(counters) >= 200:
                 break
             time.sleep(0.5)
     text = " ".join(labels)
-    for label in ("dmap-search-kernel", "dmap-locate-kernel", "dmap-transfer"):
+    for label in ("dmap-search-kernel", "dmap-locate-kernel", "dmap-records-kernel", "dmap-transfer"):
         assert label in text, labels
     assert sum(counters) == 200  # 100 reads x 2 strands
 

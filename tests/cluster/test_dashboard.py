@@ -57,16 +57,19 @@ def test_dmap_page_shows_every_device(tmp_path):
 
 
 def test_busy_counts_every_kernel():
-    """Approximate mapping (Myers, traceback) and the phash engine keep a device busy too."""
+    """Approximate mapping (Myers, traceback), the phash engine and the SAM/BAM records kernels keep a
+    device busy too."""
     from types import SimpleNamespace
 
     from dmap.cluster.dashboard import device_rows
 
     seconds = {"dmap-neighborhood-kernel": 2.0, "dmap-verify-kernel": 1.0, "dmap-traceback-kernel": 0.5,
-               "dmap-transfer": 0.25, "dmap-traceback": 9.0}  # host time of a task, not a kernel
+               "dmap-records-kernel": 0.125, "dmap-transfer": 0.25,
+               "dmap-traceback": 9.0}  # host time of a task, not a kernel
     metrics = {"dmap_device": "0:0", "dmap_queries_searched": 10, "dmap_block_loads": 1, "dmap_seconds": seconds}
     scheduler = SimpleNamespace(workers={"w": SimpleNamespace(name="w", metrics=metrics),
                                          "plain": SimpleNamespace(name="plain", metrics={})})
     (row,) = device_rows(scheduler)
-    assert row["kernel_s"] == 3.5 and row["neighborhood_s"] == 2.0 and row["verify_s"] == 1.5
+    assert row["kernel_s"] == 3.625 and row["neighborhood_s"] == 2.0 and row["verify_s"] == 1.5
+    assert row["records_s"] == 0.125
     assert row["search_s"] == 0.0 and row["transfer_s"] == 0.25
