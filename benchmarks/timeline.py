@@ -10,8 +10,12 @@ the first task started and the last ended; per stage (``read_task``, ``block_tas
 ``finish_task``, ``summary_task``, ``write_at_task``) the tasks, their compute seconds and
 the share of the worker threads' time; per slice of the run, how many of the workers'
 threads computed on average and in which stages (a slice whose threads idle is waiting
-for something else: the client, the scheduler, the disk); and the CPU seconds (user +
-system) of the client, the scheduler and the workers.  ``--output /dev/null`` writes the
+for something else: the client, the scheduler, the disk); the CPU seconds (user +
+system) of the client, the scheduler and the workers; and per stage, Dask's Fine
+Performance Metrics of the round: the seconds its tasks spent in dmap's device steps
+(``dmap-search-kernel``, ``dmap-records-kernel``, ``dmap-transfer``, ...), and the rest
+split into the task threads' CPU (``thread-cpu``) and their waits outside those steps
+(``thread-noncpu``: the interpreter lock, the disk, a device call not labelled).  ``--output /dev/null`` writes the
 records to a device: the workers write part files for the client to join, as for a pipe
 (no in-place writes into one file).
 """
@@ -69,6 +73,37 @@ def summarize(stream: list[dict], start: float, stop: float, threads: int, bins:
     return lines
 
 
+def fine_metrics(client: Client, previous: dict | None = None, settle: float = 10.0) -> dict:
+    """The scheduler's cumulative ``("execute", stage, label, "seconds")`` metrics.  Workers
+    report them with their heartbeats, so after a run (``previous`` given) they are read until
+    two readings a second apart agree and differ from ``previous``, for at most ``settle`` s."""
+    def read() -> dict:
+        return client.run_on_scheduler(lambda dask_scheduler: {
+            k[1:3]: v for k, v in dask_scheduler.cumulative_worker_metrics.items()
+            if isinstance(k, tuple) and len(k) == 4 and k[0] == "execute" and k[3] == "seconds"})
+
+    last = read()
+    deadline = time.time() + settle
+    while previous is not None and time.time() < deadline:
+        time.sleep(1.0)
+        now = read()
+        if now == last and now != previous:
+            break
+        last = now
+    return last
+
+
+def metrics_table(before: dict, after: dict) -> list[str]:
+    """Per stage, the seconds of each metric label in a round (``after`` less ``before``)."""
+    delta = {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 5e-4}
+    labels = sorted({label for _, label in delta}, key=lambda x: (not x.startswith("dmap-"), x))
+    stages = sorted({stage for stage, _ in delta}, key=lambda st: -sum(v for (s, _), v in delta.items() if s == st))
+    lines = ["stage\t" + "\t".join(labels)]
+    for stage in stages:
+        lines.append(stage + "\t" + "\t".join(f"{delta.get((stage, label), 0.0):.3f}" for label in labels))
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("index")
@@ -93,6 +128,7 @@ def main() -> None:
                 os.sync()
                 read_through([Path(args.reads)])
                 before = [me.cpu_times(), cpu(scheduler), cpu(workers)]
+                metrics = fine_metrics(client)
                 with get_task_stream(client) as ts:
                     start = time.time()
                     result = map_reads(args.index, args.reads, sam_path=output, client=client, return_hits=False,
@@ -104,6 +140,8 @@ def main() -> None:
                       f"output {output}; CPU s: client {client_cpu:.2f}, "
                       f"scheduler {cpu(scheduler) - before[1]:.2f}, workers {cpu(workers) - before[2]:.2f}")
                 print("\n".join(summarize(ts.data, start, stop, args.workers * args.threads, args.bins)))
+                print("Fine Performance Metrics, seconds per stage:")
+                print("\n".join(metrics_table(metrics, fine_metrics(client, metrics))))
     if output != os.devnull:
         Path(output).unlink(missing_ok=True)
 
