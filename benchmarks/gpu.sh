@@ -38,8 +38,9 @@ dmap devices || exit 1
 # reads). "writes": 8 processes writing 2.9 GB into one file; "buffers": the same in 19 MB
 # chunks (a 10M-read run's), direct writes through buffers of 8, 32 and 64 MiB.
 # "timeline": where the time of 8 workers' runs goes (benchmarks/timeline.py), to a file
-# and to /dev/null, and of 16 one-thread workers (no interpreter lock shared) to a file. "ab": versions of dmap in turn on 10M reads (benchmarks/ab_packages.py),
-# for each of DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3".
+# and to /dev/null, and of 16 one-thread workers (no interpreter lock shared) to a file.
+# "ab": versions of dmap in turn on 10M reads (benchmarks/ab_packages.py), for each of
+# DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3".
 
 # 10M exact reads and the index, made once.
 reads_10m() {

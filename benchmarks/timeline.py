@@ -15,9 +15,10 @@ system) of the client, the scheduler and the workers; and per stage, Dask's Fine
 Performance Metrics of the round: the seconds its tasks spent in dmap's device steps
 (``dmap-search-kernel``, ``dmap-records-kernel``, ``dmap-transfer``, ...), and the rest
 split into the task threads' CPU (``thread-cpu``) and their waits outside those steps
-(``thread-noncpu``: the interpreter lock, the disk, a device call not labelled).  ``--output /dev/null`` writes the
-records to a device: the workers write part files for the client to join, as for a pipe
-(no in-place writes into one file).
+(``thread-noncpu``: the interpreter lock, the disk, a device call not labelled).
+
+``--output /dev/null`` writes the records to a device: the workers write part files for
+the client to join, as for a pipe (no in-place writes into one file).
 """
 
 from __future__ import annotations
