@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import functools
 import io
 import mmap
 import os
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import OutputError
+from ..io.mapfile import libc
 
 # Bytes at the end of a SAM file being written that are left in the page
 # cache: two SAM batches.  Against 64 MB, the pages dropped come back sooner,
@@ -96,13 +96,6 @@ DIRECT_ALIGN = 4096  # offsets, lengths and addresses of direct writes: a multip
 DIRECT_BUFFER = 8 << 20
 
 
-@functools.lru_cache(maxsize=1)
-def _libc():
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True)
-
-
 def _file_system_type(fd: int) -> int | None:
     """The file system type of the open file ``fd`` (Linux's ``fstatfs`` f_type), or None."""
     if not sys.platform.startswith("linux"):
@@ -110,7 +103,7 @@ def _file_system_type(fd: int) -> int | None:
     import ctypes
 
     buf = ctypes.create_string_buffer(256)  # struct statfs: f_type is its first field, a long
-    if _libc().fstatfs(fd, buf) != 0:
+    if libc().fstatfs(fd, buf) != 0:
         return None
     return int.from_bytes(buf.raw[:ctypes.sizeof(ctypes.c_long)], sys.byteorder)
 

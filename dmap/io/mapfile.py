@@ -9,6 +9,7 @@ first, and on the VM where dmap is measured such pages cost 1.5-3 ms per MB
 
 from __future__ import annotations
 
+import functools
 import mmap
 
 import numpy as np
@@ -31,7 +32,10 @@ _PROT_NONE, _PROT_READ = 0, 1
 _MAP_SHARED, _MAP_PRIVATE, _MAP_FIXED, _MAP_ANONYMOUS = 0x01, 0x02, 0x10, 0x20
 
 
-def _libc():
+@functools.lru_cache(maxsize=1)
+def libc():
+    """The C library through ctypes (errno kept), with ``mmap``'s and ``munmap``'s signatures set:
+    for the calls Python's ``os`` lacks (here, and ``fstatfs`` in :mod:`dmap.format.writer`)."""
     import ctypes
     import ctypes.util
 
@@ -68,20 +72,20 @@ def map_files(pieces: list[tuple[int, int, int]]) -> np.ndarray:
             raise ValueError("pieces of a contiguous mapping must meet at page boundaries")
         spans.append((fd, start, length))
     total = sum(length for _, _, length in spans)
-    libc = _libc()
-    base = libc.mmap(None, total, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS, -1, 0)
+    c = libc()
+    base = c.mmap(None, total, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS, -1, 0)
     if base in (None, ctypes.c_void_p(-1).value):
         raise OSError(ctypes.get_errno(), "cannot reserve address space for a mapping")
     at = 0
     for fd, start, length in spans:  # each file's pages over its part of the reservation
-        got = libc.mmap(base + at, length, _PROT_READ, _MAP_SHARED | _MAP_FIXED, fd, start)
+        got = c.mmap(base + at, length, _PROT_READ, _MAP_SHARED | _MAP_FIXED, fd, start)
         if got != base + at:
             err = ctypes.get_errno()
-            libc.munmap(base, total)
+            c.munmap(base, total)
             raise OSError(err, "cannot map a reads or index file")
         at += length
     region = (ctypes.c_char * total).from_address(base)
-    weakref.finalize(region, libc.munmap, base, total)  # unmapped with the last array that uses it
+    weakref.finalize(region, c.munmap, base, total)  # unmapped with the last array that uses it
     data = np.frombuffer(region, dtype=np.uint8)
     data.flags.writeable = False
     skip = pieces[0][1] - spans[0][1]
