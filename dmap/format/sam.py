@@ -336,18 +336,14 @@ def _write_records(device, chunk: ReadChunk, cols: RecordColumns,
     starts[1:] = ends[:-1]
     letters = seq_letters(chunk.alphabet)
     columns = [cols.read.astype(np.uint32), cols.flag, cols.contig, cols.pos, cols.mapq, cols.nh, cols.x0]
-    unused = np.zeros(1, dtype=np.uint64)  # stands for each column the kernel does not read
-    if strings is None:  # exact hits: none of the approximate columns
-        approx = [unused] * 9
-    else:
+    approx = mates = None  # the kernel reads neither: one small buffer stands for each column
+    if strings is not None:
         cigars, mds = strings
         approx = [_nonempty(a) for a in (
             cols.nm, cols.x1, cols.alignment, cigars.data, cigars.offsets.astype(np.uint64),
             cigars.lengths.astype(np.uint32), mds.data, mds.offsets.astype(np.uint64), mds.lengths.astype(np.uint32))]
     if cols.paired:
         mates = [cols.rnext, cols.pnext, cols.tlen.astype(np.int64), cols.mate_alignment, cols.mate_mapq]
-    else:
-        mates = [unused] * 5
     out = device.host_array(int(ends[-1])) if scratch else np.empty(int(ends[-1]), dtype=np.uint8)
     # Names, sequences and qualities all lie in the chunk's bytes, sent once.
     # The buffers must outlive the kernels: OpenCL kernels need not retain their arguments.
@@ -357,11 +353,11 @@ def _write_records(device, chunk: ReadChunk, cols: RecordColumns,
         args += [np.uint32(has_qual)]
         args += [device.upload(a) for a in (rnames, rname_off, rname_len, letters, _COMPLEMENT[letters])]
         args += [np.uint32(translates_mapped(chunk.alphabet)), device.upload(tail_bytes), np.uint32(len(tail))]
-        sent = {}  # one buffer for the array that stands for every unused column
-        for a in (*columns, *approx, *mates, starts):
-            if id(a) not in sent:
-                sent[id(a)] = device.upload(a)
-            args.append(sent[id(a)])
+        unused = device.upload(np.zeros(1, dtype=np.uint64)) if approx is None or mates is None else None
+        args += [device.upload(a) for a in columns]
+        args += [unused] * 9 if approx is None else [device.upload(a) for a in approx]
+        args += [unused] * 5 if mates is None else [device.upload(a) for a in mates]
+        args.append(device.upload(starts))
         out_buf = device.output(out)  # on a CPU the kernel writes into `out` itself
     defines = {"APPROX": int(strings is not None), "PAIRED": int(cols.paired)}
     device.run(device.program("sam_records.cl", defines), "sam_records", [*args, np.uint32(n), out_buf], n,
