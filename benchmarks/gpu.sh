@@ -38,7 +38,8 @@ dmap devices || exit 1
 # reads). "writes": 8 processes writing 2.9 GB into one file; "buffers": the same in 19 MB
 # chunks (a 10M-read run's), direct writes through buffers of 8, 32 and 64 MiB.
 # "timeline": where the time of 8 workers' runs goes (benchmarks/timeline.py), to a file
-# and to /dev/null, and of 16 one-thread workers (no interpreter lock shared) to a file.
+# and to /dev/null, of 16 one-thread workers (no interpreter lock shared) to a file, and of
+# the embedded cluster's first round (what a plain `dmap run` gets).
 # "ab": versions of dmap in turn on 10M reads (benchmarks/ab_packages.py), for each of
 # DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3".
 
@@ -66,7 +67,8 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
              python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --workers 8 --threads 2
              python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --workers 8 --threads 2 \
                --output /dev/null
-             python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --workers 16 --threads 1 ;;
+             python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --workers 16 --threads 1
+             python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --embedded --cold --repeat 1 ;;
     ab) reads_10m
         [ -n "${DMAP_AB:-}" ] || { echo "ab: set DMAP_AB" >&2; exit 2; }
         IFS=';' read -ra pairs <<< "$DMAP_AB"

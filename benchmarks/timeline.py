@@ -1,12 +1,16 @@
 """Where a cluster run's time goes: Dask's task stream of ``map_reads`` against real
-``dask scheduler``/``dask worker`` processes on one device, summed by stage and by slice of
-the run, with each process's CPU.
+``dask scheduler``/``dask worker`` processes on one device (or, with ``--embedded``, the
+cluster that ``dmap run`` starts in its own process without one), summed by stage and by
+slice of the run, with each process's CPU.
 
     python3 benchmarks/timeline.py INDEX READS [--workers 8] [--threads 2] [--repeat 2]
                                    [--output FILE|/dev/null] [--chunk-size C] [--bins 10]
+                                   [--embedded] [--cold | --warm-up READS]
 
-For each round (after one warm-up run): the run's wall time as the client sees it; when
-the first task started and the last ended; per stage (``read_task``, ``block_task``,
+For each round (after one warm-up run of the reads, or of ``--warm-up``'s, unless
+``--cold``: the first round is then what a ``dmap run`` of the reads gets): the run's wall
+time as the client sees it; when the first task started and the last ended; how long no
+task, one task, and two or more computed; per stage (``read_task``, ``block_task``,
 ``finish_task``, ``summary_task``, ``write_at_task``) the tasks, their compute seconds and
 the share of the worker threads' time; per slice of the run, how many of the workers'
 threads computed on average and in which stages (a slice whose threads idle is waiting
@@ -29,6 +33,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from contextlib import ExitStack
 from pathlib import Path
 
 import psutil
@@ -39,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from client_cpu import cpu  # noqa: E402
 from exact_vs_bowtie import device_workers, read_through  # noqa: E402
 
+from dmap.cluster.client import WORKER_THREADS, embedded_client  # noqa: E402
 from dmap.mapping.pipeline import map_reads  # noqa: E402
 
 
@@ -53,6 +59,8 @@ def summarize(stream: list[dict], start: float, stop: float, threads: int, bins:
     wall = stop - start
     lines = [f"wall {wall:.3f} s; first task starts at {first:.3f} s, last ends at {last:.3f} s "
              f"({wall - last:.3f} s before the run returns)"]
+    lines.append("tasks computing at once, seconds: " + ", ".join(
+        f"{k}{'+' if k == 2 else ''} {t:.3f}" for k, t in enumerate(occupancy(computes, start, stop))))
     by_stage: dict[str, list[float]] = defaultdict(list)
     for name, a, b in computes:
         by_stage[name].append(b - a)
@@ -72,6 +80,25 @@ def summarize(stream: list[dict], start: float, stop: float, threads: int, bins:
         stages = ", ".join(f"{n.removesuffix('_task')} {v:.1f}" for n, v in sorted(busy.items(), key=lambda kv: -kv[1]))
         lines.append(f"{i * width:.2f}-{(i + 1) * width:.2f}\t{sum(busy.values()):.1f}\t{stages}")
     return lines
+
+
+def occupancy(computes: list[tuple[str, float, float]], start: float, stop: float) -> list[float]:
+    """The seconds of [start, stop] in which no task, one task, and two or more computed."""
+    edges = sorted([(a, 1) for _, a, _ in computes] + [(b, -1) for _, _, b in computes])
+    seconds = [0.0, 0.0, 0.0]
+    running, at = 0, start
+    for t, step in edges:
+        seconds[min(running, 2)] += max(t, at) - at
+        at, running = max(t, at), running + step
+    seconds[0] += max(stop - at, 0.0)
+    return seconds
+
+
+def own_cpu(proc: psutil.Process) -> float:
+    """CPU seconds so far of ``proc`` alone (the ``dask`` processes this script starts are its
+    children)."""
+    t = proc.cpu_times()
+    return t.user + t.system
 
 
 def fine_metrics(client: Client, previous: dict | None = None, settle: float = 10.0) -> dict:
@@ -115,37 +142,51 @@ def main() -> None:
     ap.add_argument("--output", help="where the records go (default: a new file beside the reads)")
     ap.add_argument("--chunk-size", type=int)
     ap.add_argument("--bins", type=int, default=10)
+    ap.add_argument("--embedded", action="store_true",
+                    help="the cluster dmap run starts without one (one worker of two threads in this "
+                         "process) instead of --workers dask worker processes of --threads threads")
+    warm_up = ap.add_mutually_exclusive_group()
+    warm_up.add_argument("--cold", action="store_true", help="no warm-up run before the rounds")
+    warm_up.add_argument("--warm-up", metavar="READS", help="the reads of the warm-up run (default: READS)")
     args = ap.parse_args()
     output = args.output or str(Path(args.reads).with_suffix(".timeline.sam"))
     me = psutil.Process()
-    with device_workers(args.workers, threads=args.threads) as (address, procs):
-        scheduler, workers = (psutil.Process(p.pid) for p in procs)
-        with Client(address) as client:
-            map_reads(args.index, args.reads, sam_path=output, client=client, return_hits=False,
-                      chunk_size=args.chunk_size)  # warm-up: each worker loads the index
-            for r in range(args.repeat):
-                if output != os.devnull:
-                    Path(output).unlink(missing_ok=True)
-                os.sync()
-                read_through([Path(args.reads)])
-                before = [me.cpu_times(), cpu(scheduler), cpu(workers)]
-                metrics = fine_metrics(client)
-                with get_task_stream(client) as ts:
-                    start = time.time()
-                    result = map_reads(args.index, args.reads, sam_path=output, client=client, return_hits=False,
-                                       chunk_size=args.chunk_size)
-                    stop = time.time()
-                mine = me.cpu_times()
-                client_cpu = mine.user + mine.system - before[0].user - before[0].system
-                print(f"\n# round {r + 1}: {result.n_reads:,} reads, {args.workers} workers x {args.threads} threads, "
-                      f"output {output}; CPU s: client {client_cpu:.2f}, "
-                      f"scheduler {cpu(scheduler) - before[1]:.2f}, workers {cpu(workers) - before[2]:.2f}")
-                print("\n".join(summarize(ts.data, start, stop, args.workers * args.threads, args.bins)))
-                print("Fine Performance Metrics, seconds per stage:")
-                print("\n".join(metrics_table(metrics, fine_metrics(client, metrics))))
+    with ExitStack() as stack:
+        if args.embedded:
+            client = stack.enter_context(embedded_client())
+            processes: list[psutil.Process] = []
+            workers, threads = 1, WORKER_THREADS
+        else:
+            address, procs = stack.enter_context(device_workers(args.workers, threads=args.threads))
+            client = stack.enter_context(Client(address))
+            processes = [psutil.Process(p.pid) for p in procs]  # the scheduler, then the workers
+            workers, threads = args.workers, args.threads
+        if not args.cold:  # each worker loads the index and its kernels
+            map_reads(args.index, args.warm_up or args.reads, sam_path=output, client=client, return_hits=False,
+                      chunk_size=args.chunk_size)
+        for r in range(args.repeat):
+            if output != os.devnull:
+                Path(output).unlink(missing_ok=True)
+            os.sync()
+            read_through([Path(args.reads)])
+            before = [own_cpu(me), *(cpu(p) for p in processes)]
+            metrics = fine_metrics(client)
+            with get_task_stream(client) as ts:
+                start = time.time()
+                result = map_reads(args.index, args.reads, sam_path=output, client=client, return_hits=False,
+                                   chunk_size=args.chunk_size)
+                stop = time.time()
+            used = [own_cpu(me) - before[0], *(cpu(p) - b for p, b in zip(processes, before[1:]))]
+            where = ("the embedded cluster (this process)" if args.embedded
+                     else f"{workers} workers x {threads} threads")
+            names = ["this process"] if args.embedded else ["client", "scheduler", "workers"]
+            print(f"\n# round {r + 1}: {result.n_reads:,} reads, {where}, output {output}; CPU s: "
+                  + ", ".join(f"{n} {u:.2f}" for n, u in zip(names, used)))
+            print("\n".join(summarize(ts.data, start, stop, workers * threads, args.bins)))
+            print("Fine Performance Metrics, seconds per stage:")
+            print("\n".join(metrics_table(metrics, fine_metrics(client, metrics))))
     if output != os.devnull:
         Path(output).unlink(missing_ok=True)
-
 
 if __name__ == "__main__":
     main()
