@@ -96,6 +96,12 @@ DIRECT_ALIGN = 4096  # offsets, lengths and addresses of direct writes: a multip
 DIRECT_BUFFER = 8 << 20
 
 
+def aligned_buffer(size: int) -> np.ndarray:
+    """A buffer of ``size`` bytes at a page boundary, as ``O_DIRECT`` wants (an anonymous mapping,
+    unmapped with the last array that uses it)."""
+    return np.frombuffer(mmap.mmap(-1, size), np.uint8)
+
+
 def _file_system_type(fd: int) -> int | None:
     """The file system type of the open file ``fd`` (Linux's ``fstatfs`` f_type), or None."""
     if not sys.platform.startswith("linux"):
@@ -168,8 +174,7 @@ class DirectAppends:
         # A run that is interrupted closes the file while the writer thread may be appending:
         # a descriptor closed under it could be reused by another file.
         self._lock = threading.Lock()
-        self._buffer = mmap.mmap(-1, size) if buffer is None else None  # page-aligned, as O_DIRECT wants
-        self._view = np.frombuffer(self._buffer, np.uint8) if buffer is None else buffer
+        self._view = aligned_buffer(size) if buffer is None else buffer
         self._held = 0  # bytes in the buffer, not yet written
         self.written = at  # where the held bytes go: a multiple of DIRECT_ALIGN
 
@@ -229,12 +234,7 @@ class DirectAppends:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
-            del self._view
-            if self._buffer is not None:
-                try:
-                    self._buffer.close()
-                except BufferError:  # a failed write's traceback still holds a view of it: freed with that
-                    pass
+            del self._view  # its own buffer is unmapped with the last view of it
 
 
 # Parts.remove: how many times it empties a directory that workers may still be writing into.
@@ -305,7 +305,7 @@ def thread_buffer() -> np.ndarray:
     its next writes (a worker's task threads write chunk after chunk)."""
     buffer = getattr(_thread_buffers, "buffer", None)
     if buffer is None:
-        buffer = _thread_buffers.buffer = np.frombuffer(mmap.mmap(-1, DIRECT_BUFFER), np.uint8)
+        buffer = _thread_buffers.buffer = aligned_buffer(DIRECT_BUFFER)
     return buffer
 
 
