@@ -1,4 +1,5 @@
-"""BAM written by dmap's workers against dmap's SAM piped into samtools, side by side in one run.
+"""BAM and compressed SAM written by dmap's workers against dmap's SAM piped into samtools, side by
+side in one run.
 
     python3 benchmarks/bam_output.py [--reads 1000000] [--max-errors 0] [--repeat 3] [--work /tmp/dmap-bench]
 
@@ -6,12 +7,14 @@ In alternating rounds, on E. coli reads (``../shared/bench/make_reads.py``;
 with ``--max-errors K``, K substitutions per read and ``-e K``):
 
     dmap run INDEX READS -o dmap.bam                                   (BAM from the workers)
-    dmap run INDEX READS | samtools view -b -@ 2 -o samtools.bam       (SAM, compressed by samtools)
+    dmap run INDEX READS | samtools view -b -@ 2 -o samtools.bam       (SAM, made BAM by samtools)
+    dmap run INDEX READS -o dmap.sam.gz                                (SAM in BGZF blocks, from the workers)
+    dmap run INDEX READS | samtools view -h --output-fmt sam.gz -@ 2 -o samtools.sam.gz
     dmap run INDEX READS -o dmap.sam                                   (SAM, for reference)
 
 Prints the median wall time, CPU seconds (user + system of every process)
-and output size of each, and checks that both BAM files hold the same
-records (``samtools view`` of each).
+and output size of each, and checks that dmap's and samtools' files of each
+format hold the same records (``samtools view`` of each).
 """
 
 from __future__ import annotations
@@ -47,10 +50,14 @@ def main() -> None:
     reads = simulated_reads(work, ref, args.reads, 100, args.max_errors)
     compile_dmap()
     run = f"{DMAP} run {index} {reads} -q" + (f" -e {args.max_errors}" if args.max_errors else "")
-    piped = "dmap | samtools view -b -@ 2"
-    outputs = {"dmap -o out.bam": work / "dmap.bam", piped: work / "samtools.bam", "dmap -o out.sam": work / "dmap.sam"}
+    to_bam, to_gz = "dmap | samtools view -b -@ 2", "dmap | samtools view --output-fmt sam.gz -@ 2"
+    outputs = {"dmap -o out.bam": work / "dmap.bam", to_bam: work / "samtools.bam",
+               "dmap -o out.sam.gz": work / "dmap.sam.gz", to_gz: work / "samtools.sam.gz",
+               "dmap -o out.sam": work / "dmap.sam"}
     commands = {"dmap -o out.bam": f"{run} -o {outputs['dmap -o out.bam']}",
-                piped: f"{run} | samtools view -b -@ 2 -o {outputs[piped]}",
+                to_bam: f"{run} | samtools view -b -@ 2 -o {outputs[to_bam]}",
+                "dmap -o out.sam.gz": f"{run} -o {outputs['dmap -o out.sam.gz']}",
+                to_gz: f"{run} | samtools view -h --output-fmt sam.gz -@ 2 -o {outputs[to_gz]}",
                 "dmap -o out.sam": f"{run} -o {outputs['dmap -o out.sam']}"}
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in commands}
     for _ in range(args.repeat):
@@ -60,9 +67,10 @@ def main() -> None:
             r = measure(["bash", "-o", "pipefail", "-c", cmd], [reads, index])
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             times[name].append((r["wall"], after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime))
-    same = records_digest(outputs["dmap -o out.bam"]) == records_digest(outputs[piped])
+    same = all(records_digest(outputs[ours]) == records_digest(outputs[theirs])
+               for ours, theirs in (("dmap -o out.bam", to_bam), ("dmap -o out.sam.gz", to_gz)))
     print(f"# {args.reads:,} 100-bp E. coli reads, {'exact' if not args.max_errors else f'-e {args.max_errors}'}; "
-          f"medians of {args.repeat}; same records in both BAM files: {same}")
+          f"medians of {args.repeat}; the same records in dmap's and samtools' files of each format: {same}")
     print("\n| command | wall s | CPU s | output MB |")
     print("|---|---|---|---|")
     for name in commands:

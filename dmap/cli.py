@@ -204,10 +204,11 @@ def index_info(index_path):
 @click.argument("reads", type=click.Path(dir_okay=False))
 @click.argument("mates", type=click.Path(dir_okay=False), required=False)
 @click.option("-o", "--output", default="-", show_default=True, type=click.Path(dir_okay=False),
-              help="SAM or BAM file to write, or '-' for standard output (a FIFO or device is written in place; an "
-                   "existing file only if dmap wrote it).")
+              help="SAM, BAM or compressed SAM (.sam.gz) file to write, or '-' for standard output (a FIFO or "
+                   "device is written in place; an existing file only if dmap wrote it).")
 @click.option("-O", "--output-format", type=click.Choice(FORMATS), default=None,
-              help="SAM text or BAM (BGZF-compressed, DNA only) [default: BAM for an output ending .bam, else SAM].")
+              help="SAM text, BAM (DNA only), or SAM text in BGZF blocks as bgzip writes it (sam.gz) [default: "
+                   "BAM for an output ending .bam, sam.gz for .gz or .bgz, else SAM; .cram is refused].")
 @click.option("--max-hits", "-k", type=int, default=None, help="Report at most K hits per read [default: all].")
 @click.option("--chunk-size", type=int, default=None,
               help=f"Most reads per task; chunks grow to it [default: {DEFAULT_CHUNK_SIZE}; "

@@ -192,6 +192,11 @@ def bam_parts(data: bytes) -> tuple[str, bytes]:
     return raw[8:8 + l_text].decode(), raw[at:]
 
 
+def without_pg(sam: bytes) -> list[bytes]:
+    """SAM text's lines but its ``@PG`` line, which holds the run's command line."""
+    return [line for line in sam.splitlines() if not line.startswith(b"@PG\t")]
+
+
 def htslib_bam(sam: bytes) -> bytes:
     """What htslib (``samtools view -b``) makes of SAM text with a header, as BGZF bytes."""
     return subprocess.run(["samtools", "view", "--no-PG", "-b", "-"], input=sam, capture_output=True,

@@ -29,6 +29,7 @@ import zlib
 from collections.abc import Iterable
 
 from ..errors import DmapError, OutputError
+from ..format.bam import MAGIC as BAM_MAGIC
 from ..format.bam import sam_header_text
 from ..format.bgzf import is_bgzf
 
@@ -49,19 +50,28 @@ def _descriptor(path: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-FORMATS = ("sam", "bam")
+# SAM text, BAM, and SAM text in BGZF blocks (as `bgzip` writes it: samtools, pysam and tabix read it).
+FORMATS = ("sam", "bam", "sam.gz")
+# Output names that choose a format when none is given.
+_BY_NAME = ((".bam", "bam"), (".gz", "sam.gz"), (".bgz", "sam.gz"))
 
 
 def record_format(path: str | os.PathLike, chosen: str | None, alphabet: str) -> str:
-    """The output's format: ``chosen`` ("sam" or "bam"), else BAM for a name ending ``.bam``, else SAM.
+    """The output's format: ``chosen`` (one of :data:`FORMATS`), else by the output's name: BAM
+    for ``.bam``, BGZF-compressed SAM for ``.gz`` or ``.bgz`` (``out.sam.gz``), else SAM.
 
     Raises
     ------
     dmap.errors.DmapError
-        An unknown format, or BAM for reads that are not DNA (BAM stores bases as 4-bit
-        nucleotide codes).
+        An unknown format; a name ending ``.cram`` with no format chosen (dmap does not write
+        CRAM, and SAM text under that name would mislead whatever reads it next); BAM for
+        reads that are not DNA (BAM stores bases as 4-bit nucleotide codes).
     """
-    fmt = chosen if chosen is not None else ("bam" if os.fspath(path).lower().endswith(".bam") else "sam")
+    name = os.fspath(path).lower()
+    if chosen is None and name.endswith(".cram"):
+        raise DmapError(f"dmap does not write CRAM ({os.fspath(path)!r}); write BAM (-o OUT.bam) or pipe SAM "
+                        "to 'samtools view -C -T REFERENCE.fa -o OUT.cram -'")
+    fmt = chosen if chosen is not None else next((f for end, f in _BY_NAME if name.endswith(end)), "sam")
     if fmt not in FORMATS:
         raise DmapError(f"output format {fmt!r} is not one of {', '.join(FORMATS)}")
     if fmt == "bam" and alphabet != "dna":
@@ -70,11 +80,28 @@ def record_format(path: str | os.PathLike, chosen: str | None, alphabet: str) ->
     return fmt
 
 
-def _bam_written_by_dmap(path: str) -> bool:
-    """Whether the BGZF file ``path`` is BAM whose header has dmap's ``@PG`` line."""
+def _sam_text_written_by_dmap(lines: Iterable[bytes]) -> bool:
+    """Whether SAM text (its lines, as bytes) is empty or has dmap's ``@PG`` line in its header."""
+    seen = 0
+    for line in lines:
+        if seen == 0 and not line.startswith(b"@HD\t"):
+            return False
+        if line.startswith(b"@PG\tID:dmap"):
+            return True
+        seen += len(line)
+        if not line.startswith(b"@") or seen > _HEADER_SCAN_BYTES:
+            return False
+    return seen == 0
+
+
+def _bgzf_written_by_dmap(path: str) -> bool:
+    """Whether the BGZF file ``path`` is BAM, or SAM text, whose header has dmap's ``@PG`` line."""
     try:
         with gzip.open(path, "rb") as f:
             head = f.read(8)
+            if head[:4] != BAM_MAGIC:
+                f.seek(0)
+                return _sam_text_written_by_dmap(f)
             if len(head) == 8:
                 head += f.read(min(int.from_bytes(head[4:8], "little", signed=True), _HEADER_SCAN_BYTES))
     except (OSError, EOFError, zlib.error):
@@ -84,22 +111,14 @@ def _bam_written_by_dmap(path: str) -> bool:
 
 
 def written_by_dmap(path: str) -> bool:
-    """Whether the regular file ``path`` is empty, or a SAM or BAM file whose header has dmap's ``@PG`` line."""
+    """Whether the regular file ``path`` is empty, or a SAM (plain or BGZF-compressed) or BAM file
+    whose header has dmap's ``@PG`` line."""
     try:
         with open(path, "rb") as f:
             if is_bgzf(f.read(16)):
-                return _bam_written_by_dmap(path)
+                return _bgzf_written_by_dmap(path)
             f.seek(0)
-            seen = 0
-            for line in f:
-                if seen == 0 and not line.startswith(b"@HD\t"):
-                    return False
-                if line.startswith(b"@PG\tID:dmap"):
-                    return True
-                seen += len(line)
-                if not line.startswith(b"@") or seen > _HEADER_SCAN_BYTES:
-                    return False
-            return seen == 0
+            return _sam_text_written_by_dmap(f)
     except OSError:
         return False
 

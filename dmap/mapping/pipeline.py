@@ -138,8 +138,10 @@ def map_reads(
         the end; an existing file is replaced only if dmap wrote it), a FIFO
         or device, or ``"-"`` for standard output (see :mod:`dmap.io.output`).
     output_format
-        ``"sam"`` or ``"bam"`` (BGZF-compressed, :mod:`dmap.format.bam`; DNA indexes
-        only); by default BAM for a ``sam_path`` ending ``.bam``, else SAM.
+        ``"sam"``, ``"bam"`` (BGZF-compressed, :mod:`dmap.format.bam`; DNA indexes
+        only) or ``"sam.gz"`` (SAM text in BGZF blocks, as ``bgzip`` writes it); by
+        default chosen by ``sam_path``'s name (:func:`dmap.io.output.record_format`):
+        BAM for ``.bam``, BGZF-compressed SAM for ``.gz`` or ``.bgz``, else SAM.
     client, scheduler
         A Dask client, or a scheduler address to connect to; with neither, an
         embedded cluster with one worker per local OpenCL device is started.
@@ -245,7 +247,7 @@ def map_reads(
         raise DmapError(f"--max-errors {max_errors} leaves no read length within the index's maximum query "
                         f"length {idx.meta.max_query_length}")
     contig_names = [c.name for c in idx.meta.contigs]
-    as_bam = sam_path is not None and record_format(sam_path, output_format, idx.alphabet.name) == "bam"
+    fmt = record_format(sam_path, output_format, idx.alphabet.name) if sam_path is not None else "sam"
     if chunk_size is None:
         chunk_size = DEFAULT_CHUNK_SIZE if approx is None else DEFAULT_APPROX_CHUNK_SIZE
     if chunk_size < 1:
@@ -272,7 +274,7 @@ def map_reads(
     reading = dict(max_length=idx.meta.max_query_length - max_errors, check_symbols=approx is not None,
                    strict=strict)
     settings = RecordSettings(max_hits, group.tag if group is not None else "", approx, strict, return_hits,
-                              bam=as_bam, insert=insert)
+                              format=fmt, insert=insert)
     parts = None
     t0 = time.perf_counter()
     result = MappingResult()
@@ -284,9 +286,10 @@ def map_reads(
     def write_header(bounds: InsertBounds | None) -> None:
         """The header, once the insert bounds of pairs are known (from the first chunk)."""
         if writer is not None:
-            head = sam.header(idx.meta, argv, group, [bounds.describe()] if bounds is not None else [])
-            writer.write(bgzf.compress(bam.header(head, contig_names, [c.length for c in idx.meta.contigs]))
-                         if as_bam else head.encode())
+            text = sam.header(idx.meta, argv, group, [bounds.describe()] if bounds is not None else [])
+            head = (bam.header(text, contig_names, [c.length for c in idx.meta.contigs]) if fmt == "bam"
+                    else text.encode())
+            writer.write(head if fmt == "sam" else bgzf.compress(head))
 
     def cluster_failure(message: str) -> ClusterError:
         """The run's one-line error for a failure of its cluster, with what it leaves."""
@@ -331,7 +334,7 @@ def map_reads(
                 closing = time.perf_counter()
             result.close_seconds = time.perf_counter() - closing
         if out is not None:
-            if as_bam:
+            if fmt != "sam":
                 writer.write_end(bgzf.EOF)
             writer.finish()
             out.commit()

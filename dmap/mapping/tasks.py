@@ -269,7 +269,9 @@ class RecordSettings:
     # The output is a regular file that the workers that see it write into, each chunk at its offset
     # (write_at_task): the records are then kept on the worker, not written to a part file.
     in_place: bool = False
-    bam: bool = False  # records encoded as BAM in whole BGZF blocks (dmap.format.bam, dmap.format.bgzf)
+    # "sam"; "bam": records encoded as BAM (dmap.format.bam); "sam.gz": SAM text.  Both of the
+    # latter in whole BGZF blocks (dmap.format.bgzf), which concatenate in the output.
+    format: str = "sam"
     insert: InsertBounds | None = None  # pairs: the user's insert bounds (None: estimated from the first chunk)
     direct: bool = True  # records written in place go to a local disk with O_DIRECT (dmap.format.writer.direct_writes)
 
@@ -410,13 +412,15 @@ def _contig_names(index: Index) -> tuple[list[str], tuple[np.ndarray, np.ndarray
 def _records(index: Index, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments, settings: RecordSettings,
              paired: tuple | None = None, kept: bool = True) -> np.ndarray:
     """A chunk's records as bytes: SAM (formatted by ``sam_records.cl`` on this worker's device),
-    or with ``settings.bam`` those records as BAM in BGZF blocks.  ``paired``: the record columns
-    and strings of a chunk of pairs (:func:`dmap.mapping.pairs.pair_chunk`).  Unless ``kept``
+    or, by ``settings.format``, those records encoded as BAM or left as text, in BGZF blocks.
+    ``paired``: the record columns and strings of a chunk of pairs
+    (:func:`dmap.mapping.pairs.pair_chunk`).  Unless ``kept``
     (the task writes them to a part file itself), SAM records may lie in the device's scratch
     memory (:meth:`Device.host_array <dmap.opencl.device.Device.host_array>`)."""
     names, columns, references = _contig_names(index)
     device = current_device()
-    scratch = settings.bam or not kept  # the records are encoded or written before the task ends
+    compressed = settings.format != "sam"
+    scratch = compressed or not kept  # the records are compressed or written before the task ends
     if paired is not None:
         text = format_pair_records_device(device, chunk, paired[0], paired[1], columns, settings.tail, scratch)
     elif isinstance(hits, ChunkAlignments):
@@ -424,9 +428,9 @@ def _records(index: Index, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments, 
     else:
         text = format_records_device(device, chunk, hits, names, settings.max_hits, columns,
                                      tail=settings.tail, pick=primaries(chunk, hits.counts()), scratch=scratch)
-    if not settings.bam:
+    if not compressed:
         return text
-    records = encode_records_device(device, text, references)
+    records = encode_records_device(device, text, references) if settings.format == "bam" else text
     return np.frombuffer(bgzf.compress(records), np.uint8)
 
 

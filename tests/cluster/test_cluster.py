@@ -17,11 +17,13 @@ from helpers import (
     genome_case,
     htslib_bam,
     require_device_parts,
+    without_pg,
     write_fasta,
     write_fastq,
 )
 
 from dmap.cluster.client import scheduler_workers
+from dmap.format import bgzf
 from dmap.io.splits import plan_input
 from dmap.mapping.tasks import block_task
 
@@ -398,9 +400,10 @@ def test_a_worker_with_other_code_stops_the_run_before_it_starts(real_cluster, m
     assert not (tmp_path / "o.sam").exists()
 
 
-def test_workers_write_bam_in_place_and_to_a_stream(real_cluster, mapping_case, tmp_path):
-    """BAM from worker processes: each chunk's BGZF blocks written in place in a file, or through part
-    files to a stream, then the end-of-file block; the records are the SAM output's."""
+def test_workers_write_bam_and_compressed_sam_in_place_and_to_a_stream(real_cluster, mapping_case, tmp_path):
+    """BAM, and SAM in BGZF blocks, from worker processes: each chunk's blocks written in place in
+    a file, or through part files to a stream, then the end-of-file block; the records are the
+    SAM output's."""
     address, _ = real_cluster
     run = [*mapping_case, "--scheduler", address]
     subprocess.run([*run, "-o", str(tmp_path / "o.sam")], check=True, capture_output=True, timeout=300)
@@ -411,6 +414,13 @@ def test_workers_write_bam_in_place_and_to_a_stream(real_cluster, mapping_case, 
     assert bam_parts((tmp_path / "o.bam").read_bytes())[1] == want
     assert bam_parts(piped)[1] == want
     subprocess.run(["samtools", "quickcheck", "-v", str(tmp_path / "o.bam")], check=True)
+    # SAM text in BGZF blocks, the same way: the SAM output's bytes but its @PG line
+    subprocess.run([*run, "-o", str(tmp_path / "o.sam.gz")], check=True, capture_output=True, timeout=300)
+    piped = subprocess.run([*run, "-O", "sam.gz"], check=True, capture_output=True, timeout=300).stdout
+    sam = without_pg((tmp_path / "o.sam").read_bytes())
+    assert without_pg(gzip.decompress((tmp_path / "o.sam.gz").read_bytes())) == sam
+    assert without_pg(gzip.decompress(piped)) == sam
+    assert piped.endswith(bgzf.EOF) and bgzf.is_bgzf(piped[:16])
 
 
 def test_workers_cut_and_inflate_bgzip_reads(real_cluster, mapping_case, tmp_path):

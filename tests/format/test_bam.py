@@ -1,5 +1,6 @@
 """BAM output: the encoder against htslib, the kernel against the encoder, BGZF blocks, and
-``dmap run -o out.bam`` read back by samtools and pysam."""
+``dmap run -o out.bam`` (and ``-o out.sam.gz``, SAM text in BGZF blocks) read back by samtools
+and pysam."""
 
 import gzip
 import os
@@ -9,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import bam_parts, have, htslib_bam, write_fasta, write_fastq
+from helpers import bam_parts, have, htslib_bam, without_pg, write_fasta, write_fastq
 
 from dmap.errors import DmapError
 from dmap.format import bam, bgzf
@@ -218,3 +219,60 @@ def test_bam_of_protein_reads_is_refused(tmp_path):
     r = dmap("run", tmp_path / "idx", tmp_path / "r.fq", "-o", tmp_path / "o.bam", text=True)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cannot hold protein reads" in r.stderr
     assert not [p for p in os.listdir(tmp_path) if "o.bam" in p]
+
+
+# --- dmap run -o out.sam.gz ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("options", [[], ["-e", "2", "-R", r"@RG\tID:g1\tSM:s1"]])
+def test_compressed_sam_holds_the_sam_output(case, tmp_path, options):
+    """-o out.sam.gz: the SAM output's bytes (but @PG) in BGZF blocks, which gzip, samtools and
+    pysam read, and samtools sorts and indexes; -O sam.gz writes the same to a stream."""
+    common = [case / "idx", case / "r.fq", "--chunk-size", "700", *options]
+    dmap("run", *common, "-o", tmp_path / "o.sam", check=True)
+    dmap("run", *common, "-o", tmp_path / "o.sam.gz", check=True)
+    sam = (tmp_path / "o.sam").read_bytes()
+    packed = (tmp_path / "o.sam.gz").read_bytes()
+    assert bgzf.is_bgzf(packed[:16]) and packed.endswith(bgzf.EOF)
+    assert without_pg(gzip.decompress(packed)) == without_pg(sam)
+    subprocess.run(["samtools", "quickcheck", "-v", tmp_path / "o.sam.gz"], check=True)
+    viewed = [subprocess.run(["samtools", "view", "--no-PG", "-h", tmp_path / name], capture_output=True,
+                             check=True).stdout for name in ("o.sam.gz", "o.sam")]
+    assert without_pg(viewed[0]) == without_pg(viewed[1])  # as htslib reads them (it upper-cases SEQ)
+    piped = dmap("run", *common, "-O", "sam.gz", check=True).stdout
+    assert without_pg(gzip.decompress(piped)) == without_pg(sam)
+
+    pysam = pytest.importorskip("pysam")
+    with pysam.AlignmentFile(str(tmp_path / "o.sam.gz"), "r") as f:
+        names = [a.query_name for a in f]
+    assert names == [line.split(b"\t")[0].decode() for line in sam.splitlines() if not line.startswith(b"@")]
+    subprocess.run(["samtools", "sort", "-o", tmp_path / "s.bam", tmp_path / "o.sam.gz"], check=True)
+    subprocess.run(["samtools", "index", tmp_path / "s.bam"], check=True)
+
+
+def test_compressed_sam_holds_protein_reads_and_replaces_only_dmaps_own_files(tmp_path):
+    """SAM text in BGZF blocks holds any alphabet (BAM holds DNA alone); like every output, an
+    existing file is replaced only when dmap wrote it."""
+    write_fasta(tmp_path / "p.fa", [("p1", "MKVLAAGIVGLLLAWQ")])
+    dmap("index", tmp_path / "p.fa", "-o", tmp_path / "idx", "--alphabet", "protein", "-L", "8", check=True)
+    write_fastq(tmp_path / "r.fq", ["MKVL", "GLLL"])
+    out = tmp_path / "o.sam.gz"
+    for _ in range(2):  # the second run replaces the first's file
+        dmap("run", tmp_path / "idx", tmp_path / "r.fq", "-o", out, check=True)
+    records = [line.split(b"\t")[:4] for line in gzip.decompress(out.read_bytes()).splitlines()
+               if not line.startswith(b"@")]
+    assert records == [[b"read0", b"0", b"p1", b"1"], [b"read1", b"0", b"p1", b"10"]]
+    foreign = bgzf.compress(sam_header().encode()) + bgzf.EOF
+    out.write_bytes(foreign)
+    r = dmap("run", tmp_path / "idx", tmp_path / "r.fq", "-o", out, text=True)
+    assert r.returncode == 1 and "not a SAM or BAM file written by dmap" in r.stderr
+    assert out.read_bytes() == foreign
+
+
+def test_cram_is_refused_by_name(case, tmp_path):
+    """dmap writes no CRAM: an output named .cram is refused before anything is written, unless a
+    format is chosen for it."""
+    r = dmap("run", case / "idx", case / "r.fq", "-o", tmp_path / "o.cram", text=True)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "dmap does not write CRAM" in r.stderr
+    assert "samtools view -C" in r.stderr and os.listdir(tmp_path) == []
+    dmap("run", case / "idx", case / "r.fq", "-O", "sam", "-o", tmp_path / "o.cram", check=True)
+    assert (tmp_path / "o.cram").read_bytes().startswith(b"@HD")

@@ -4,8 +4,9 @@ import os
 
 import pytest
 
-from dmap.errors import OutputError
-from dmap.io.output import Output, written_by_dmap
+from dmap.errors import DmapError, OutputError
+from dmap.format import bgzf
+from dmap.io.output import Output, record_format, written_by_dmap
 
 DMAP_SAM = b"@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:a\tLN:4\n@PG\tID:dmap\tPN:dmap\tVN:0\tCL:dmap run\nr\t4\t*\n"
 
@@ -47,6 +48,10 @@ def test_a_failed_block_leaves_the_old_file(tmp_path):
 @pytest.mark.parametrize("content, ours", [
     (b"", True), (DMAP_SAM, True), (b"precious\n", False), (b"@HD\tVN:1.6\n@PG\tID:bwa\n", False),
     (b"@HD\tVN:1.6\nr\t4\t*\n@PG\tID:dmap\n", False),  # @PG after the header is not a header line
+    # SAM text in BGZF blocks (dmap's sam.gz, bgzip's), by the same rules
+    (bgzf.compress(DMAP_SAM) + bgzf.EOF, True), (bgzf.compress(b"precious\n") + bgzf.EOF, False),
+    (bgzf.compress(b"@HD\tVN:1.6\n@PG\tID:bwa\n") + bgzf.EOF, False),
+    (bgzf.compress(DMAP_SAM)[:40], False),  # a damaged block
 ])
 def test_only_dmap_output_is_replaced(tmp_path, content, ours):
     path = tmp_path / "o.sam"
@@ -112,3 +117,21 @@ def test_a_descriptor_path_is_written_through_the_descriptor(tmp_path):
 def test_a_directory_is_refused(tmp_path):
     with pytest.raises(OutputError, match="directory"):
         Output(tmp_path)
+
+
+@pytest.mark.parametrize("name, chosen, alphabet, fmt", [
+    ("o.sam", None, "dna", "sam"), ("o.BAM", None, "dna", "bam"), ("o.sam.gz", None, "dna", "sam.gz"),
+    ("o.bgz", None, "protein", "sam.gz"), ("o.txt", None, "text", "sam"), ("o.bam", "sam", "dna", "sam"),
+    ("o.cram", "sam.gz", "dna", "sam.gz"), ("-", "bam", "dna", "bam"),
+])
+def test_the_format_is_chosen_or_follows_the_name(name, chosen, alphabet, fmt):
+    assert record_format(name, chosen, alphabet) == fmt
+
+
+@pytest.mark.parametrize("name, chosen, alphabet, words", [
+    ("o.cram", None, "dna", "dmap does not write CRAM"), ("o.CRAM", None, "dna", "samtools view -C"),
+    ("o.bam", None, "protein", "cannot hold protein reads"), ("o", "cram", "dna", "not one of sam, bam, sam.gz"),
+])
+def test_formats_dmap_cannot_write_are_refused(name, chosen, alphabet, words):
+    with pytest.raises(DmapError, match=words):
+        record_format(name, chosen, alphabet)
