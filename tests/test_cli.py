@@ -91,6 +91,28 @@ def test_reads_from_standard_input(index, tmp_path, compress):
                                                   ("read1", "chrB", "5")]
 
 
+def test_standard_input_redirected_from_a_file_is_read_as_a_stream(index, tmp_path):
+    """``dmap run IDX - < r.fq``: standard input is a regular file, but workers cannot open it by
+    name: the client reads it from its current offset, as it reads a pipe (a file named ``-``
+    in the working directory is not read instead)."""
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC", "TTTTGGGG"] * 50)
+    (tmp_path / "-").write_text("@decoy\nACGT\n+\nIIII\n")
+    by_name = dmap_cmd("run", index, tmp_path / "r.fq", "--chunk-size", "20")
+    with open(tmp_path / "r.fq", "rb") as f:
+        redirected = subprocess.run([sys.executable, "-m", "dmap", "run", str(index), "-", "--chunk-size", "20"],
+                                    stdin=f, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    first = b"".join((tmp_path / "r.fq").read_bytes().splitlines(keepends=True)[:4])
+    with open(tmp_path / "r.fq", "rb", buffering=0) as f:
+        os.lseek(f.fileno(), len(first), os.SEEK_SET)  # past read0
+        rest = subprocess.run([sys.executable, "-m", "dmap", "run", str(index), "-"], stdin=f,
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert by_name.returncode == redirected.returncode == rest.returncode == 0, redirected.stderr + rest.stderr
+    body = lambda r: [line for line in r.stdout.splitlines() if not line.startswith("@PG")]  # noqa: E731
+    assert body(redirected) == body(by_name) and len(body(by_name)) > 150
+    assert sam_body(rest.stdout) == [f for f in sam_body(by_name.stdout) if f[0] != "read0"]
+    assert "decoy" not in rest.stdout
+
+
 @pytest.mark.parametrize("reads", ["", "\ufeff", "\n\n", "\ufeff\r\n \n"])
 def test_no_reads_give_a_header_alone(index, tmp_path, reads):
     """An empty input (a file, standard input, a byte-order mark or blank lines alone) maps to a SAM header."""

@@ -222,6 +222,8 @@ def _mappable(f) -> int | None:
 
 def splittable(path: str) -> bool:
     """Whether ``path`` is a regular file (or a URL's file) that workers can cut: uncompressed, or BGZF."""
+    if path == STDIN:  # a stream, even when redirected from a file (plan_input)
+        return False
     regular = _url_size(path) is not None if is_url(path) else os.path.isfile(path)
     return regular and (not path.endswith(COMPRESSED) or _bgzf_ratio(path) is not None)
 
@@ -319,6 +321,8 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
             if path.endswith(COMPRESSED):  # BGZF is cut in its compressed bytes; other compression is a stream
                 blocked = _bgzf_ratio(path)
                 size = None if blocked is None else file_size(path)
+            elif path == STDIN:  # read from where it stands, by this process: workers cannot open it by name
+                blocked, size = None, None
             else:
                 blocked, size = None, _url_size(path) if is_url(path) else _mappable(f)
             if size is not None:
