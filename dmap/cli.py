@@ -245,8 +245,8 @@ def index_info(index_path):
                    "formats its own chunks: on a GPU host, give it cores (e.g. 8 on 16 cores).")
 @click.option("-t", "--threads", type=int, default=None,
               help="Embedded cluster: use N cores.  PoCL's CPU device runs its kernels on N cores; the host runs "
-                   "this process's reader and SAM writer and min(N, 2) task threads per device [default: every "
-                   "core PoCL finds; under SLURM give -t $SLURM_CPUS_PER_TASK].")
+                   "this process's reader and SAM writer and min(N, 2) task threads per device [default: the "
+                   "cores this process may run on, as SLURM, taskset or a container's cpuset allow].")
 @click.option("-R", "--read-group", default=None, metavar="LINE",
               help="Read group header line, as bwa's: '@RG\\tID:lane1\\tSM:sample1' (\\t for a tab).  Its ID "
                    "tags every record (RG:Z).")
@@ -272,10 +272,6 @@ def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, s
         _show_dmap_logs()
     else:
         _quiet_dask_logs()
-    if threads is not None and threads >= 1:
-        from .cluster.client import limit_cpu_threads
-
-        limit_cpu_threads(threads)  # before OpenCL starts
     from .io.splits import reads_paths
     from .mapping.pairs import PAIR_CAP
     from .mapping.pipeline import map_reads  # distributed, zarr, pyopencl: the bulk of the start

@@ -118,12 +118,19 @@ def embedded_client(processes: bool = False, dashboard: bool = False, threads: i
                     per_device: int = 1) -> Iterator[Client]:
     """A client of a :class:`LocalDeviceCluster`, closed on exit.
 
-    ``threads``: the cores to use.  PoCL's CPU device then runs its kernels
-    on that many (:func:`limit_cpu_threads`, which must be called before
-    OpenCL starts: the ``dmap`` command does), and each device worker has at
-    most that many threads (default :data:`WORKER_THREADS`).  ``per_device`` > 1
-    starts that many worker processes on each device (``processes`` is then implied).
+    ``threads``: the cores to use; by default those this process may run on
+    where they are fewer than the machine's (:func:`allowed_cores`).  PoCL's
+    CPU device then runs its kernels on that many (:func:`limit_cpu_threads`:
+    it takes effect if OpenCL has not started in this process yet, as in the
+    ``dmap`` command, and always in worker processes), and each device worker
+    has at most that many threads (default :data:`WORKER_THREADS`).
+    ``per_device`` > 1 starts that many worker processes on each device
+    (``processes`` is then implied).
     """
+    if threads is None:
+        threads = allowed_cores()
+    if threads is not None:
+        limit_cpu_threads(threads)
     # A failed task is re-raised to the caller with its own message; the
     # worker's "Compute Failed" log would repeat it as a traceback.
     quiet = {name: logging.getLogger(name) for name in ("distributed.worker", "distributed.core")}
@@ -138,6 +145,20 @@ def embedded_client(processes: bool = False, dashboard: bool = False, threads: i
     finally:
         for name, log in quiet.items():
             log.setLevel(levels[name])
+
+
+def allowed_cores() -> int | None:
+    """The cores this process may run on (its CPU affinity, which SLURM, ``taskset`` and a
+    container's cpuset restrict), or None where that is every core of the machine.
+
+    PoCL's CPU device otherwise starts a thread per core of the machine: a job given
+    4 cores of a 64-core node would run 64 kernel threads on them.
+    """
+    try:
+        allowed = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return None
+    return allowed if allowed < (os.cpu_count() or allowed) else None
 
 
 def limit_cpu_threads(threads: int) -> None:
