@@ -192,6 +192,20 @@ def bam_parts(data: bytes) -> tuple[str, bytes]:
     return raw[8:8 + l_text].decode(), raw[at:]
 
 
+# Tests that pin a process to some cores, as SLURM or taskset would.
+pinnable = pytest.mark.skipif(shutil.which("taskset") is None or len(os.sched_getaffinity(0)) < 2,
+                              reason="needs taskset and two cores")
+
+
+def pinned_run(code: str, cores: str | None = None) -> str:
+    """What Python ``code`` prints, run on ``cores`` (taskset's list, e.g. "0-3"; None: as this
+    process may), with no PoCL thread count set in its environment."""
+    env = {k: v for k, v in os.environ.items() if k not in ("POCL_MAX_PTHREAD_COUNT", "POCL_CPU_MAX_CU_NUM")}
+    prefix = ["taskset", "-c", cores] if cores is not None else []
+    return subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          check=True, timeout=120).stdout.strip()
+
+
 def without_pg(sam: bytes) -> list[bytes]:
     """SAM text's lines but its ``@PG`` line, which holds the run's command line."""
     return [line for line in sam.splitlines() if not line.startswith(b"@PG\t")]

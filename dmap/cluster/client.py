@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import socket
 from collections.abc import Iterator
 
@@ -16,7 +15,7 @@ from .._version import code_identity
 from ..errors import ClusterError, IndexFormatError
 from ..index.store import unseen_index_error
 from ..opencl.device import DEVICE_RESOURCE
-from ..opencl.discovery import list_devices
+from ..opencl.discovery import allowed_cores, limit_cpu_threads, list_devices
 from .worker import DevicePlugin
 
 # Threads per device worker: one runs a kernel while the other locates,
@@ -119,18 +118,19 @@ def embedded_client(processes: bool = False, dashboard: bool = False, threads: i
     """A client of a :class:`LocalDeviceCluster`, closed on exit.
 
     ``threads``: the cores to use; by default those this process may run on
-    where they are fewer than the machine's (:func:`allowed_cores`).  PoCL's
-    CPU device then runs its kernels on that many (:func:`limit_cpu_threads`:
-    it takes effect if OpenCL has not started in this process yet, as in the
-    ``dmap`` command, and always in worker processes), and each device worker
-    has at most that many threads (default :data:`WORKER_THREADS`).
+    where they are fewer than the machine's (:func:`~dmap.opencl.discovery.allowed_cores`).
+    PoCL's CPU device then runs its kernels on that many
+    (:func:`~dmap.opencl.discovery.limit_cpu_threads`: it takes effect if
+    OpenCL has not started in this process yet, as in the ``dmap`` command,
+    and always in worker processes), and each device worker has at most that
+    many threads (default :data:`WORKER_THREADS`).
     ``per_device`` > 1 starts that many worker processes on each device
     (``processes`` is then implied).
     """
-    if threads is None:
-        threads = allowed_cores()
     if threads is not None:
         limit_cpu_threads(threads)
+    else:
+        threads = allowed_cores()  # which PoCL keeps to as well (dmap.opencl.discovery._cl)
     # A failed task is re-raised to the caller with its own message; the
     # worker's "Compute Failed" log would repeat it as a traceback.
     quiet = {name: logging.getLogger(name) for name in ("distributed.worker", "distributed.core")}
@@ -145,30 +145,6 @@ def embedded_client(processes: bool = False, dashboard: bool = False, threads: i
     finally:
         for name, log in quiet.items():
             log.setLevel(levels[name])
-
-
-def allowed_cores() -> int | None:
-    """The cores this process may run on (its CPU affinity, which SLURM, ``taskset`` and a
-    container's cpuset restrict), or None where that is every core of the machine.
-
-    PoCL's CPU device otherwise starts a thread per core of the machine: a job given
-    4 cores of a 64-core node would run 64 kernel threads on them.
-    """
-    try:
-        allowed = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return None
-    return allowed if allowed < (os.cpu_count() or allowed) else None
-
-
-def limit_cpu_threads(threads: int) -> None:
-    """Let PoCL's CPU device run kernels on at most ``threads`` cores, in this process
-    and the worker processes it starts.  PoCL reads these variables when OpenCL
-    starts: ``POCL_MAX_PTHREAD_COUNT`` for its pthread driver (PoCL 3.1, Debian
-    12), ``POCL_CPU_MAX_CU_NUM`` for its cpu driver (newer PoCL).  Values the
-    user set are kept."""
-    for name in ("POCL_MAX_PTHREAD_COUNT", "POCL_CPU_MAX_CU_NUM"):
-        os.environ.setdefault(name, str(threads))
 
 
 def _check_address(scheduler: str, timeout: float) -> None:

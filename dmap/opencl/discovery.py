@@ -3,17 +3,47 @@ worker's device spec (``P:D``, or ``P:D/N:K`` for a part of a split device)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from ..errors import DeviceError
 
 
 def _cl():
+    """pyopencl, imported with PoCL's CPU device kept to the cores this process may run on
+    (:func:`allowed_cores`) unless told otherwise: every OpenCL start in dmap comes here."""
+    cores = allowed_cores()
+    if cores is not None:
+        limit_cpu_threads(cores)  # the user's and -t's values are kept
     try:
         import pyopencl as cl
     except ImportError as e:  # pragma: no cover - pyopencl is a dependency
         raise DeviceError(f"pyopencl cannot be imported ({e}); install dmap's dependencies") from None
     return cl
+
+
+def allowed_cores() -> int | None:
+    """The cores this process may run on (its CPU affinity, which SLURM, ``taskset`` and a
+    container's cpuset restrict), or None where that is every core of the machine.
+
+    PoCL's CPU device otherwise starts a thread per core of the machine: a job given
+    4 cores of a 64-core node would run 64 kernel threads on them.
+    """
+    try:
+        allowed = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return None
+    return allowed if allowed < (os.cpu_count() or allowed) else None
+
+
+def limit_cpu_threads(threads: int) -> None:
+    """Let PoCL's CPU device run kernels on at most ``threads`` cores, in this process
+    and the worker processes it starts.  PoCL reads these variables when OpenCL
+    starts: ``POCL_MAX_PTHREAD_COUNT`` for its pthread driver (PoCL 3.1, Debian
+    12), ``POCL_CPU_MAX_CU_NUM`` for its cpu driver (newer PoCL).  Values the
+    user set are kept."""
+    for name in ("POCL_MAX_PTHREAD_COUNT", "POCL_CPU_MAX_CU_NUM"):
+        os.environ.setdefault(name, str(threads))
 
 
 @dataclass
