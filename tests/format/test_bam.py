@@ -153,6 +153,18 @@ def case(tmp_path_factory):
     return d
 
 
+def read_back_sorted_and_indexed(path, sam: bytes, sorted_bam) -> None:
+    """pysam reads the records of ``path`` in the order of the SAM output ``sam``, and samtools
+    sorts them into ``sorted_bam`` and indexes it."""
+    import pysam
+
+    with pysam.AlignmentFile(str(path)) as f:
+        names = [a.query_name for a in f]
+    assert names == [line.split(b"\t")[0].decode() for line in sam.splitlines() if not line.startswith(b"@")]
+    subprocess.run(["samtools", "sort", "-o", sorted_bam, path], check=True)
+    subprocess.run(["samtools", "index", sorted_bam], check=True)
+
+
 @pytest.mark.parametrize("options", [[], ["-e", "2", "-R", r"@RG\tID:g1\tSM:s1"], ["-e", "1", "--all", "--eqx"]])
 def test_bam_output_holds_the_sam_records(case, tmp_path, options):
     """-o out.bam: samtools and pysam read the records of the SAM output (as htslib encodes them),
@@ -169,11 +181,7 @@ def test_bam_output_holds_the_sam_records(case, tmp_path, options):
     assert records == bam_parts(htslib_bam(sam))[1]
 
     pysam = pytest.importorskip("pysam")
-    with pysam.AlignmentFile(str(tmp_path / "o.bam"), "rb") as f:
-        names = [a.query_name for a in f]
-    assert names == [line.split(b"\t")[0].decode() for line in sam.splitlines() if not line.startswith(b"@")]
-    subprocess.run(["samtools", "sort", "-o", tmp_path / "s.bam", tmp_path / "o.bam"], check=True)
-    subprocess.run(["samtools", "index", tmp_path / "s.bam"], check=True)
+    read_back_sorted_and_indexed(tmp_path / "o.bam", sam, tmp_path / "s.bam")
     with pysam.AlignmentFile(str(tmp_path / "s.bam"), "rb") as f:
         in_chr1 = sum(1 for _ in f.fetch("chr1", 0, 4_000))
     expected = sum(1 for line in sam.splitlines() if not line.startswith(b"@") and line.split(b"\t")[2] == b"chr1"
@@ -241,12 +249,8 @@ def test_compressed_sam_holds_the_sam_output(case, tmp_path, options):
     piped = dmap("run", *common, "-O", "sam.gz", check=True).stdout
     assert without_pg(gzip.decompress(piped)) == without_pg(sam)
 
-    pysam = pytest.importorskip("pysam")
-    with pysam.AlignmentFile(str(tmp_path / "o.sam.gz"), "r") as f:
-        names = [a.query_name for a in f]
-    assert names == [line.split(b"\t")[0].decode() for line in sam.splitlines() if not line.startswith(b"@")]
-    subprocess.run(["samtools", "sort", "-o", tmp_path / "s.bam", tmp_path / "o.sam.gz"], check=True)
-    subprocess.run(["samtools", "index", tmp_path / "s.bam"], check=True)
+    pytest.importorskip("pysam")
+    read_back_sorted_and_indexed(tmp_path / "o.sam.gz", sam, tmp_path / "s.bam")
 
 
 def test_compressed_sam_holds_protein_reads_and_replaces_only_dmaps_own_files(tmp_path):
