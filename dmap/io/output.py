@@ -80,18 +80,21 @@ def record_format(path: str | os.PathLike, chosen: str | None, alphabet: str) ->
     return fmt
 
 
-def _sam_text_written_by_dmap(lines: Iterable[bytes]) -> bool:
-    """Whether SAM text (its lines, as bytes) is empty or has dmap's ``@PG`` line in its header."""
-    seen = 0
-    for line in lines:
-        if seen == 0 and not line.startswith(b"@HD\t"):
-            return False
+def _sam_text_written_by_dmap(f) -> bool:
+    """Whether the SAM text that the binary file ``f`` reads is empty, or has dmap's ``@PG``
+    line in its header (read up to :data:`_HEADER_SCAN_BYTES`, a line at a time: a file
+    without newlines is not read whole)."""
+    start = f.read(4)
+    if start != b"@HD\t":
+        return start == b""
+    seen = 4 + len(f.readline(_HEADER_SCAN_BYTES))  # the rest of the @HD line
+    while seen <= _HEADER_SCAN_BYTES and (line := f.readline(_HEADER_SCAN_BYTES + 1 - seen)):
         if line.startswith(b"@PG\tID:dmap"):
             return True
-        seen += len(line)
-        if not line.startswith(b"@") or seen > _HEADER_SCAN_BYTES:
+        if not line.startswith(b"@"):
             return False
-    return seen == 0
+        seen += len(line)
+    return False
 
 
 def _bgzf_written_by_dmap(path: str) -> bool:

@@ -48,6 +48,7 @@ def test_a_failed_block_leaves_the_old_file(tmp_path):
 @pytest.mark.parametrize("content, ours", [
     (b"", True), (DMAP_SAM, True), (b"precious\n", False), (b"@HD\tVN:1.6\n@PG\tID:bwa\n", False),
     (b"@HD\tVN:1.6\nr\t4\t*\n@PG\tID:dmap\n", False),  # @PG after the header is not a header line
+    (b"@HD\tVN:1.6\n", False), (b"@HD", False),
     # SAM text in BGZF blocks (dmap's sam.gz, bgzip's), by the same rules
     (bgzf.compress(DMAP_SAM) + bgzf.EOF, True), (bgzf.compress(b"precious\n") + bgzf.EOF, False),
     (bgzf.compress(b"@HD\tVN:1.6\n@PG\tID:bwa\n") + bgzf.EOF, False),
@@ -117,6 +118,18 @@ def test_a_descriptor_path_is_written_through_the_descriptor(tmp_path):
 def test_a_directory_is_refused(tmp_path):
     with pytest.raises(OutputError, match="directory"):
         Output(tmp_path)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_header_is_looked_for_in_its_first_bytes_alone(tmp_path, monkeypatch, packed):
+    """A file is read up to the header's scan limit, however long its lines: a file without
+    newlines is not read whole."""
+    monkeypatch.setattr("dmap.io.output._HEADER_SCAN_BYTES", 1000)
+    path = tmp_path / "o.sam"
+    for first_line, ours in ((b"@HD\t" + b"x" * 900, True), (b"@HD\t" + b"x" * 5000, False)):
+        text = first_line + b"\n@PG\tID:dmap\tPN:dmap\n"
+        path.write_bytes(bgzf.compress(text) + bgzf.EOF if packed else text)
+        assert written_by_dmap(str(path)) == ours
 
 
 @pytest.mark.parametrize("name, chosen, alphabet, fmt", [
