@@ -243,6 +243,10 @@ def index_info(index_path):
 @click.option("--workers-per-device", type=click.IntRange(min=1), default=1, show_default=True,
               help="Embedded cluster: spawned worker processes sharing each device.  Each reads, merges and "
                    "formats its own chunks: on a GPU host, give it cores (e.g. 8 on 16 cores).")
+@click.option("--dashboard", type=click.IntRange(0, 65535), is_flag=False, flag_value=8787, default=None,
+              metavar="[PORT]",
+              help="Embedded cluster: serve the Dask dashboard, with the dmap page at /dmap, on 127.0.0.1:PORT "
+                   "while the run lasts; its address is printed [PORT: 8787; 0: any free port].")
 @click.option("-t", "--threads", type=int, default=None,
               help="Embedded cluster: use N cores.  PoCL's CPU device runs its kernels on N cores; the host runs "
                    "this process's reader and SAM writer and min(N, 2) task threads per device [default: the "
@@ -263,7 +267,7 @@ def index_info(index_path):
 @_user_errors
 def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, scheduler, cluster_file, max_errors,
         report_all, eqx, engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes,
-        workers_per_device, threads, read_group, interleaved, min_insert, max_insert, strict, quiet):
+        workers_per_device, dashboard, threads, read_group, interleaved, min_insert, max_insert, strict, quiet):
     """Map READS (FASTQ/FASTA, optionally .gz; '-' for standard input) against INDEX and write SAM
     or BAM (to standard output without -o).  Several single-end files map as one run, in order, given as
     one comma-separated list: a.fq,b.fq.gz.  Paired-end reads: READS and MATES (R1.fq R2.fq), or
@@ -299,6 +303,7 @@ def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, s
                         chunk_size=chunk_size, in_flight=in_flight,
                         scheduler=scheduler, return_hits=False, processes=processes, guided=not fixed_chunks,
                         strict=strict, read_group=read_group, threads=threads,
+                        dashboard=False if dashboard is None else dashboard,
                         workers_per_device=workers_per_device, progress=progress, argv=sys.argv)
     finally:
         if progress is not None:

@@ -85,6 +85,16 @@ class Progress:
         except (OSError, ValueError):  # a log that went away does not stop the run
             pass
 
+    def note(self, text: str) -> None:
+        """A line of its own (e.g. where the dashboard is), above a line being redrawn."""
+        try:
+            self.stream.write(("\r\033[K" if self.terminal and self.shown else "") + text + "\n")
+            self.stream.flush()
+            if self.terminal:
+                self.last = 0.0  # redraw the line the note cleared at the next update
+        except (OSError, ValueError):
+            pass
+
     def close(self) -> None:
         """End the redrawn line on a terminal, so that the next message starts on its own."""
         if self.terminal and self.shown:

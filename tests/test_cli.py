@@ -748,6 +748,8 @@ def test_quiet_prints_nothing_and_threads_map_the_same(index, tmp_path):
     assert sam_body(plain.stdout) == sam_body(quiet.stdout)
     r = dmap_cmd("run", index, tmp_path / "r.fq", "-t", "1", "--scheduler", "tcp://127.0.0.1:1")
     assert r.returncode == 1 and "--threads applies only to the embedded cluster" in r.stderr
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "--dashboard", "--scheduler", "tcp://127.0.0.1:1")
+    assert r.returncode == 1 and "--dashboard applies only to the embedded cluster" in r.stderr
 
 
 def test_progress_lines_in_a_log(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import socket
 from collections.abc import Iterator
 
@@ -111,9 +112,16 @@ class LocalDeviceCluster(SpecCluster):
         with dask.config.set({"distributed.worker.profile.enabled": dashboard is not False}):
             super().__init__(workers=workers, scheduler=scheduler, **kwargs)
 
+    @property
+    def dashboard_link(self) -> str:
+        """The dashboard's address, on the loopback interface where it listens: Dask's own link
+        names the host in an in-process scheduler's ``inproc://`` address, where nothing listens."""
+        link = super().dashboard_link
+        return re.sub(r"//[^/:]+:", f"//{LOOPBACK}:", link, count=1) if link else link
+
 
 @contextlib.contextmanager
-def embedded_client(processes: bool = False, dashboard: bool = False, threads: int | None = None,
+def embedded_client(processes: bool = False, dashboard: bool | int = False, threads: int | None = None,
                     per_device: int = 1) -> Iterator[Client]:
     """A client of a :class:`LocalDeviceCluster`, closed on exit.
 
@@ -238,14 +246,14 @@ def require_same_index(stats: dict[str, dict], path: str, mine: str) -> None:
 
 @contextlib.contextmanager
 def client_for(client: Client | None, scheduler: str | None, processes: bool, threads: int | None = None,
-               per_device: int = 1) -> Iterator[Client]:
+               per_device: int = 1, dashboard: bool | int = False) -> Iterator[Client]:
     """The client a run uses: ``client`` itself, one connected to ``scheduler``, or an embedded
-    cluster's (:func:`embedded_client`)."""
+    cluster's (:func:`embedded_client`, serving the dashboard as ``dashboard`` says)."""
     if client is not None:
         yield client
     elif scheduler is not None:
         with connect(scheduler) as c:
             yield c
     else:
-        with embedded_client(processes=processes, threads=threads, per_device=per_device) as c:
+        with embedded_client(processes=processes, dashboard=dashboard, threads=threads, per_device=per_device) as c:
             yield c

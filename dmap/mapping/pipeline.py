@@ -111,6 +111,7 @@ def map_reads(
     read_group: str | None = None,
     threads: int | None = None,
     workers_per_device: int = 1,
+    dashboard: bool | int = False,
     progress: Progress | None = None,
     argv: list[str] | None = None,
 ) -> MappingResult:
@@ -198,6 +199,10 @@ def map_reads(
         ``RG:Z:`` on every record.
     threads
         For the embedded cluster: the cores it uses (:func:`dmap.cluster.client.embedded_client`).
+    dashboard
+        For the embedded cluster: serve the Dask dashboard, with the dmap page at ``/dmap``,
+        on 127.0.0.1:8787 (True) or that port (0: any free one) while the run lasts;
+        ``progress`` tells its address.
     progress
         Reports the reads mapped as chunks are written (:class:`dmap.progress.Progress`).
     return_hits
@@ -231,6 +236,9 @@ def map_reads(
     if threads is not None and (threads < 1 or client is not None or scheduler is not None):
         raise DmapError("--threads applies only to the embedded cluster (no --scheduler or --cluster), "
                         f"and must be at least 1, not {threads}")
+    if dashboard is not False and (client is not None or scheduler is not None):
+        raise DmapError("--dashboard applies only to the embedded cluster (no --scheduler or --cluster); "
+                        "a running cluster's scheduler serves its own dashboard")
     group = sam.ReadGroup.parse(read_group) if read_group is not None else None
     if not 0 <= max_errors <= MAX_ERRORS_LIMIT:
         raise DmapError(f"--max-errors must be between 0 and {MAX_ERRORS_LIMIT}, not {max_errors}")
@@ -300,8 +308,11 @@ def map_reads(
             write_header(insert)
         else:  # no reads, no cluster: the SAM file is its header
             started = time.perf_counter()
-            with client_for(client, scheduler, processes, threads, workers_per_device) as c:
+            with client_for(client, scheduler, processes, threads, workers_per_device, dashboard) as c:
                 result.cluster_seconds = time.perf_counter() - started
+                if dashboard is not False and progress is not None:
+                    link = c.dashboard_link
+                    progress.note(f"dmap: the dashboard is at {link}, the devices at {link.rsplit('/', 1)[0]}/dmap")
                 n_workers = require_device_workers(c)
                 counts.client = c
                 # Workers in other processes write the records themselves; those in this

@@ -37,6 +37,8 @@ def test_dmap_page_shows_every_device(tmp_path):
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
             "--disable-sync", "--no-first-run"])
+        # where the dashboard listens, not the host of the in-process scheduler's address
+        assert client.dashboard_link == cluster.dashboard_link == f"http://127.0.0.1:{port}/status"
         page = browser.new_page(viewport={"width": 1200, "height": 800})
         page.goto(f"http://127.0.0.1:{port}/dmap")
         page.wait_for_selector("#dmap-devices", timeout=30_000)  # workers report from their first heartbeat
@@ -73,3 +75,52 @@ def test_busy_counts_every_kernel():
     assert row["kernel_s"] == 3.625 and row["neighborhood_s"] == 2.0 and row["verify_s"] == 1.5
     assert row["records_s"] == 0.125
     assert row["search_s"] == 0.0 and row["transfer_s"] == 0.25
+
+
+def test_dmap_run_serves_the_dashboard_while_it_runs(tmp_path):
+    """``dmap run --dashboard 0``: the embedded cluster serves the dashboard and the dmap page on
+    a free port of the loopback interface, whose address the run prints, until the reads end."""
+    import subprocess
+    import sys
+    import urllib.request
+
+    from helpers import write_fasta, write_fastq
+
+    write_fasta(tmp_path / "ref.fa", [("chr1", "ACGTTGCAAGGCTTAACCGGTATGCATGCC" * 20)])
+    subprocess.run([sys.executable, "-m", "dmap", "index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "-q"],
+                   check=True, timeout=120)
+    write_fastq(tmp_path / "r.fq", ["GGCTTAACCGGTATG", "TTTTTTTTTT"] * 5_000)
+    reads = (tmp_path / "r.fq").read_text()
+    os.mkfifo(tmp_path / "reads")
+    checked = threading.Event()
+
+    def feed() -> None:
+        """The reads through a FIFO: enough for the run to plan and start its cluster, the rest once
+        the dashboard was looked at."""
+        with open(tmp_path / "reads", "w") as fifo:
+            fifo.write(reads[:len(reads) // 2])
+            fifo.flush()
+            checked.wait(timeout=120)
+            fifo.write(reads[len(reads) // 2:])
+
+    run = subprocess.Popen([sys.executable, "-m", "dmap", "run", tmp_path / "idx", tmp_path / "reads", "-o",
+                            tmp_path / "o.sam", "--chunk-size", "1000", "--dashboard", "0"],
+                           stderr=subprocess.PIPE, text=True)
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        line = run.stderr.readline()
+        link = re.fullmatch(r"dmap: the dashboard is at (http://127\.0\.0\.1:\d+)/status, the devices at "
+                            r"\1/dmap\n", line)
+        assert link, line
+        for page in ("status", "dmap"):
+            with urllib.request.urlopen(f"{link[1]}/{page}", timeout=30) as response:
+                assert response.status == 200
+        checked.set()
+        assert run.wait(timeout=120) == 0, run.stderr.read()
+    finally:
+        checked.set()
+        run.kill()
+        feeder.join(timeout=10)
+    names = {line.split("\t")[0] for line in (tmp_path / "o.sam").read_text().splitlines() if line[0] != "@"}
+    assert len(names) == 10_000
