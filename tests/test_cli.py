@@ -764,10 +764,12 @@ def test_progress_lines_in_a_log(tmp_path):
     assert q.returncode == 0 and q.stderr == ""
 
 
-@pytest.mark.parametrize("limit", [1 << 20, 1_000_003])
-def test_a_full_disk_while_mapping_is_one_line_and_leaves_nothing(index, tmp_path, limit):
+@pytest.mark.parametrize("limit, workers", [(1 << 20, []), (1_000_003, []), (1 << 20, ["--processes"])])
+def test_a_full_disk_while_mapping_is_one_line_and_leaves_nothing(index, tmp_path, limit, workers):
     """RLIMIT_FSIZE makes the SAM file's writes fail (EFBIG) as a full disk would (ENOSPC): with
-    direct appends, at a block's edge or inside a block, and through the page cache after them."""
+    direct appends, at a block's edge or inside a block, and through the page cache after them;
+    and by a worker process writing its chunks in place, whose failure the run may learn only
+    once every chunk was handed out."""
     import resource
     import signal
 
@@ -778,7 +780,8 @@ def test_a_full_disk_while_mapping_is_one_line_and_leaves_nothing(index, tmp_pat
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     r = subprocess.run([sys.executable, "-m", "dmap", "run", str(index), str(tmp_path / "r.fq"), "-o",
-                        str(tmp_path / "o.sam")], capture_output=True, text=True, timeout=120, preexec_fn=small_files)
+                        str(tmp_path / "o.sam"), *workers], capture_output=True, text=True, timeout=120,
+                       preexec_fn=small_files)
     assert_clean_failure(r, tmp_path / "o.sam", "cannot write", "File too large; no output was written")
 
 

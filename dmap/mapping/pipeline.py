@@ -494,6 +494,7 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
 
     def write_in_order() -> None:
         bytes_done = 0
+        ended = False  # the submitter's last item was taken: nothing more will come
         try:
             while (item := pending.get()) is not done:
                 if stopped.is_set():  # the submitter failed or was interrupted: drop the rest
@@ -527,10 +528,11 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
                 if progress is not None:
                     bytes_done += chunk.file_bytes
                     progress.update(result.n_reads, bytes_done)
-            place(wait=True)
+            ended = True
+            place(wait=True)  # the last writes in place: a failure may surface only here
         except BaseException as e:  # handed to the submitting thread
             failure.append(e)
-            while pending.get() is not done:  # unblock the submitter
+            while not ended and pending.get() is not done:  # unblock the submitter
                 pass
 
     thread = threading.Thread(target=write_in_order, name="dmap-sam-writer", daemon=True)
