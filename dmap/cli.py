@@ -368,13 +368,15 @@ def cluster():
 @click.argument("cluster_file", type=click.Path(dir_okay=False), default="cluster.yaml")
 @_user_errors
 def cluster_up(cluster_file):
-    """Start the scheduler and one worker per configured OpenCL device."""
+    """Start the scheduler and one worker per configured OpenCL device (over ssh on other hosts)."""
     from .cluster.launch import cluster_up as up
 
     state = up(cluster_file)
     click.echo(f"scheduler  {state.scheduler_address}")
     click.echo(f"dashboard  {state.dashboard or '(none: set scheduler.dashboard)'}")
-    click.echo(f"workers    {len(state.pids) - 1}; logs in {state.log_dir}")
+    click.echo(f"workers    {len(state.pids) - 1} here; logs in {state.log_dir}")
+    for r in state.remote:
+        click.echo(f"workers    {len(r['pids'])} on {r['host']}; logs there in {r['log_dir']}")
     click.echo(f"map with   dmap run INDEX READS -o OUT.sam --cluster {cluster_file}")
 
 
@@ -385,8 +387,10 @@ def cluster_down(cluster_file):
     """Stop what 'dmap cluster up' started."""
     from .cluster.launch import cluster_down as down
 
-    state = down(cluster_file)
-    click.echo(f"stopped the scheduler at {state.scheduler_address} and {len(state.pids) - 1} workers")
+    state, unreached = down(cluster_file)
+    click.echo(f"stopped the scheduler at {state.scheduler_address} and {state.n_workers} workers")
+    for line in unreached:
+        click.echo(f"dmap: warning: {line}", err=True)
 
 
 @main.command()

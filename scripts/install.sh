@@ -15,14 +15,20 @@ if [[ "${1:-}" == test ]]; then
   command -v fincore >/dev/null || apt_pkgs+=(util-linux-extra)  # page-cache residency in tests/format/test_sam.py
   command -v PicardCommandLine >/dev/null || apt_pkgs+=(picard-tools)  # ValidateSamFile in tests/test_cli.py
 fi
+sudo=""; [[ $(id -u) == 0 ]] || sudo="sudo -n"
 if ((${#apt_pkgs[@]})); then
-  sudo=""; [[ $(id -u) == 0 ]] || sudo="sudo -n"
   if command -v apt-get >/dev/null && { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_pkgs[@]}" >/dev/null; }; then
     echo "installed: ${apt_pkgs[*]}"
   else
     echo "could not apt-get install ${apt_pkgs[*]}; falling back to the PoCL wheel for OpenCL" >&2
     python3 -m pip install -q "pocl-binary-distribution>=3.0"
   fi
+fi
+# An ssh server, for the test of workers started on another host (tests/cluster/test_two_hosts.py),
+# which is skipped without it: on its own, so that its failing changes nothing else.
+if [[ "${1:-}" == test && ! -x /usr/sbin/sshd ]] && command -v apt-get >/dev/null; then
+  { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq openssh-server >/dev/null; } \
+    2>/dev/null && echo "installed: openssh-server" || echo "could not apt-get install openssh-server" >&2
 fi
 extras=""; [[ "${1:-}" == test ]] && extras="[test]"
 python3 -m pip install -q --disable-pip-version-check -e ".${extras}"

@@ -5,11 +5,15 @@
     scheduler:
       address: tcp://127.0.0.1:8786   # where the scheduler listens (or runs already)
       dashboard: 8787                 # dashboard port on the scheduler's host; null for none
-    workers:                          # what `dmap cluster up` starts (this machine only for now)
+    workers:                          # what `dmap cluster up` starts
       - device: all                   # PLATFORM:DEVICE from `dmap devices`, or all
         threads: 2
         memory_limit: 8GB
         split: 1                      # workers per device, each on an equal part (device fission)
+      - host: node2                   # another machine, reached over ssh (default: this one)
+        device: all                   # its devices, as `dmap devices` lists them there
+        ssh: ssh -p 2222              # the command that reaches it [default: ssh]
+        python: /opt/dmap/bin/python  # the Python that has dmap there [default: this one's path]
     dmap:
       chunk_size: 200000              # reads per task [default: 200000; 50000 with --max-errors]
       in_flight: 4
@@ -27,6 +31,7 @@ import yaml
 from ..errors import ClusterError
 
 DEFAULT_WORKER = {"device": "all", "threads": 2, "memory_limit": "auto", "split": 1}
+WORKER_KEYS = ("device", "threads", "memory_limit", "host", "split", "ssh", "python")
 
 
 @dataclass
@@ -36,6 +41,8 @@ class WorkerGroup:
     memory_limit: str = "auto"
     host: str = "localhost"
     split: int = 1  # workers per device, each on an equal part of it (device fission)
+    ssh: str = "ssh"  # the command that reaches another host (split as a shell would)
+    python: str | None = None  # the Python with dmap on another host (None: this process's path)
 
 
 @dataclass
@@ -87,14 +94,18 @@ def read_cluster_file(path: str | os.PathLike) -> ClusterFile:
         raise _fail(path, "scheduler.dashboard must be a port number or null")
     groups = []
     for i, w in enumerate(doc.get("workers") or []):
-        if not isinstance(w, dict) or set(w) - {"device", "threads", "memory_limit", "host", "split"}:
-            raise _fail(path, f"workers[{i}] must have only device, threads, memory_limit, host, split")
+        if not isinstance(w, dict) or set(w) - set(WORKER_KEYS):
+            raise _fail(path, f"workers[{i}] must have only {', '.join(WORKER_KEYS)}")
         spec = {**DEFAULT_WORKER, **w}
         for key in ("threads", "split"):
             if not isinstance(spec[key], int) or spec[key] < 1:
                 raise _fail(path, f"workers[{i}].{key} must be a positive integer")
+        for key in ("ssh", "python"):
+            if key in w and (not isinstance(w[key], str) or not w[key].strip()):
+                raise _fail(path, f"workers[{i}].{key} must be a command")
         groups.append(WorkerGroup(str(spec["device"]), spec["threads"], str(spec["memory_limit"]),
-                                  str(spec.get("host", "localhost")), spec["split"]))
+                                  str(spec.get("host", "localhost")), spec["split"], spec.get("ssh", "ssh"),
+                                  spec.get("python")))
     settings = doc.get("dmap") or {}
     unknown = set(settings) - {"chunk_size", "in_flight"}
     if unknown:
@@ -103,11 +114,30 @@ def read_cluster_file(path: str | os.PathLike) -> ClusterFile:
                        settings.get("chunk_size"), settings.get("in_flight"))
 
 
+def reachable_from_elsewhere(host: str) -> bool:
+    """Whether other machines can reach this machine's ``host`` (not a loopback address, nor
+    0.0.0.0, which a server listens on but nothing connects to)."""
+    try:
+        address = socket.gethostbyname(host)
+    except OSError:
+        return True  # not ours to judge: connecting will say
+    return not (address.startswith("127.") or address == "0.0.0.0")
+
+
 def is_this_machine(host: str) -> bool:
-    """Whether ``host`` names this machine (processes can be started here)."""
+    """Whether ``host`` names this machine (processes are started here, not over ssh): a loopback
+    name, this machine's name, or an address of one of its interfaces (one a socket can bind)."""
     if host in ("localhost", "127.0.0.1", "::1", "0.0.0.0", socket.gethostname()):
         return True
     try:
-        return socket.gethostbyname(host).startswith("127.")
+        address = socket.gethostbyname(host)
     except OSError:
         return False
+    if address.startswith("127."):
+        return True
+    with socket.socket() as s:
+        try:
+            s.bind((address, 0))
+        except OSError:  # EADDRNOTAVAIL: another machine's address
+            return False
+    return True

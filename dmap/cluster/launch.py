@@ -4,7 +4,10 @@ processes (one worker per OpenCL device, pinned with the ``dmap.cluster.worker``
 preload), detached from the command that started them.
 
 Their PIDs and logs live in a state folder per cluster file
-(``~/.cache/dmap/clusters/``), so ``down`` finds them again.
+(``~/.cache/dmap/clusters/``), so ``down`` finds them again.  Workers on other
+hosts are started there over ssh by this same module (``python -m
+dmap.cluster.launch start``), which answers with their PIDs and log folder on
+that host; ``down`` stops them the same way.
 """
 
 from __future__ import annotations
@@ -12,11 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from distributed import Client
@@ -25,7 +31,7 @@ from ..errors import ClusterError
 from ..opencl.device import DEVICE_RESOURCE, Device
 from ..opencl.discovery import list_devices
 from .client import scheduler_workers
-from .config import ClusterFile, WorkerGroup, is_this_machine, read_cluster_file
+from .config import WorkerGroup, is_this_machine, reachable_from_elsewhere, read_cluster_file
 
 START_TIMEOUT = 60.0
 
@@ -36,8 +42,13 @@ class ClusterState:
 
     scheduler_address: str
     dashboard: str | None
-    pids: list[int]  # scheduler first
+    pids: list[int]  # the scheduler first, then this machine's workers
     log_dir: str
+    remote: list[dict] = field(default_factory=list)  # each other host's RemoteWorkers, as a dict
+
+    @property
+    def n_workers(self) -> int:
+        return len(self.pids) - 1 + sum(len(r["pids"]) for r in self.remote)
 
 
 def state_dir(cluster_file: str | os.PathLike) -> Path:
@@ -75,40 +86,51 @@ def _spawn(cmd: list[str], log: Path) -> subprocess.Popen:
                                 start_new_session=True)
 
 
-def _worker_commands(cfg: ClusterFile) -> list[list[str]]:
+def _group_commands(group: WorkerGroup, address: str, listen_host: str | None, name_prefix: str,
+                    death_timeout: float | None = None) -> list[tuple[str, list[str]]]:
+    """The ``dask worker`` commands of one worker group on this machine, with their names:
+    ``name_prefix`` (which tells the groups apart: Dask refuses a name taken) and the device.
+
+    ``listen_host``: the interface the workers listen on (None: the one that reaches the
+    scheduler, as Dask picks it).  ``death_timeout``: seconds a worker waits for a lost scheduler
+    before it exits, so that workers on another host end with their scheduler even where
+    ``down`` cannot reach them.  Checks every device before anything starts.
+    """
     devices = [d.spec for d in list_devices()]
-    dask = [sys.executable, "-m", "distributed.cli.dask_worker"]
+    wholes = devices if group.device == "all" else [group.device]
+    for whole in wholes:
+        if whole not in devices:
+            raise ClusterError(f"no OpenCL device {whole!r} on {socket.gethostname()}; "
+                               f"'dmap devices' lists {', '.join(devices)}")
+    specs = [w if group.split == 1 else f"{w}/{group.split}:{k}" for w in wholes for k in range(group.split)]
     commands = []
-    for group in cfg.workers or [WorkerGroup("all")]:
-        if not is_this_machine(group.host):
-            raise ClusterError(
-                f"worker host {group.host!r}: starting workers on other machines is not implemented yet; "
-                "start them there by hand (docs/cluster.md)"
-            )
-        wholes = devices if group.device == "all" else [group.device]
-        for whole in wholes:
-            if whole not in devices:
-                raise ClusterError(f"no OpenCL device {whole!r} here; 'dmap devices' lists {', '.join(devices)}")
-        specs = [w if group.split == 1 else f"{w}/{group.split}:{k}" for w in wholes for k in range(group.split)]
-        for spec in specs:
-            Device(spec)  # fails here, with the reason, if the device cannot be split so
-            commands.append(dask + [
-                cfg.scheduler_address, "--host", cfg.scheduler_host, "--nthreads", str(group.threads),
-                "--memory-limit", group.memory_limit, "--name", f"dmap-{spec}-{len(commands)}",
-                "--resources", f"{DEVICE_RESOURCE}=1", "--preload", "dmap.cluster.worker", "--dmap-device", spec,
-                "--no-dashboard",
-            ])
+    for spec in specs:
+        Device(spec)  # fails here, with the reason, if the device cannot be split so
+        name = f"{name_prefix}{spec}"
+        commands.append((name, [
+            sys.executable, "-m", "distributed.cli.dask_worker", address,
+            *(["--host", listen_host] if listen_host else []),
+            *(["--death-timeout", str(death_timeout)] if death_timeout else []),
+            "--nthreads", str(group.threads), "--memory-limit", group.memory_limit, "--name", name,
+            "--resources", f"{DEVICE_RESOURCE}=1", "--preload", "dmap.cluster.worker", "--dmap-device", spec,
+            "--no-dashboard",
+        ]))
     return commands
 
 
 def cluster_up(cluster_file: str | os.PathLike) -> ClusterState:
     """Start the scheduler and workers of ``cluster_file``; return what was started.
 
+    Workers of a group whose ``host`` is another machine are started there over ssh
+    (:func:`start_remote`), detached as here, and end on their own if their scheduler goes
+    (``--death-timeout``).
+
     Raises
     ------
     ClusterError
-        If the cluster is already up, its host is another machine, a device
-        does not exist, or a process does not come up (its log is named).
+        If the cluster is already up, its scheduler's host is another machine (or is this
+        machine's loopback address while workers run elsewhere), a device does not exist, a
+        host cannot be reached, or a process does not come up (its log is named).
     """
     cfg = read_cluster_file(cluster_file)
     folder = state_dir(cluster_file)
@@ -116,11 +138,23 @@ def cluster_up(cluster_file: str | os.PathLike) -> ClusterState:
     if old is not None and any(_alive(p) for p in old.pids):
         raise ClusterError(f"the cluster of {cfg.path!r} is already up at {old.scheduler_address}; "
                            "'dmap cluster down' stops it")
+    if old is not None and old.remote:  # its scheduler is gone: stop what may be left of its workers
+        _stop_all(old)
     if not is_this_machine(cfg.scheduler_host):
         raise ClusterError(f"scheduler host {cfg.scheduler_host!r} is another machine; start it there by hand "
                            "(docs/cluster.md) and use its address with --scheduler or --cluster")
+    groups = cfg.workers or [WorkerGroup("all")]
+    elsewhere = [g.host for g in groups if not is_this_machine(g.host)]
+    if elsewhere and not reachable_from_elsewhere(cfg.scheduler_host):
+        raise ClusterError(f"workers on {elsewhere[0]} cannot reach a scheduler at {cfg.scheduler_address}: "
+                           "give scheduler.address an address of this machine that they can reach")
     folder.mkdir(parents=True, exist_ok=True)
-    workers = _worker_commands(cfg)  # checks devices before anything starts
+    workers, remote = [], []  # this machine's worker commands; the other hosts' groups, with their places
+    for i, group in enumerate(groups):
+        if is_this_machine(group.host):
+            workers += _group_commands(group, cfg.scheduler_address, cfg.scheduler_host, f"dmap-{i}-")
+        else:
+            remote.append((group, i))
     dashboard = ["--dashboard-address", f"{cfg.scheduler_host}:{cfg.dashboard_port}"] if cfg.dashboard_port \
         else ["--no-dashboard"]
     procs = [_spawn([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", cfg.scheduler_host,
@@ -132,12 +166,19 @@ def cluster_up(cluster_file: str | os.PathLike) -> ClusterState:
     try:
         client = _wait_for_scheduler(cfg.scheduler_address, procs[0], folder / "scheduler.log")
         with client:
-            for i, cmd in enumerate(workers):
+            for i, (_, cmd) in enumerate(workers):
                 procs.append(_spawn(cmd, folder / f"worker-{i}.log"))
                 state.pids.append(procs[-1].pid)
-            _wait_for_workers(client, len(workers), procs[1:], folder)
+            # Each host over its own ssh connection, at once: a host's start takes seconds.
+            with ThreadPoolExecutor(max(1, len(remote))) as pool:
+                starts = [pool.submit(start_remote, g, i, cfg.scheduler_address) for g, i in remote]
+            failed = [f.exception() for f in starts if f.exception() is not None]
+            state.remote += [f.result().__dict__ for f in starts if f.exception() is None]
+            if failed:
+                raise failed[0]
+            _wait_for_workers(client, [name for name, _ in workers], procs[1:], folder)
     except BaseException:
-        _stop(state.pids)
+        _stop_all(state)
         raise
     (folder / "state.json").write_text(json.dumps(state.__dict__))
     return state
@@ -155,15 +196,17 @@ def _wait_for_scheduler(address: str, proc: subprocess.Popen, log: Path) -> Clie
     raise ClusterError(f"the scheduler did not start within {START_TIMEOUT:.0f} s; see {log}")
 
 
-def _wait_for_workers(client: Client, n: int, procs: list[subprocess.Popen], folder: Path) -> None:
+def _wait_for_workers(client: Client, names: list[str], procs: list[subprocess.Popen], folder: Path) -> None:
+    """Wait until the workers named ``names`` (started as ``procs``, logging into ``folder``)
+    are registered with the scheduler; an error names the log of one that exited or is missing."""
     deadline = time.time() + START_TIMEOUT
-    while len(scheduler_workers(client)) < n:
+    while missing := sorted(set(names) - {w.get("name") for w in scheduler_workers(client).values()}):
         for i, p in enumerate(procs):
             if p.poll() is not None:
-                raise ClusterError(f"worker {i} exited at start; see {folder / f'worker-{i}.log'}")
+                raise ClusterError(f"worker {names[i]} exited at start; see {folder / f'worker-{i}.log'}")
         if time.time() > deadline:
-            raise ClusterError(f"only {len(scheduler_workers(client))} of {n} workers started; "
-                               f"see the logs in {folder}")
+            raise ClusterError(f"{len(names) - len(missing)} of {len(names)} workers started within "
+                               f"{START_TIMEOUT:.0f} s on {socket.gethostname()}; see the logs in {folder}")
         time.sleep(0.2)
 
 
@@ -185,12 +228,117 @@ def _stop(pids: list[int], timeout: float = 15) -> None:
                 pass
 
 
-def cluster_down(cluster_file: str | os.PathLike) -> ClusterState:
-    """Stop what ``cluster_up`` started for ``cluster_file``."""
+def _stop_all(state: ClusterState) -> list[str]:
+    """Stop the workers on other hosts, then this machine's processes; return a line for each
+    host that could not be reached (its workers end on their own once the scheduler is gone)."""
+    unreached = []
+    for r in state.remote:
+        try:
+            _over_ssh(RemoteWorkers(**r), ["stop", *map(str, r["pids"])])
+        except ClusterError as e:
+            unreached.append(f"{e}; its workers exit within {DEATH_TIMEOUT:.0f} s of the scheduler's end")
+    _stop(state.pids)
+    return unreached
+
+
+# Seconds a worker on another host waits for a lost scheduler before it exits.
+DEATH_TIMEOUT = 60.0
+
+
+@dataclass
+class RemoteWorkers:
+    """The workers ``up`` started on another host over ssh, and how to reach them again."""
+
+    host: str
+    ssh: list[str]
+    python: str
+    pids: list[int]
+    log_dir: str
+
+
+def _over_ssh(where: RemoteWorkers, args: list[str], timeout: float = START_TIMEOUT + 30) -> str:
+    """Run ``python -m dmap.cluster.launch ARGS`` on ``where.host`` over ssh; its standard output.
+
+    ``BatchMode``: ssh fails rather than asking for a password nobody will type."""
+    command = [*where.ssh, "-o", "BatchMode=yes", "-o", "ConnectTimeout=15", where.host,
+               shlex.join([where.python, "-m", "dmap.cluster.launch", *args])]
+    try:
+        r = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise ClusterError(f"host {where.host}: no answer over ssh within {timeout:.0f} s") from None
+    except OSError as e:
+        raise ClusterError(f"host {where.host}: cannot run {where.ssh[0]!r}: {e.strerror}") from None
+    if r.returncode:
+        said = [line for line in r.stderr.splitlines() if line.strip()]
+        why = said[-1].removeprefix("dmap: error: ") if said else f"exit status {r.returncode}"
+        raise ClusterError(f"host {where.host}: {why}")
+    return r.stdout
+
+
+def start_remote(group: WorkerGroup, place: int, address: str) -> RemoteWorkers:
+    """Start ``group`` (``workers[place]`` of the cluster file) on its host over ssh
+    (:func:`start_here` runs there), and return its workers once they are registered with the
+    scheduler at ``address``."""
+    where = RemoteWorkers(group.host, shlex.split(group.ssh), group.python or sys.executable, [], "")
+    spec = {"address": address, "device": group.device, "threads": group.threads,
+            "memory_limit": group.memory_limit, "split": group.split, "host": group.host, "place": place}
+    said = json.loads(_over_ssh(where, ["start", json.dumps(spec)]).strip().splitlines()[-1])
+    where.pids, where.log_dir = said["pids"], said["log_dir"]
+    return where
+
+
+def start_here(spec: dict) -> dict:
+    """On a worker host (run there by :func:`start_remote`): start the group ``spec`` describes,
+    detached, and wait until its workers are registered with the scheduler; their PIDs and log
+    folder.  A worker that exits at start stops the others and names its log."""
+    group = WorkerGroup(spec["device"], spec["threads"], spec["memory_limit"], spec["host"], spec["split"])
+    root = Path(os.environ.get("DMAP_STATE_DIR", Path.home() / ".cache" / "dmap" / "clusters"))
+    folder = root / f"workers-{hashlib.sha1(spec['address'].encode()).hexdigest()[:12]}-{os.getpid()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    workers = _group_commands(group, spec["address"], None, f"dmap-{spec['host']}-{spec['place']}-", DEATH_TIMEOUT)
+    procs = [_spawn(cmd, folder / f"worker-{i}.log") for i, (_, cmd) in enumerate(workers)]
+    try:
+        try:
+            client = Client(spec["address"], timeout=START_TIMEOUT)
+        except (OSError, TimeoutError) as e:
+            raise ClusterError(f"cannot reach the scheduler at {spec['address']}: {e}") from None
+        with client:
+            _wait_for_workers(client, [name for name, _ in workers], procs, folder)
+    except BaseException:
+        _stop([p.pid for p in procs])
+        raise
+    return {"pids": [p.pid for p in procs], "log_dir": str(folder)}
+
+
+def cluster_down(cluster_file: str | os.PathLike) -> tuple[ClusterState, list[str]]:
+    """Stop what ``cluster_up`` started for ``cluster_file``: what was stopped, and a line for
+    each worker host that could not be reached."""
     folder = state_dir(cluster_file)
     state = _read_state(folder)
     if state is None:
         raise ClusterError(f"no cluster of {os.fspath(cluster_file)!r} is up (nothing in {folder})")
-    _stop(state.pids)
+    unreached = _stop_all(state)
     (folder / "state.json").unlink(missing_ok=True)
-    return state
+    return state, unreached
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m dmap.cluster.launch start SPEC_JSON`` or ``stop PID...``, as ``up`` and
+    ``down`` run it on a worker host: one JSON line out, or one error line."""
+    from ..errors import DmapError
+
+    try:
+        if argv[:1] == ["start"] and len(argv) == 2:
+            print(json.dumps(start_here(json.loads(argv[1]))))
+        elif argv[:1] == ["stop"]:
+            _stop([int(p) for p in argv[1:]])
+        else:
+            raise DmapError("usage: python -m dmap.cluster.launch start SPEC_JSON | stop PID...")
+    except DmapError as e:
+        print(f"dmap: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

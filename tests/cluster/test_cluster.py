@@ -1,10 +1,12 @@
 """dmap against a real cluster: `dask scheduler` and `dask worker --preload
 dmap.cluster.worker` processes on loopback."""
 
+import contextlib
 import gzip
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -291,8 +293,6 @@ def can_hide_directories() -> bool:
 def test_a_worker_on_a_host_without_the_files_names_its_host(mapping_case, tmp_path):
     """A worker whose mount namespace hides a directory (as a host without the shared file
     system would): an index or reads file there is refused in one line naming the worker's host."""
-    import socket
-
     hidden = tmp_path / "hidden"
     hidden.mkdir()
     index, reads = mapping_case[4], mapping_case[5]
@@ -547,7 +547,6 @@ def wait_for_records(directory, name: str, timeout: float = 120) -> None:
 
 @pytest.mark.parametrize("split", [1, 2])
 def test_cluster_up_run_down(tmp_path, mapping_case, monkeypatch, split):
-    import socket
     import urllib.request
 
     import psutil
@@ -584,6 +583,21 @@ def test_cluster_up_run_down(tmp_path, mapping_case, monkeypatch, split):
     assert again.returncode == 1 and "no cluster" in again.stderr
 
 
+def test_this_machine_is_told_from_other_hosts():
+    """A worker host is this machine by name, loopback address or the address of one of its
+    interfaces; anything else is reached over ssh."""
+    from dmap.cluster.config import is_this_machine, reachable_from_elsewhere
+
+    own = ["localhost", "127.0.0.1", socket.gethostname()]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        with contextlib.suppress(OSError):  # a machine without a route has no interface address to add
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this picks the interface that would route there
+            own.append(s.getsockname()[0])
+    assert all(is_this_machine(h) for h in own)
+    assert not any(is_this_machine(h) for h in ("192.0.2.123", "node2.invalid"))
+    assert not reachable_from_elsewhere("127.0.0.1") and not reachable_from_elsewhere("0.0.0.0")
+
+
 def test_committed_cluster_yaml_is_valid():
     from dmap.cluster.config import read_cluster_file
 
@@ -599,6 +613,11 @@ def test_committed_cluster_yaml_is_valid():
     ("scheduler: {address: tcp://127.0.0.1:8786}\nnodes: []\n", "unknown sections"),
     ("scheduler: {address: tcp://127.0.0.1:8786}\ndmap: {chunk: 5}\n", "unknown dmap settings"),
     ("[1, 2\n", "not valid YAML"),
+    ("scheduler: {address: tcp://127.0.0.1:8786}\nworkers: [{host: node2, ssh: 22}]\n", "workers[0].ssh"),
+    ("scheduler: {address: tcp://127.0.0.1:8786}\nworkers: [{host: node2, user: me}]\n", "must have only"),
+    # Workers on another host could not reach a scheduler on this machine's loopback address.
+    ("scheduler: {address: tcp://127.0.0.1:8786}\nworkers: [{device: all}, {host: 192.0.2.123}]\n",
+     "cannot reach a scheduler at tcp://127.0.0.1:8786"),
 ])
 def test_bad_cluster_files(tmp_path, text, words):
     (tmp_path / "c.yaml").write_text(text)
