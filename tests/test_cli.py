@@ -131,7 +131,11 @@ BAD_READS = {
     "binary": "\x00\x01\x02\xff\xfe" * 20,
     "not_fastx": "hello world\n",
     "long_name": "@" + "n" * 255 + "\nACGT\n+\nIIII\n",
+    "no_name": "@" + "n" * 250 + "\nACGT\n+\nIIII\n@\nACGT\n+\nIIII\n",
 }
+# What a bad input's one line says: a long read name is cut short in it.
+BAD_READS_SAY = {"long_name": ["SAM allows at most 254", "n" * 40 + "'..."],
+                 "no_name": ["a read has no name", "n" * 40 + "'...)"]}
 # Reads that cannot be searched: written unmapped, or with --strict an error.
 ODD_READS = {
     "empty_read": "@r1\n\n+\n\n",
@@ -147,7 +151,8 @@ def test_bad_reads(index, tmp_path, case):
         reads.write_bytes(BAD_READS[case].encode("latin-1"))
     out = tmp_path / "o.sam"
     r = dmap_cmd("run", index, reads, "-o", out)
-    assert_clean_failure(r, out, *(["SAM allows at most 254"] if case == "long_name" else []))
+    assert_clean_failure(r, out, *BAD_READS_SAY.get(case, []))
+    assert "n" * 41 not in r.stderr
 
 
 @pytest.mark.parametrize("case", sorted(ODD_READS))

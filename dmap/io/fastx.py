@@ -200,6 +200,12 @@ def read_chunk(source: Source, alphabet: Alphabet, max_length: int | None = None
     return checked_chunk(chunk, source.path, max_length, check_symbols, strict)
 
 
+def _shown(name: str, most: int = 40) -> str:
+    """A read's name as an error message quotes it: its first ``most`` characters, so that a
+    name as long as SAM allows (254) or longer keeps the message to a line."""
+    return repr(name) if len(name) <= most else f"{name[:most]!r}..."
+
+
 def checked_chunk(chunk: ReadChunk, path: str, max_length: int | None, check_symbols: bool,
                   strict: bool) -> ReadChunk:
     """``chunk`` (of the reads file ``path``) checked as :func:`read_chunk` describes."""
@@ -208,21 +214,21 @@ def checked_chunk(chunk: ReadChunk, path: str, max_length: int | None, check_sym
     if len(chunk) and (fields.name_len == 0).any():
         after = int(np.argmin(fields.name_len))
         raise InputFormatError(f"reads file {path!r}: a read has no name"
-                               + (f" (the read after {chunk.names[after - 1]!r})" if after else ""))
+                               + (f" (the read after {_shown(chunk.names[after - 1])})" if after else ""))
     if len(chunk) and fields.name_len.max() > MAX_NAME_LENGTH:
         i = int(np.argmax(fields.name_len))
-        raise InputFormatError(f"read {chunk.names[i][:40]!r}... has a name of {fields.name_len[i]} characters; "
+        raise InputFormatError(f"read {_shown(chunk.names[i])} has a name of {fields.name_len[i]} characters; "
                                f"SAM allows at most {MAX_NAME_LENGTH}: shorten the names (e.g. with seqkit "
                                "replace) and run again")
     empty = lengths == 0
     too_long = lengths > max_length if max_length is not None else None
     if strict:
         if empty.any():
-            raise InputFormatError(f"read {chunk.names[int(np.argmax(empty))]!r} is empty")
+            raise InputFormatError(f"read {_shown(chunk.names[int(np.argmax(empty))])} is empty")
         if too_long is not None and too_long.any():
             i = int(np.argmax(lengths))
             raise InputFormatError(
-                f"read {chunk.names[i]!r} is {lengths[i]} symbols long, longer than the index's maximum query "
+                f"read {_shown(chunk.names[i])} is {lengths[i]} symbols long, longer than the index's maximum query "
                 f"length {max_length}; rebuild the index with a larger --max-query-length"
             )
         if check_symbols or chunk.number == 0:
