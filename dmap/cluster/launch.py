@@ -27,6 +27,7 @@ from pathlib import Path
 
 from distributed import Client
 
+from .._version import code_identity
 from ..errors import ClusterError
 from ..opencl.device import DEVICE_RESOURCE, Device
 from ..opencl.discovery import list_devices
@@ -281,7 +282,8 @@ def start_remote(group: WorkerGroup, place: int, address: str) -> RemoteWorkers:
     scheduler at ``address``."""
     where = RemoteWorkers(group.host, shlex.split(group.ssh), group.python or sys.executable, [], "")
     spec = {"address": address, "device": group.device, "threads": group.threads,
-            "memory_limit": group.memory_limit, "split": group.split, "host": group.host, "place": place}
+            "memory_limit": group.memory_limit, "split": group.split, "host": group.host, "place": place,
+            "code": code_identity()}
     said = json.loads(_over_ssh(where, ["start", json.dumps(spec)]).strip().splitlines()[-1])
     where.pids, where.log_dir = said["pids"], said["log_dir"]
     return where
@@ -290,7 +292,11 @@ def start_remote(group: WorkerGroup, place: int, address: str) -> RemoteWorkers:
 def start_here(spec: dict) -> dict:
     """On a worker host (run there by :func:`start_remote`): start the group ``spec`` describes,
     detached, and wait until its workers are registered with the scheduler; their PIDs and log
-    folder.  A worker that exits at start stops the others and names its log."""
+    folder.  A worker that exits at start stops the others and names its log.  Nothing starts
+    where dmap differs from the ``up`` machine's (``spec["code"]``): every run would refuse it."""
+    if spec["code"] != code_identity():
+        raise ClusterError(f"it runs dmap {code_identity()}, the machine that starts the cluster dmap "
+                           f"{spec['code']}: install the same dmap on every host")
     group = WorkerGroup(spec["device"], spec["threads"], spec["memory_limit"], spec["host"], spec["split"])
     root = Path(os.environ.get("DMAP_STATE_DIR", Path.home() / ".cache" / "dmap" / "clusters"))
     folder = root / f"workers-{hashlib.sha1(spec['address'].encode()).hexdigest()[:12]}-{os.getpid()}"

@@ -598,6 +598,20 @@ def test_this_machine_is_told_from_other_hosts():
     assert not reachable_from_elsewhere("127.0.0.1") and not reachable_from_elsewhere("0.0.0.0")
 
 
+def test_a_host_with_other_code_starts_no_worker(tmp_path, monkeypatch):
+    """What `dmap cluster up` runs on another host refuses to start workers there when that
+    host's dmap differs from the machine's that starts the cluster (each run would refuse them)."""
+    from dmap.cluster.launch import start_here
+    from dmap.errors import ClusterError
+
+    monkeypatch.setenv("DMAP_STATE_DIR", str(tmp_path))
+    spec = {"address": "tcp://127.0.0.1:1", "device": "all", "threads": 1, "memory_limit": "auto", "split": 1,
+            "host": "node2", "place": 1, "code": "0.0.1 0123456789ab"}
+    with pytest.raises(ClusterError, match="the machine that starts the cluster dmap 0.0.1 0123456789ab"):
+        start_here(spec)
+    assert not list(tmp_path.iterdir())
+
+
 def test_committed_cluster_yaml_is_valid():
     from dmap.cluster.config import read_cluster_file
 
