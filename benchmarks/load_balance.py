@@ -23,6 +23,7 @@ from distributed import Client, get_task_stream
 
 import dmap
 from dmap.cluster.client import scheduler_workers
+from dmap.mapping.tasks import DEVICE_TASKS
 
 
 def queries(dask_worker) -> int:
@@ -67,7 +68,7 @@ def main(argv=None) -> list[dict]:
                 after = client.run(queries)
                 done = collections.defaultdict(float)
                 for task in ts.data:
-                    if "block_task" in str(task["key"]):
+                    if str(task["key"]).startswith(DEVICE_TASKS):
                         done[task["worker"]] = max(done[task["worker"]], task["startstops"][-1]["stop"])
                 share = {names[w]: (after[w] - before[w]) / 2 / res.n_reads for w in after}
                 gap = abs(done[min(done)] - done[max(done)]) if len(done) == 2 else float("nan")

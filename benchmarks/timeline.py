@@ -11,7 +11,8 @@ For each round (after one warm-up run of the reads, or of ``--warm-up``'s, unles
 ``--cold``: the first round is then what a ``dmap run`` of the reads gets): the run's wall
 time as the client sees it; when the first task started and the last ended; how long no
 task, one task, and two or more computed; per stage (``read_task``, ``block_task``,
-``finish_task``, ``summary_task``, ``write_at_task``) the tasks, their compute seconds and
+``finish_task``, or ``chunk_task`` for all three against a one-block index such as E.
+coli's; ``summary_task``, ``write_at_task``) the tasks, their compute seconds and
 the share of the worker threads' time; per slice of the run, how many of the workers'
 threads computed on average and in which stages (a slice whose threads idle is waiting
 for something else: the client, the scheduler, the disk); the CPU seconds (user +

@@ -11,6 +11,7 @@ import time
 from distributed import Client, get_task_stream
 
 from ..mapping.pipeline import map_reads
+from ..mapping.tasks import DEVICE_TASKS
 from ..opencl.discovery import list_devices
 from .client import LocalDeviceCluster
 
@@ -51,7 +52,7 @@ def measure_workers(index, reads, configs: list[tuple[str, list[str]]], repeat: 
                     res = map_reads(index, reads, client=client, chunk_size=chunk_size, return_hits=False,
                                     sam_path=f"{tmp}/out.sam")
                     rates.append(res.n_reads / (time.perf_counter() - t))
-                searches = [task for task in ts.data if "block_task" in str(task["key"])]
+                searches = [task for task in ts.data if str(task["key"]).startswith(DEVICE_TASKS)]
                 count = collections.Counter(task["worker"] for task in searches)
                 last: dict[str, float] = collections.defaultdict(float)
                 for task in searches:

@@ -45,6 +45,10 @@ from ..search.kmers import KmerTable, kmer_table, table_bytes
 from ..search.locate import locate_rows, split_located
 from .pairs import InsertBounds, pair_chunk
 
+# The tasks that search on a device, as their Dask keys begin: one per (chunk, block), or one per
+# chunk against a one-block index (task streams count them to see each worker's share).
+DEVICE_TASKS = ("block_task", "chunk_task")
+
 
 @lru_cache(maxsize=8)
 def _open(path: str, stamp: float) -> Index:
@@ -344,6 +348,18 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
                        hits if settings.keep_hits else None, chunk.names if settings.keep_hits else None,
                        alphabet_mismatch(chunk, index.alphabet.name) if chunk.number == 0 else None,
                        insert, _proper_primaries(paired[0].flag) if paired else 0, paired[3] if paired else 0)
+
+
+def chunk_task(index_path: str, source: Source | PairBlock | PairSplit, reading: dict, approx: Approximate | None,
+               settings: RecordSettings, insert: InsertBounds | None = None) -> ChunkOutput:
+    """A chunk against a one-block index, in one task: :func:`read_task`, :func:`block_task` and
+    :func:`finish_task` in turn, as three tasks would run them on one worker.
+
+    Each task costs the scheduler and the worker their bookkeeping (``benchmarks/task_overhead.py``:
+    12 chunks of no-op tasks took 29-45 CPU-ms as three tasks each, 14-19 as one), which a
+    chunk of a one-block index, with nothing to share between blocks, does not need."""
+    chunk = read_task(index_path, source, **reading)
+    return finish_task(index_path, chunk, [block_task(index_path, 0, chunk, approx)], settings, insert)
 
 
 def _proper_primaries(flag: np.ndarray) -> int:

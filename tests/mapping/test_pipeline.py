@@ -232,3 +232,25 @@ def test_a_run_on_gpus_writes_through_the_page_cache(tmp_path, client, monkeypat
     monkeypatch.setattr(Device, "is_gpu", property(lambda self: True))
     assert sam("gpu.sam") == on_cpu
     assert len(sent) == 1 and sent[0].startswith(str(tmp_path))
+
+
+def test_one_block_maps_a_chunk_in_one_task(tmp_path, client):
+    """Against an index of one block a chunk is read, searched and written by one task; against
+    several, by a read task, a task per block and a finish task: the same records either way."""
+    from distributed import get_task_stream
+
+    rng = np.random.default_rng(11)
+    contigs = [("chr0", random_contig(rng, "dna", 1200))]
+    write_fasta(tmp_path / "ref.fa", contigs)
+    write_fastq(tmp_path / "reads.fq", sample_reads(rng, contigs, 400, 8, 40, "dna"))
+    tasks, sams = [], []
+    for length in (5000, 300):
+        idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / f"idx{length}", block_length=length,
+                               max_query_length=40)
+        with get_task_stream(client) as stream:
+            dmap.map_reads(idx, tmp_path / "reads.fq", client=client, chunk_size=100,
+                           sam_path=tmp_path / f"{length}.sam")
+        tasks.append({t["key"].split("-", 1)[0] for t in stream.data})
+        sams.append([line for line in open(tmp_path / f"{length}.sam") if not line.startswith("@")])
+    assert tasks == [{"chunk_task"}, {"read_task", "block_task", "finish_task"}]
+    assert sams[0] == sams[1] and len(sams[0]) >= 400
