@@ -1,6 +1,8 @@
 """What Dask's bookkeeping costs per chunk in the embedded cluster: no-op tasks in the shape of
-a run on a one-block index (read, block, finish: three tasks per chunk) against one task per
-chunk (what fusing them would leave).
+a run on an index of several blocks (read, block, finish: three tasks per chunk, here one
+block) against one task per chunk (``chunk_task``, what a one-block index gets).  No-op tasks
+show the CPU alone: end to end the hand-offs cost more (docs/performance.md, "One task per
+chunk against a one-block index").
 
     python3 benchmarks/task_overhead.py [--chunks 12] [--rounds 8]
 
