@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,8 @@ SSHD = Path("/usr/sbin/sshd")
 @contextlib.contextmanager
 def ssh_host(two_hosts, ns: str, address: str, folder: Path):
     """An ssh server on ``address`` inside the namespace ``ns``, which lets in a key of its own
-    alone; yields the ssh command that reaches it (as cluster.yaml's ``ssh`` takes it)."""
+    alone; yields the ssh command that reaches it (as cluster.yaml's ``ssh`` takes it) and the
+    server's process."""
     folder.mkdir()
     for key in ("host", "client"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", folder / key], check=True)
@@ -67,7 +69,7 @@ def ssh_host(two_hosts, ns: str, address: str, folder: Path):
     ssh = (f"ssh -i {folder / 'client'} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
            "-o LogLevel=ERROR")
     try:
-        yield ssh
+        yield ssh, server
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -77,8 +79,12 @@ def ssh_host(two_hosts, ns: str, address: str, folder: Path):
 def test_cluster_up_starts_workers_on_another_host_over_ssh(tmp_path, monkeypatch):
     """`dmap cluster up` starts a worker here and one on host B over ssh; a run from host A uses
     both and writes a local run's SAM; `down` stops both.  A host whose Python cannot be run
-    stops `up` in one line, and leaves nothing running."""
+    stops `up` in one line, and leaves nothing running.  A host that `down` cannot reach is
+    named in a warning, and its worker ends by itself once the scheduler is gone."""
     import psutil
+
+    def alive(pid: int) -> bool:
+        return psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
 
     require_device_parts(1)
     genome_case(tmp_path, seed=6, size=60_000, read_length=50, n_reads=60_000)
@@ -98,7 +104,7 @@ def test_cluster_up_starts_workers_on_another_host_over_ssh(tmp_path, monkeypatc
         return path
 
     try:
-        with ssh_host(two_hosts, ns_b, b, tmp_path / "ssh") as ssh:
+        with ssh_host(two_hosts, ns_b, b, tmp_path / "ssh") as (ssh, server):
             bad = dmap_on_a("cluster", "up", cluster_file("bad.yaml", f"ssh: {ssh}, python: /nonexistent/python"))
             assert bad.returncode == 1, bad.stderr
             lines = bad.stderr.strip().splitlines()
@@ -118,7 +124,20 @@ def test_cluster_up_starts_workers_on_another_host_over_ssh(tmp_path, monkeypatc
                 down = dmap_on_a("cluster", "down", cfg, timeout=120)
             assert down.returncode == 0 and "and 2 workers" in down.stdout, down.stderr
             assert not down.stderr
-            assert not [p for p in started if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+            assert not [p for p in started if alive(p)]
+            # Host B unreachable when the cluster goes down: its worker outlives `down`, not its scheduler.
+            assert dmap_on_a("cluster", "up", cfg).returncode == 0
+            state = json.loads(next((tmp_path / "state").glob("cluster-*/state.json")).read_text())
+            server.terminate()
+            server.wait(timeout=30)
+            down = dmap_on_a("cluster", "down", cfg, timeout=120)
+            assert down.returncode == 0 and not [p for p in state["pids"] if alive(p)], down.stderr
+            warning = down.stderr.strip().splitlines()
+            assert len(warning) == 1 and warning[0].startswith(f"dmap: warning: host {b}: "), down.stderr
+            deadline = time.time() + 120
+            while [p for p in state["remote"][0]["pids"] if alive(p)] and time.time() < deadline:
+                time.sleep(0.5)
+            assert not [p for p in state["remote"][0]["pids"] if alive(p)]
     finally:
         two_hosts.remove_hosts(ns_a, ns_b)
     local = subprocess.run([sys.executable, "-m", "dmap.cli", "run", tmp_path / "idx", tmp_path / "r.fq", "-o",
