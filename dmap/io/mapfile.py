@@ -35,11 +35,14 @@ _MAP_SHARED, _MAP_PRIVATE, _MAP_FIXED, _MAP_ANONYMOUS = 0x01, 0x02, 0x10, 0x20
 @functools.lru_cache(maxsize=1)
 def libc():
     """The C library through ctypes (errno kept), with ``mmap``'s and ``munmap``'s signatures set:
-    for the calls Python's ``os`` lacks (here, and ``fstatfs`` in :mod:`dmap.format.writer`)."""
-    import ctypes
-    import ctypes.util
+    for the calls Python's ``os`` lacks (here, and ``fstatfs`` in :mod:`dmap.format.writer`).
 
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    The symbols the process has loaded (``CDLL(None)``), which hold the C library's: looking it
+    up by name (``ctypes.util.find_library``) runs ``ldconfig -p`` in a subprocess, in the middle
+    of every run that writes a file."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
