@@ -21,16 +21,18 @@ mapping) or their K+1 pigeonhole seeds (``max_errors`` K > 0) searched and
 located, and with K the seed hits turned into candidate regions, verified
 by Myers' kernel and traced back.  ``block`` and ``finish`` (whose SAM
 kernel runs on the device) ask for the ``opencl`` resource, so they run
-only on workers pinned to a device.  Against an index of one block there is
-nothing to share between blocks, and ``read``, ``block`` and ``finish`` are
-one task, ``chunk(i)`` (:func:`dmap.mapping.tasks.chunk_task`): a task's
-hand-offs through the scheduler cost more than its CPU suggests (1M exact
-reads 0.97 against 1.05 s end to end, 18 of 18 alternating pairs).  At most ``in_flight`` chunks are
+only on workers pinned to a device.  At most ``in_flight`` chunks are
 submitted at a time (backpressure: memory stays bounded on any input size),
 and chunks are written in input order.
 
+Against an index of one block there is nothing to share between blocks, and
+``read``, ``block`` and ``finish`` are one task, ``chunk(i)``
+(:func:`dmap.mapping.tasks.chunk_task`): a task's hand-offs through the
+scheduler cost more than its CPU suggests (1M exact reads 0.97 against 1.05 s
+end to end, 18 of 18 alternating pairs, docs/performance.md).
+
 The graph, its submission with backpressure and the writer that takes the
-results in input order stay together here (about 470 lines, 120 of them
+results in input order stay together here (about 570 lines, 120 of them
 :func:`map_reads`' documentation of the public API) so that the Dask side of
 dmap can be read in one place; what the tasks compute is in
 :mod:`dmap.mapping.tasks`, and the results and settings have modules of their own.
