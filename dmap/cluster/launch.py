@@ -35,6 +35,8 @@ from .client import scheduler_workers
 from .config import WorkerGroup, is_this_machine, reachable_from_elsewhere, read_cluster_file
 
 START_TIMEOUT = 60.0
+# Seconds a worker on another host waits for a lost scheduler before it exits.
+DEATH_TIMEOUT = 60.0
 
 
 @dataclass
@@ -52,10 +54,25 @@ class ClusterState:
         return len(self.pids) - 1 + sum(len(r["pids"]) for r in self.remote)
 
 
+@dataclass
+class RemoteWorkers:
+    """The workers ``up`` started on another host over ssh, and how to reach them again."""
+
+    host: str
+    ssh: list[str]
+    python: str
+    pids: list[int]
+    log_dir: str
+
+
+def _state_root() -> Path:
+    """Where ``up`` keeps its PIDs and logs, on this machine and on worker hosts."""
+    return Path(os.environ.get("DMAP_STATE_DIR", Path.home() / ".cache" / "dmap" / "clusters"))
+
+
 def state_dir(cluster_file: str | os.PathLike) -> Path:
-    root = Path(os.environ.get("DMAP_STATE_DIR", Path.home() / ".cache" / "dmap" / "clusters"))
     key = hashlib.sha1(os.path.abspath(os.fspath(cluster_file)).encode()).hexdigest()[:12]
-    return root / f"{Path(cluster_file).stem}-{key}"
+    return _state_root() / f"{Path(cluster_file).stem}-{key}"
 
 
 def _alive(pid: int) -> bool:
@@ -242,21 +259,6 @@ def _stop_all(state: ClusterState) -> list[str]:
     return unreached
 
 
-# Seconds a worker on another host waits for a lost scheduler before it exits.
-DEATH_TIMEOUT = 60.0
-
-
-@dataclass
-class RemoteWorkers:
-    """The workers ``up`` started on another host over ssh, and how to reach them again."""
-
-    host: str
-    ssh: list[str]
-    python: str
-    pids: list[int]
-    log_dir: str
-
-
 def _over_ssh(where: RemoteWorkers, args: list[str], timeout: float = START_TIMEOUT + 30) -> str:
     """Run ``python -m dmap.cluster.launch ARGS`` on ``where.host`` over ssh; its standard output.
 
@@ -298,8 +300,7 @@ def start_here(spec: dict) -> dict:
         raise ClusterError(f"it runs dmap {code_identity()}, the machine that starts the cluster dmap "
                            f"{spec['code']}: install the same dmap on every host")
     group = WorkerGroup(spec["device"], spec["threads"], spec["memory_limit"], spec["host"], spec["split"])
-    root = Path(os.environ.get("DMAP_STATE_DIR", Path.home() / ".cache" / "dmap" / "clusters"))
-    folder = root / f"workers-{hashlib.sha1(spec['address'].encode()).hexdigest()[:12]}-{os.getpid()}"
+    folder = _state_root() / f"workers-{hashlib.sha1(spec['address'].encode()).hexdigest()[:12]}-{os.getpid()}"
     folder.mkdir(parents=True, exist_ok=True)
     workers = _group_commands(group, spec["address"], None, f"dmap-{spec['host']}-{spec['place']}-", DEATH_TIMEOUT)
     procs = [_spawn(cmd, folder / f"worker-{i}.log") for i, (_, cmd) in enumerate(workers)]
