@@ -51,8 +51,11 @@ MAKE_REF = MAKE_READS.parent / "make_ref.py"
 
 
 def tool(name: str) -> str:
-    """A SeqAn binary: on PATH, else in Debian's folder for them."""
-    return shutil.which(name) or str(SEQAN / name)
+    """A SeqAn binary: on PATH, else in Debian's folder for them; one line where neither has it."""
+    found = shutil.which(name) or (str(SEQAN / name) if (SEQAN / name).exists() else None)
+    if found is None:
+        raise SystemExit(f"{name} is neither on PATH nor in {SEQAN}: apt-get install seqan-apps")
+    return found
 
 
 def reference(work: Path, name: str) -> Path:
