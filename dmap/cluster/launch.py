@@ -162,17 +162,14 @@ def cluster_up(cluster_file: str | os.PathLike) -> ClusterState:
         raise ClusterError(f"scheduler host {cfg.scheduler_host!r} is another machine; start it there by hand "
                            "(docs/cluster.md) and use its address with --scheduler or --cluster")
     groups = cfg.workers or [WorkerGroup("all")]
-    elsewhere = [g.host for g in groups if not is_this_machine(g.host)]
-    if elsewhere and not reachable_from_elsewhere(cfg.scheduler_host):
-        raise ClusterError(f"workers on {elsewhere[0]} cannot reach a scheduler at {cfg.scheduler_address}: "
+    here = [is_this_machine(g.host) for g in groups]  # a name lookup each
+    remote = [(g, i) for i, (g, h) in enumerate(zip(groups, here)) if not h]  # with their places in the file
+    if remote and not reachable_from_elsewhere(cfg.scheduler_host):
+        raise ClusterError(f"workers on {remote[0][0].host} cannot reach a scheduler at {cfg.scheduler_address}: "
                            "give scheduler.address an address of this machine that they can reach")
     folder.mkdir(parents=True, exist_ok=True)
-    workers, remote = [], []  # this machine's worker commands; the other hosts' groups, with their places
-    for i, group in enumerate(groups):
-        if is_this_machine(group.host):
-            workers += _group_commands(group, cfg.scheduler_address, cfg.scheduler_host, f"dmap-{i}-")
-        else:
-            remote.append((group, i))
+    workers = [cmd for i, (g, h) in enumerate(zip(groups, here)) if h
+               for cmd in _group_commands(g, cfg.scheduler_address, cfg.scheduler_host, f"dmap-{i}-")]
     dashboard = ["--dashboard-address", f"{cfg.scheduler_host}:{cfg.dashboard_port}"] if cfg.dashboard_port \
         else ["--no-dashboard"]
     procs = [_spawn([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", cfg.scheduler_host,
@@ -286,8 +283,12 @@ def start_remote(group: WorkerGroup, place: int, address: str) -> RemoteWorkers:
     spec = {"address": address, "device": group.device, "threads": group.threads,
             "memory_limit": group.memory_limit, "split": group.split, "host": group.host, "place": place,
             "code": code_identity()}
-    said = json.loads(_over_ssh(where, ["start", json.dumps(spec)]).strip().splitlines()[-1])
-    where.pids, where.log_dir = said["pids"], said["log_dir"]
+    answer = _over_ssh(where, ["start", json.dumps(spec)]).strip()
+    try:
+        said = json.loads(answer.splitlines()[-1])
+        where.pids, where.log_dir = said["pids"], said["log_dir"]
+    except (IndexError, ValueError, KeyError, TypeError):
+        raise ClusterError(f"host {group.host}: dmap answered {answer[-200:]!r}, not its workers") from None
     return where
 
 
