@@ -206,6 +206,28 @@ def pinned_run(code: str, cores: str | None = None) -> str:
                           check=True, timeout=120).stdout.strip()
 
 
+def allocation_faults(n: int = 20, size: int = 1 << 20, warm_up: int = 2) -> int:
+    """Page faults this process takes while it allocates, fills and frees ``n`` buffers of
+    ``size`` bytes in turn (through the C library's ``malloc``, where numpy's large arrays
+    come from), after ``warm_up`` such buffers not counted (the heap grows once): about
+    ``n * size / 4096`` where each buffer is mapped afresh, near 0 where freed heap memory
+    is reused. 1 MiB: above glibc's first mmap threshold (128 KiB), and too small for a
+    transparent huge page to hide the faults."""
+    import ctypes
+    import resource
+
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    for k in range(warm_up + n):
+        if k == warm_up:
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        p = libc.malloc(size)
+        ctypes.memset(p, 1, size)
+        libc.free(p)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
 def without_pg(sam: bytes) -> list[bytes]:
     """SAM text's lines but its ``@PG`` line, which holds the run's command line."""
     return [line for line in sam.splitlines() if not line.startswith(b"@PG\t")]

@@ -11,6 +11,7 @@ by hand, the same is a preload::
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,39 @@ from ..opencl.device import DEVICE_PLUGIN, DEVICE_RESOURCE, Device
 
 if TYPE_CHECKING:
     from distributed import Client
+
+# glibc's mallopt(3) parameters, and the largest mmap threshold its dynamic policy reaches on a
+# 64-bit machine (DEFAULT_MMAP_THRESHOLD_MAX), with twice that as the trim threshold, as it sets.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+CHUNK_HEAP_MMAP_THRESHOLD = 32 << 20
+CHUNK_HEAP_TRIM_THRESHOLD = 2 * CHUNK_HEAP_MMAP_THRESHOLD
+
+
+def restore_chunk_heap() -> bool:
+    """Give this process glibc's own heap policy back where Dask's Nanny took it away;
+    True if it did.
+
+    The Nanny starts every worker process with ``MALLOC_TRIM_THRESHOLD_=65536``
+    (``distributed.nanny.pre-spawn-environ``), and setting any malloc threshold also turns
+    off glibc's dynamic mmap threshold: each array over 128 KiB is then mapped afresh,
+    its pages zeroed by the OS kernel on first touch, and unmapped when freed. A device
+    worker allocates a few arrays of 1-40 MB per chunk (reads, codes, hits, SAM text), so
+    in such a worker 1M exact reads mapped in 0.95-1.08 s instead of 0.62-0.76 s
+    (docs/performance.md, "Worker processes and glibc's heap"). Here the thresholds are set
+    to what glibc's dynamic policy reaches on its own after freeing such arrays: arrays up
+    to 32 MiB reuse freed heap memory, and more than 64 MiB free at the heap's top goes
+    back to the OS. A process where the variable is not set (the embedded cluster's,
+    a worker started with ``--no-nanny``) keeps its allocator as it is.
+    """
+    if "MALLOC_TRIM_THRESHOLD_" not in os.environ:
+        return False
+    from ..io.mapfile import libc
+
+    mallopt = getattr(libc(), "mallopt", None)  # glibc's; another C library keeps its own policy
+    if mallopt is None:
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, CHUNK_HEAP_MMAP_THRESHOLD)
+                and mallopt(_M_TRIM_THRESHOLD, CHUNK_HEAP_TRIM_THRESHOLD))
 
 
 class DevicePlugin(WorkerPlugin):
@@ -63,6 +97,7 @@ class DevicePlugin(WorkerPlugin):
         return self._device
 
     def setup(self, worker) -> None:
+        restore_chunk_heap()
         worker.plugins[self.name] = self
         # Sent with every heartbeat; the dashboard's worker pages list them.
         worker.metrics["dmap_device"] = lambda w: self.spec or "default"

@@ -738,6 +738,28 @@ def test_worker_memory_stays_bounded_on_a_long_run(real_cluster, tmp_path):
     assert late <= early * 1.15 + 20 * 2**20, (early >> 20, late >> 20)
 
 
+def test_nanny_started_workers_reuse_freed_memory(real_cluster):
+    """``dask worker`` starts its worker under a Nanny, which sets MALLOC_TRIM_THRESHOLD_ and
+    with it maps every buffer over 128 KiB afresh; the preload's plugin gives the worker
+    glibc's own policy back (dmap.cluster.worker.restore_chunk_heap), so a chunk's arrays
+    reuse freed memory (tests/cluster/test_worker.py has the mechanism)."""
+    import cloudpickle
+    from distributed import Client
+
+    import helpers
+
+    address, _ = real_cluster
+    cloudpickle.register_pickle_by_value(helpers)  # the workers cannot import the tests' helpers
+    try:
+        with Client(address, timeout=30) as client:
+            environ = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+            faults = client.run(helpers.allocation_faults)
+    finally:
+        cloudpickle.unregister_pickle_by_value(helpers)
+    assert set(environ.values()) == {"65536"}, environ  # the Nanny's setting is there
+    assert all(n < 256 for n in faults.values()), faults  # fewer than one 1 MiB buffer's pages
+
+
 class _SubmittedGate:
     """Holds every block task until the reads are all submitted, so that which
     tasks a worker can choose from does not depend on how fast this machine is."""

@@ -1,0 +1,40 @@
+"""A device worker's process: its allocator (dmap.cluster.worker.restore_chunk_heap)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PAGES_PER_BUFFER = (1 << 20) // 4096  # allocation_faults' 1 MiB buffers
+
+
+def faults_in_a_new_process(env: dict, restore: bool) -> tuple[int, int]:
+    """(restore_chunk_heap's answer, allocation_faults after it) in a fresh interpreter with ``env``."""
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r}); "
+            "from helpers import allocation_faults; from dmap.cluster.worker import restore_chunk_heap; "
+            f"done = restore_chunk_heap() if {restore} else None; "
+            "print(int(bool(done)), allocation_faults())")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                         timeout=60).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_a_nanny_started_worker_gets_glibcs_heap_policy_back():
+    """With Dask's Nanny's MALLOC_TRIM_THRESHOLD_ every buffer over 128 KiB is mapped afresh
+    (each page faulted and zeroed); the worker's plugin makes freed memory reused again."""
+    nanny_env = {**os.environ, "MALLOC_TRIM_THRESHOLD_": "65536"}
+    _, without = faults_in_a_new_process(nanny_env, restore=False)
+    done, with_policy = faults_in_a_new_process(nanny_env, restore=True)
+    assert done == 1
+    assert without >= 20 * PAGES_PER_BUFFER * 0.9, without
+    assert with_policy < PAGES_PER_BUFFER, with_policy
+
+
+def test_a_process_without_the_nannys_setting_keeps_its_allocator():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    done, faults = faults_in_a_new_process(env, restore=True)
+    assert done == 0
+    assert faults < PAGES_PER_BUFFER, faults  # glibc's dynamic threshold already reuses them
