@@ -173,16 +173,32 @@ class Device:
         Over ``work_items`` rounded up to whole work-groups (:func:`launch_size`),
         or over an explicit ``size`` (global, local); timed under ``label``
         (:meth:`timed`) and waited for unless ``wait`` is False (a read-back
-        that blocks follows).  A kernel object is made per launch, since
-        ``set_args`` is not thread-safe; the caller keeps its buffers alive until
+        that blocks follows).  Each thread has its own kernel objects
+        (:meth:`_kernel`); the caller keeps its buffers alive until
         the results are read, as OpenCL kernels need not retain their arguments.
         """
-        kernel = self.cl.Kernel(program, name)
+        kernel = self._kernel(program, name)
         kernel.set_args(*args)
         with self.timed(label) if label else contextlib.nullcontext():
             event = self.cl.enqueue_nd_range_kernel(self.queue, kernel, *(size or launch_size(work_items)))
             if wait:
                 event.wait()
+
+    def _kernel(self, program, name: str):
+        """This thread's kernel object ``name`` of ``program``, made once.
+
+        One per thread, since ``set_args`` is not thread-safe. Not one per launch: pyopencl
+        makes a kernel's argument setter from its on-disk cache (``in_mem_cache_size=0``,
+        a SQLite read, an unpickle and a ``compile``) each time a kernel object is made, 0.4 ms
+        a launch. Each entry holds its program, so the id it is kept under is not reused.
+        """
+        kernels = getattr(self._local, "kernels", None)
+        if kernels is None:
+            kernels = self._local.kernels = {}
+        held = kernels.get((id(program), name))
+        if held is None:
+            held = kernels[id(program), name] = (program, self.cl.Kernel(program, name))
+        return held[1]
 
     @property
     def queue(self):

@@ -43,6 +43,38 @@ def test_split_device_searches_like_the_whole():
         assert (search_block(part, part.upload_block(block), codes, offsets, lengths, 2) == want).all()
 
 
+def test_threads_launch_their_own_kernel_objects_again_and_again():
+    """Each thread makes a kernel object once and sets its arguments at every launch:
+    launches from two threads at once, each with reads of its own, find what numpy finds."""
+    import threading
+
+    text = "".join(np.random.default_rng(2).choice(list("ACGT"), size=3000))
+    alphabet = alphabet_for("dna", [("t", text)])
+    block = single_block(alphabet.reference_table[np.frombuffer(text.encode(), np.uint8)], alphabet)
+    device = Device()
+    dblock = device.upload_block(block)
+    cases = []
+    for start, length in ((0, 20), (3, 31)):
+        reads = [text[i : i + length] for i in range(start, 2900, 11)]
+        codes, offsets, lengths, _ = encode_reads(reads, alphabet, reads)
+        cases.append(((codes, offsets, lengths), backward_search_numpy(block, codes, offsets, lengths, 2)))
+    wrong = []
+
+    def launch(args, want):
+        for _ in range(20):
+            if not (search_block(device, dblock, *args, 2) == want).all():
+                wrong.append(threading.current_thread().name)
+        if len(device._local.kernels) != 1:  # one kernel (exact_search), made once in this thread
+            wrong.append(f"{len(device._local.kernels)} kernel objects")
+
+    threads = [threading.Thread(target=launch, args=case) for case in cases]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong
+
+
 @pytest.mark.parametrize("mode", ["copied", "shared", "pooled"])
 def test_copied_and_shared_buffers_give_the_same_results(mode):
     """A GPU gets copies of the host's arrays and copies its results back
