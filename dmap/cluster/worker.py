@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 CHUNK_HEAP_MMAP_THRESHOLD = 32 << 20
 CHUNK_HEAP_TRIM_THRESHOLD = 2 * CHUNK_HEAP_MMAP_THRESHOLD
+# What Dask's Nanny puts in a worker's environment (distributed.nanny.pre-spawn-environ).
+NANNY_TRIM_THRESHOLD = "65536"
 
 
 def restore_chunk_heap() -> bool:
@@ -46,9 +48,10 @@ def restore_chunk_heap() -> bool:
     to what glibc's dynamic policy reaches on its own after freeing such arrays: arrays up
     to 32 MiB reuse freed heap memory, and more than 64 MiB free at the heap's top goes
     back to the OS. A process where the variable is not set (the embedded cluster's,
-    a worker started with ``--no-nanny``) keeps its allocator as it is.
+    a worker started with ``--no-nanny``), or set to another value than Dask's (someone
+    chose it), keeps its allocator as it is.
     """
-    if "MALLOC_TRIM_THRESHOLD_" not in os.environ:
+    if os.environ.get("MALLOC_TRIM_THRESHOLD_") != NANNY_TRIM_THRESHOLD:
         return False
     from ..io.mapfile import libc
 

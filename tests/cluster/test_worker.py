@@ -38,3 +38,11 @@ def test_a_process_without_the_nannys_setting_keeps_its_allocator():
     done, faults = faults_in_a_new_process(env, restore=True)
     assert done == 0
     assert faults < PAGES_PER_BUFFER, faults  # glibc's dynamic threshold already reuses them
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_a_threshold_someone_chose_is_kept():
+    env = {**os.environ, "MALLOC_TRIM_THRESHOLD_": "131072"}
+    done, faults = faults_in_a_new_process(env, restore=True)
+    assert done == 0
+    assert faults >= 20 * PAGES_PER_BUFFER * 0.9, faults  # still every buffer mapped afresh
