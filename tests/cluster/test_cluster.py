@@ -744,9 +744,8 @@ def test_nanny_started_workers_reuse_freed_memory(real_cluster):
     glibc's own policy back (dmap.cluster.worker.restore_chunk_heap), so a chunk's arrays
     reuse freed memory (tests/cluster/test_worker.py has the mechanism)."""
     import cloudpickle
-    from distributed import Client
-
     import helpers
+    from distributed import Client
 
     address, _ = real_cluster
     cloudpickle.register_pickle_by_value(helpers)  # the workers cannot import the tests' helpers
