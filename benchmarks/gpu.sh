@@ -2,7 +2,7 @@
 # dmap's benchmarks on a machine with an NVIDIA GPU, through its OpenCL driver
 # (docs/performance.md, "GPU"), with the other mappers on every CPU core.
 #
-#   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap writes buffers timeline ab
+#   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap writes buffers timeline heap ab
 #
 # Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
 # mason_simulator on PATH (or in /usr/lib/seqan/bin); E. coli as
@@ -40,6 +40,9 @@ dmap devices || exit 1
 # "timeline": where the time of 8 workers' runs goes (benchmarks/timeline.py), to a file
 # and to /dev/null, of 16 one-thread workers (no interpreter lock shared) to a file, and of
 # the embedded cluster's first round (what a plain `dmap run` gets).
+# "heap": 8 workers' runs (timeline.py) with the Nanny's heap kept (its trim threshold given
+# another value than Dask's, which dmap.cluster.worker.restore_chunk_heap leaves alone), then with
+# glibc's own policy, as dmap sets it (docs/performance.md, "Worker processes and glibc's heap").
 # "ab": versions of dmap in turn on 10M reads (benchmarks/ab_packages.py), for each of
 # DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3".
 
@@ -69,6 +72,10 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
                --output /dev/null
              python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --workers 16 --threads 1
              python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --embedded --cold --repeat 1 ;;
+    heap) reads_10m
+          DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON='{"MALLOC_TRIM_THRESHOLD_": 65537}' \
+            python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --workers 8 --threads 2
+          python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --workers 8 --threads 2 ;;
     ab) reads_10m
         [ -n "${DMAP_AB:-}" ] || { echo "ab: set DMAP_AB" >&2; exit 2; }
         IFS=';' read -ra pairs <<< "$DMAP_AB"
