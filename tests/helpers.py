@@ -206,6 +206,10 @@ def pinned_run(code: str, cores: str | None = None) -> str:
                           check=True, timeout=120).stdout.strip()
 
 
+# The pages of one of allocation_faults' buffers: fewer faults than this, and freed memory was reused.
+PAGES_PER_BUFFER = (1 << 20) // 4096
+
+
 def allocation_faults(n: int = 20, size: int = 1 << 20, warm_up: int = 2) -> int:
     """Page faults this process takes while it allocates, fills and frees ``n`` buffers of
     ``size`` bytes in turn (through the C library's ``malloc``, where numpy's large arrays

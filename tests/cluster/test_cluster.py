@@ -756,7 +756,7 @@ def test_nanny_started_workers_reuse_freed_memory(real_cluster):
     finally:
         cloudpickle.unregister_pickle_by_value(helpers)
     assert set(environ.values()) == {"65536"}, environ  # the Nanny's setting is there
-    assert all(n < 256 for n in faults.values()), faults  # fewer than one 1 MiB buffer's pages
+    assert all(n < helpers.PAGES_PER_BUFFER for n in faults.values()), faults
 
 
 class _SubmittedGate:

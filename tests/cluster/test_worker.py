@@ -6,8 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-PAGES_PER_BUFFER = (1 << 20) // 4096  # allocation_faults' 1 MiB buffers
+from helpers import PAGES_PER_BUFFER
 
 
 def faults_in_a_new_process(env: dict, restore: bool) -> tuple[int, int]:
