@@ -2,7 +2,7 @@
 # dmap's benchmarks on a machine with an NVIDIA GPU, through its OpenCL driver
 # (docs/performance.md, "GPU"), with the other mappers on every CPU core.
 #
-#   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap writes buffers timeline heap ab
+#   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap writes buffers timeline heap ab start
 #
 # Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
 # mason_simulator on PATH (or in /usr/lib/seqan/bin); E. coli as
@@ -43,6 +43,9 @@ dmap devices || exit 1
 # "heap": 8 workers' runs (timeline.py) with the Nanny's heap kept (its trim threshold given
 # another value than Dask's, which dmap.cluster.worker.restore_chunk_heap leaves alone), then with
 # glibc's own policy, as dmap sets it (docs/performance.md, "Worker processes and glibc's heap").
+# "start": where the client's start goes on this machine (0.5-0.9 s on the H200 hosts, 0.23-0.26 s on
+# the 2-core VM): the bare interpreter, the 25 slowest imports of `dmap run`, and `dmap run -v`'s
+# own account of a 10M-read run's start, mapping and end, three times each.
 # "ab": versions of dmap in turn on 10M reads (benchmarks/ab_packages.py), for each of
 # DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3".
 
@@ -83,6 +86,12 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
           # shellcheck disable=SC2086
           python3 benchmarks/ab_packages.py $W/exact_10000000_100.fq $pair
         done ;;
+    start) reads_10m
+           TIMEFORMAT='python3 -c pass: %R s'
+           for _ in 1 2 3; do time python3 -c pass; done
+           python3 -X importtime -c "import dmap.cli; from dmap.mapping.pipeline import map_reads" 2>&1 \
+             | sort -t'|' -k2 -n -r | head -25
+           for _ in 1 2 3; do dmap run -v $W/ecoli.dmap $W/exact_10000000_100.fq -o /dev/null 2>&1 | tail -1; done ;;
     writes) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 ;;
     buffers) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 --chunk-mib 19 \
                --modes pwrite write_at "write_at, preallocated" --buffer-mib 8 32 64 ;;
