@@ -3,6 +3,7 @@
 # (docs/performance.md, "GPU"), with the other mappers on every CPU core.
 #
 #   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap writes buffers timeline heap ab start
+#                                           # bytecode (then the sections after it)
 #
 # Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
 # mason_simulator on PATH (or in /usr/lib/seqan/bin); E. coli as
@@ -43,9 +44,13 @@ dmap devices || exit 1
 # "heap": 8 workers' runs (timeline.py) with the Nanny's heap kept (its trim threshold given
 # another value than Dask's, which dmap.cluster.worker.restore_chunk_heap leaves alone), then with
 # glibc's own policy, as dmap sets it (docs/performance.md, "Worker processes and glibc's heap").
-# "start": where the client's start goes on this machine (0.5-0.9 s on the H200 hosts, 0.23-0.26 s on
+# "start": where the client's start goes on this machine (0.5-0.9 s on the H200 and H100 hosts, 0.23-0.26 s on
 # the 2-core VM): the bare interpreter, the 25 slowest imports of `dmap run`, and `dmap run -v`'s
 # own account of a 10M-read run's start, mapping and end, three times each.
+# "bytecode": whether this Python finds compiled bytecode for what dmap imports (a container's
+# Python often runs with PYTHONDONTWRITEBYTECODE and packages installed without it, so every start
+# compiles numpy, Dask and dmap again); then, for the sections after it, bytecode written once
+# under /tmp/dmap-pycache (PYTHONPYCACHEPREFIX), as an installed environment has it beside its sources.
 # "ab": versions of dmap in turn on 10M reads (benchmarks/ab_packages.py), for each of
 # DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3".
 
@@ -92,6 +97,24 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
            python3 -X importtime -c "import dmap.cli; from dmap.mapping.pipeline import map_reads" 2>&1 \
              | sort -t'|' -k2 -n -r | head -25
            for _ in 1 2 3; do dmap run -v $W/ecoli.dmap $W/exact_10000000_100.fq -o /dev/null 2>&1 | tail -1; done ;;
+    bytecode) env | grep -E '^(PYTHON|PIP)'
+              python3 -c "
+import importlib.util, os, sys
+print('dont_write_bytecode', sys.flags.dont_write_bytecode, 'pycache_prefix', sys.pycache_prefix)
+for name in ('numpy', 'distributed', 'pynvml', 'pyopencl', 'zarr', 'dmap'):
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.origin:
+        print(name, 'not found')
+        continue
+    print(name, spec.origin, 'bytecode:', os.path.exists(importlib.util.cache_from_source(spec.origin)),
+          'writable:', os.access(os.path.dirname(spec.origin), os.W_OK))"
+              TIMEFORMAT='imports as found: %R s'
+              for _ in 1 2; do time python3 -c "import dmap.cli; from dmap.mapping.pipeline import map_reads"; done
+              unset PYTHONDONTWRITEBYTECODE
+              export PYTHONPYCACHEPREFIX=/tmp/dmap-pycache
+              python3 -c "import dmap.cli, dmap.mapping.pipeline, dmap.cluster.worker, pyopencl, distributed.cli.dask_worker"
+              TIMEFORMAT='imports with bytecode: %R s'
+              for _ in 1 2 3; do time python3 -c "import dmap.cli; from dmap.mapping.pipeline import map_reads"; done ;;
     writes) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 ;;
     buffers) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 --chunk-mib 19 \
                --modes pwrite write_at "write_at, preallocated" --buffer-mib 8 32 64 ;;
