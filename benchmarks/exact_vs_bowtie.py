@@ -262,8 +262,9 @@ def main() -> None:
         runs: dict[str, list[dict]] = {name: [] for name in commands}
         for _ in range(args.repeat):
             for name, cmd in commands.items():
-                # Each run writes a new file: replacing or truncating the previous
-                # run's 3 GB of SAM cost either tool 0.7-1.1 s on this VM's ext4.
+                # Each run writes a new file: truncating the previous run's 3 GB of SAM
+                # costs bowtie 0.4-1.1 s on this VM's ext4, where dmap leaves freeing
+                # the file it replaces to another process (dmap.io.output.released_elsewhere).
                 Path(cmd[cmd.index("-o") + 1] if name != bowtie else cmd[-1]).unlink(missing_ok=True)
                 runs[name].append(measure(cmd, inputs[name]))
     med = {name: statistics.median(m["wall"] for m in ms) for name, ms in runs.items()}

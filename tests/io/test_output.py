@@ -1,12 +1,14 @@
 """dmap.io.output: which destinations are written in place, which are renamed into place, and what is refused."""
 
 import os
+import subprocess
 
 import pytest
 
 from dmap.errors import DmapError, OutputError
 from dmap.format import bgzf
-from dmap.io.output import Output, record_format, written_by_dmap
+from dmap.io import output
+from dmap.io.output import Output, record_format, released_elsewhere, written_by_dmap
 
 DMAP_SAM = b"@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:a\tLN:4\n@PG\tID:dmap\tPN:dmap\tVN:0\tCL:dmap run\nr\t4\t*\n"
 
@@ -66,6 +68,88 @@ def test_only_dmap_output_is_replaced(tmp_path, content, ours):
         with pytest.raises(OutputError, match="not a SAM or BAM file written by dmap"):
             Output(path)
         assert path.read_bytes() == content
+
+
+@pytest.fixture
+def keepers(monkeypatch):
+    """The keeper processes :func:`released_elsewhere` starts."""
+    started = []
+    popen = subprocess.Popen
+
+    def record(*args, **kwargs):
+        started.append(popen(*args, **kwargs))
+        return started[-1]
+    monkeypatch.setattr(output.subprocess, "Popen", record)
+    return started
+
+
+def _holds(pid: int, inode: int) -> bool:
+    """Whether process ``pid`` has the file ``inode`` open."""
+    fds = f"/proc/{pid}/fd"
+    for fd in os.listdir(fds):
+        try:
+            if os.stat(os.path.join(fds, fd)).st_ino == inode:
+                return True
+        except FileNotFoundError:  # closed since: the listing's own descriptor
+            pass
+    return False
+
+
+def test_a_replaced_file_is_freed_by_a_keeper_that_ends_with_the_block(tmp_path, keepers):
+    """The old file outlives the rename in the keeper alone, which exits when the block ends:
+    freeing it is no longer the rename's work."""
+    path, new = tmp_path / "o.sam", tmp_path / "o.sam.partial-1"
+    path.write_bytes(DMAP_SAM)
+    new.write_bytes(b"new")
+    inode = path.stat().st_ino
+    with released_elsewhere(str(path)):
+        (keeper,) = keepers
+        os.replace(new, path)
+        assert keeper.poll() is None and _holds(keeper.pid, inode)
+        assert not _holds(os.getpid(), inode)
+    assert keeper.wait(timeout=60) == 0
+    assert path.read_bytes() == b"new" and os.listdir(tmp_path) == ["o.sam"]
+
+
+
+def test_an_output_replaced_by_a_run_is_freed_by_a_keeper(tmp_path, keepers):
+    path = tmp_path / "o.sam"
+    path.write_bytes(DMAP_SAM)
+    with Output(path) as out:
+        out.file.write(b"x")
+    (keeper,) = keepers
+    assert keeper.wait(timeout=60) == 0 and path.read_bytes() == b"x"
+
+
+def test_no_keeper_for_a_new_name_or_a_file_with_other_names(tmp_path, keepers):
+    path = tmp_path / "o.sam"
+    os.mkfifo(tmp_path / "fifo")
+    with released_elsewhere(str(tmp_path / "fifo")):  # not opened: that would wait for a writer
+        pass
+    with released_elsewhere(str(path)):  # nothing there yet
+        path.write_bytes(DMAP_SAM)
+    os.link(path, tmp_path / "other")  # the rename would free nothing
+    with released_elsewhere(str(path)):
+        os.replace(_written(tmp_path / "new", b"x"), path)
+    assert keepers == [] and (tmp_path / "other").read_bytes() == DMAP_SAM
+
+
+def test_without_a_keeper_the_rename_frees_the_file(tmp_path, monkeypatch):
+    def fail(*args, **kwargs):
+        raise OSError(11, "Resource temporarily unavailable")
+    monkeypatch.setattr(output.subprocess, "Popen", fail)
+    path = tmp_path / "o.sam"
+    path.write_bytes(DMAP_SAM)
+    open_fds = sorted(os.listdir("/proc/self/fd"))
+    with Output(path) as out:
+        out.file.write(b"x")
+    assert path.read_bytes() == b"x" and os.listdir(tmp_path) == ["o.sam"]
+    assert sorted(os.listdir("/proc/self/fd")) == open_fds  # the old file and the pipe closed
+
+
+def _written(path, content: bytes):
+    path.write_bytes(content)
+    return path
 
 
 def test_a_symlink_is_followed(tmp_path):
