@@ -33,8 +33,8 @@ threads=$(nproc)
 W=/tmp/dmap-bench
 mkdir -p $W
 dmap devices || exit 1
-# Sections, in the order given (default: all, about 20 minutes; a lent machine's call
-# runs at most 10). "exact": 10M reads against bowtie -p N, 8 standing workers of 2 and 3
+# Sections, in the order given (default: all, "bytecode" first, about 20 minutes; a lent
+# machine's call runs at most 10: e.g. `gpu.sh bytecode start exact`, 4 minutes). "exact": 10M reads against bowtie -p N, 8 standing workers of 2 and 3
 # threads, with default and 100,000-read chunks (about 3 minutes, 40 s of it making the
 # reads). "writes": 8 processes writing 2.9 GB into one file; "buffers": the same in 19 MB
 # chunks (a 10M-read run's), direct writes through buffers of 8, 32 and 64 MiB.
@@ -61,7 +61,7 @@ from exact_vs_bowtie import ecoli_reference, simulated_reads
 simulated_reads(Path('$W'), ecoli_reference(Path('$W')), 10_000_000, 100)"
   [ -d $W/ecoli.dmap ] || dmap index $W/ecoli.fa -o $W/ecoli.dmap
 }
-sections=${*:-exact kernels exact1m myers neighborhood approx allmap writes buffers timeline}
+sections=${*:-bytecode exact kernels exact1m myers neighborhood approx allmap writes buffers timeline}
 set -x
 for section in $sections; do
   case $section in
