@@ -3,7 +3,7 @@
 # (docs/performance.md, "GPU"), with the other mappers on every CPU core.
 #
 #   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap writes buffers timeline heap ab start
-#                                           # bytecode (then the sections after it)
+#                                           # threads bytecode (bytecode: for the sections after it)
 #
 # Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
 # mason_simulator on PATH (or in /usr/lib/seqan/bin); E. coli as
@@ -55,6 +55,10 @@ dmap devices || exit 1
 # under /tmp/dmap-pycache (PYTHONPYCACHEPREFIX), as an installed environment has it beside its sources.
 # "ab": versions of dmap in turn on 10M reads (benchmarks/ab_packages.py), for each of
 # DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3".
+# "threads": the embedded cluster (a plain `dmap run`: one worker, in dmap's own process)
+# with 2 task threads and 2 device tasks at once, as dmap has them (WORKER_THREADS in
+# dmap/cluster/client.py, BUFFER_SETS in dmap/opencl/device.py), against 4 and 8 of each,
+# alternating on 10M reads: whether more of the host's work overlaps on a many-core GPU host.
 
 # 10M exact reads and the index, made once.
 reads_10m() {
@@ -93,6 +97,18 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
           # shellcheck disable=SC2086
           python3 benchmarks/ab_packages.py $W/exact_10000000_100.fq $pair
         done ;;
+    threads) reads_10m
+             variants=$(mktemp -d)
+             for n in 2 4 8; do
+               mkdir -p "$variants/t$n" && cp -r dmap kernels "$variants/t$n/"
+               sed -i "s/^WORKER_THREADS = 2$/WORKER_THREADS = $n/" "$variants/t$n/dmap/cluster/client.py"
+               sed -i "s/^BUFFER_SETS = 2$/BUFFER_SETS = $n/" "$variants/t$n/dmap/opencl/device.py"
+               grep -q "^WORKER_THREADS = $n$" "$variants/t$n/dmap/cluster/client.py" || exit 1
+               grep -q "^BUFFER_SETS = $n$" "$variants/t$n/dmap/opencl/device.py" || exit 1
+             done
+             for n in 4 8; do
+               python3 benchmarks/ab_packages.py $W/exact_10000000_100.fq t2="$variants/t2" t$n="$variants/t$n" --pairs 3
+             done ;;
     start) reads_10m
            TIMEFORMAT='python3 -c pass: %R s'
            for _ in 1 2 3; do time python3 -c pass; done
