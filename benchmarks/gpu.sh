@@ -67,6 +67,8 @@ from exact_vs_bowtie import ecoli_reference, simulated_reads
 simulated_reads(Path('$W'), ecoli_reference(Path('$W')), 10_000_000, 100)"
   [ -d $W/ecoli.dmap ] || dmap index $W/ecoli.fa -o $W/ecoli.dmap
 }
+# What `dmap run` imports before it maps (the "start" and "bytecode" sections time it).
+client_imports="import dmap.cli; from dmap.mapping.pipeline import map_reads"
 sections=${*:-bytecode exact kernels exact1m myers neighborhood approx allmap writes buffers timeline}
 set -x
 for section in $sections; do
@@ -112,7 +114,7 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
     start) reads_10m
            TIMEFORMAT='python3 -c pass: %R s'
            for _ in 1 2 3; do time python3 -c pass; done
-           python3 -X importtime -c "import dmap.cli; from dmap.mapping.pipeline import map_reads" 2>&1 \
+           python3 -X importtime -c "$client_imports" 2>&1 \
              | sort -t'|' -k2 -n -r | head -25
            for _ in 1 2 3; do dmap run -v $W/ecoli.dmap $W/exact_10000000_100.fq -o /dev/null 2>&1 | tail -1; done ;;
     bytecode) env | grep -E '^(PYTHON|PIP)'
@@ -127,12 +129,12 @@ for name in ('numpy', 'distributed', 'pynvml', 'pyopencl', 'zarr', 'dmap'):
     print(name, spec.origin, 'bytecode:', os.path.exists(importlib.util.cache_from_source(spec.origin)),
           'writable:', os.access(os.path.dirname(spec.origin), os.W_OK))"
               TIMEFORMAT='imports as found: %R s'
-              for _ in 1 2; do time python3 -c "import dmap.cli; from dmap.mapping.pipeline import map_reads"; done
+              for _ in 1 2; do time python3 -c "$client_imports"; done
               unset PYTHONDONTWRITEBYTECODE
               export PYTHONPYCACHEPREFIX=/tmp/dmap-pycache
               python3 -c "import dmap.cli, dmap.mapping.pipeline, dmap.cluster.worker, pyopencl, distributed.cli.dask_worker"
               TIMEFORMAT='imports with bytecode: %R s'
-              for _ in 1 2 3; do time python3 -c "import dmap.cli; from dmap.mapping.pipeline import map_reads"; done ;;
+              for _ in 1 2 3; do time python3 -c "$client_imports"; done ;;
     writes) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 ;;
     buffers) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 --chunk-mib 19 \
                --modes pwrite write_at "write_at, preallocated" --buffer-mib 8 32 64 ;;
