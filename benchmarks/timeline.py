@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from client_cpu import cpu  # noqa: E402
 from exact_vs_bowtie import device_workers, read_through  # noqa: E402
 
-from dmap.cluster.client import WORKER_THREADS, embedded_client  # noqa: E402
+from dmap.cluster.client import embedded_client, scheduler_workers  # noqa: E402
 from dmap.mapping.pipeline import map_reads  # noqa: E402
 
 
@@ -144,8 +144,9 @@ def main() -> None:
     ap.add_argument("--chunk-size", type=int)
     ap.add_argument("--bins", type=int, default=10)
     ap.add_argument("--embedded", action="store_true",
-                    help="the cluster dmap run starts without one (one worker of two threads in this "
-                         "process) instead of --workers dask worker processes of --threads threads")
+                    help="the cluster dmap run starts without one (one worker in this process: 2 threads "
+                         "on a CPU device, up to 8 on a GPU) instead of --workers dask worker processes of "
+                         "--threads threads")
     warm_up = ap.add_mutually_exclusive_group()
     warm_up.add_argument("--cold", action="store_true", help="no warm-up run before the rounds")
     warm_up.add_argument("--warm-up", metavar="READS", help="the reads of the warm-up run (default: READS)")
@@ -156,7 +157,7 @@ def main() -> None:
         if args.embedded:
             client = stack.enter_context(embedded_client())
             processes: list[psutil.Process] = []
-            workers, threads = 1, WORKER_THREADS
+            workers, threads = 1, sum(w["nthreads"] for w in scheduler_workers(client).values())
         else:
             address, procs = stack.enter_context(device_workers(args.workers, threads=args.threads))
             client = stack.enter_context(Client(address))

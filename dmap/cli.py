@@ -241,16 +241,18 @@ def index_info(index_path):
 @click.option("--processes", is_flag=True,
               help="Embedded cluster: one spawned worker process per device instead of threads in this process.")
 @click.option("--workers-per-device", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Embedded cluster: spawned worker processes sharing each device.  Each reads, merges and "
-                   "formats its own chunks: on a GPU host, give it cores (e.g. 8 on 16 cores).")
+              help="Embedded cluster: spawned worker processes sharing each device, each with its own "
+                   "interpreter, OpenCL context and index, which take seconds to start: on a 16-core GPU host 8 "
+                   "mapped 10M reads in 6.2 s, one in-process worker of 8 threads (the default) in 3.9 s.")
 @click.option("--dashboard", type=click.IntRange(0, 65535), is_flag=False, flag_value=8787, default=None,
               metavar="[PORT]",
               help="Embedded cluster: serve the Dask dashboard, with the dmap page at /dmap, on 127.0.0.1:PORT "
                    "while the run lasts; its address is printed [PORT: 8787; 0: any free port].")
 @click.option("-t", "--threads", type=int, default=None,
-              help="Embedded cluster: use N cores.  PoCL's CPU device runs its kernels on N cores; the host runs "
-                   "this process's reader and SAM writer and min(N, 2) task threads per device [default: the "
-                   "cores this process may run on, as SLURM, taskset or a container's cpuset allow].")
+              help="Embedded cluster: use N cores.  PoCL's CPU device runs its kernels on N cores; each "
+                   "device worker has min(N, 2) task threads on a CPU device, and N/2 (2 to 8, shared among "
+                   "the GPUs) on a GPU [default: the cores this process may run on, as SLURM, taskset or a "
+                   "container's cpuset allow].")
 @click.option("-R", "--read-group", default=None, metavar="LINE",
               help="Read group header line, as bwa's: '@RG\\tID:lane1\\tSM:sample1' (\\t for a tab).  Its ID "
                    "tags every record (RG:Z).")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import socket
 from collections.abc import Iterator
@@ -15,20 +16,43 @@ from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
 from .._version import code_identity
 from ..errors import ClusterError, IndexFormatError
 from ..index.store import unseen_index_error
-from ..opencl.device import DEVICE_RESOURCE
-from ..opencl.discovery import allowed_cores, limit_cpu_threads, list_devices
+from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
+from ..opencl.discovery import DeviceInfo, allowed_cores, limit_cpu_threads, list_devices
 from .worker import DevicePlugin
 
 # Threads per device worker: one runs a kernel while the other locates,
 # merges and formats SAM for another chunk (BUFFER_SETS device tasks at once).
 WORKER_THREADS = 2
+# Task threads of a GPU's worker in the embedded cluster, at most.  A GPU leaves the host's
+# work (reading, locating, merging, formatting) as what bounds a run, and most of it releases
+# the interpreter lock: on a 16-core H100 host a plain `dmap run` of 10M exact reads took
+# 3.89 s with 8 threads against 4.15 s with 4 and 5.16-5.69 s with 2, and 16 were no faster
+# (3.81 against 3.91 s, faster in 1 of 3 pairs; docs/performance.md, "An H100 host").
+GPU_WORKER_THREADS = 8
 # An embedded cluster serves this machine only.
 LOOPBACK = "127.0.0.1"
 
 
+def worker_threads(device_type: str, cores: int, gpu_workers: int) -> int:
+    """Task threads of an embedded cluster's worker on a device of ``device_type``
+    (as :class:`~dmap.opencl.discovery.DeviceInfo` has it), on a host of ``cores`` cores
+    with ``gpu_workers`` workers on GPUs.
+
+    A CPU device's worker has :data:`WORKER_THREADS`: PoCL runs its kernels on every core
+    already, and on the 2-core VM 1, 2 or 3 task threads mapped alike.  A GPU's worker has
+    half the host's cores, shared among the GPU workers, from :data:`WORKER_THREADS` to
+    :data:`GPU_WORKER_THREADS`: the other half runs the scheduler, the writer and the
+    operating system's writes into the output.  Never more than ``cores``.
+    """
+    if "GPU" not in device_type:
+        return max(1, min(cores, WORKER_THREADS))
+    share = cores // (2 * max(gpu_workers, 1))
+    return max(1, min(cores, max(WORKER_THREADS, min(share, GPU_WORKER_THREADS))))
+
+
 def embedded_cluster_spec(
     processes: bool = False, dashboard: bool | int = False, split: int = 1, devices: list[str] | None = None,
-    threads: int = WORKER_THREADS, per_device: int = 1,
+    threads: int | None = None, per_device: int = 1, cores: int | None = None,
 ) -> tuple[dict, dict]:
     """Scheduler and worker specs for :class:`distributed.SpecCluster`.
 
@@ -36,21 +60,28 @@ def embedded_cluster_spec(
     without copies; ``processes=True`` starts one spawned process per device.
     ``split`` > 1 puts that many workers on equal parts of each device;
     ``devices`` names the device specs (one worker each) instead.
-    ``threads`` per worker: each has its own command queue (a buffer set).
+    ``threads`` per worker, each with its own command queue and buffers (a buffer set),
+    running one device task at a time; None: :func:`worker_threads` for each device on
+    ``cores`` cores (default: the machine's).
     ``per_device`` workers share each device spec (each its own context and index).
     """
     # In-process workers talk over inproc:// (objects handed over, not
     # pickled through loopback TCP, which cost a core-second per million reads).
     where = {"host": LOOPBACK} if processes else {"protocol": "inproc://"}
     workers = {}
+    infos = {info.spec: info for info in list_devices()}
     specs = devices or [
-        info.spec if split == 1 else f"{info.spec}/{split}:{k}" for info in list_devices() for k in range(split)
+        spec if split == 1 else f"{spec}/{split}:{k}" for spec in infos for k in range(split)
     ]
+    kinds = {spec: _device_type(infos, spec) for spec in specs}
+    gpu_workers = per_device * sum("GPU" in kind for kind in kinds.values())
     for spec, copy in ((spec, k) for spec in specs for k in range(per_device)):
         name = f"dmap-{spec}" if copy == 0 else f"dmap-{spec}-{copy}"
+        nthreads = threads or worker_threads(kinds[spec], cores or os.cpu_count() or 1, gpu_workers)
         options = {
-            "nthreads": threads,
-            "resources": {DEVICE_RESOURCE: 1},
+            "nthreads": nthreads,
+            # A device task per task thread: each thread has its own buffer set.
+            "resources": {DEVICE_RESOURCE: nthreads * DEVICE_SHARE},
             "plugins": {DevicePlugin(spec)},
             "name": name,
             "dashboard": False,
@@ -74,6 +105,13 @@ def embedded_cluster_spec(
     return scheduler, workers
 
 
+def _device_type(infos: dict[str, DeviceInfo], spec: str) -> str:
+    """The type of the device a worker spec (``P:D`` or ``P:D/N:K``) names; "" for a spec
+    :func:`~dmap.opencl.discovery.list_devices` does not list (the worker then says why)."""
+    info = infos.get(spec.split("/")[0])
+    return info.type if info else ""
+
+
 class LocalDeviceCluster(SpecCluster):
     """A local Dask cluster with one worker per OpenCL device of this machine.
 
@@ -95,15 +133,20 @@ class LocalDeviceCluster(SpecCluster):
         Device specs, one worker each (e.g. ``["0:0/2:0"]``), instead of all.
     threads
         Threads per worker; each has its own command queue and buffers, so
-        this many chunks are in flight on a device at once.
+        this many chunks are in flight on a device at once [default: 2 for a
+        CPU device, half the machine's cores for a GPU, up to 8:
+        :func:`worker_threads`].
     per_device
         Worker processes sharing each device: on a GPU host with many cores,
         reading, merging and formatting run on several cores at once.
+    cores
+        The cores the default ``threads`` are reckoned from [default: the machine's].
     """
 
     def __init__(self, processes: bool = True, dashboard: bool | int = False, split: int = 1,
-                 devices: list[str] | None = None, threads: int = WORKER_THREADS, per_device: int = 1, **kwargs):
-        scheduler, workers = embedded_cluster_spec(processes, dashboard, split, devices, threads, per_device)
+                 devices: list[str] | None = None, threads: int | None = None, per_device: int = 1,
+                 cores: int | None = None, **kwargs):
+        scheduler, workers = embedded_cluster_spec(processes, dashboard, split, devices, threads, per_device, cores)
         kwargs.setdefault("silence_logs", logging.ERROR)
         # Dask's statistical profiler samples every thread's stack every 10 ms
         # for the dashboard's Profile page; with no dashboard nobody sees it,
@@ -131,7 +174,7 @@ def embedded_client(processes: bool = False, dashboard: bool | int = False, thre
     (:func:`~dmap.opencl.discovery.limit_cpu_threads`: it takes effect if
     OpenCL has not started in this process yet, as in the ``dmap`` command,
     and always in worker processes), and each device worker has at most that
-    many threads (default :data:`WORKER_THREADS`).
+    many threads (:func:`worker_threads`).
     ``per_device`` > 1 starts that many worker processes on each device
     (``processes`` is then implied).
     """
@@ -146,9 +189,8 @@ def embedded_client(processes: bool = False, dashboard: bool | int = False, thre
     for log in quiet.values():
         log.setLevel(logging.CRITICAL)
     try:
-        worker_threads = WORKER_THREADS if threads is None else min(threads, WORKER_THREADS)
-        with LocalDeviceCluster(processes or per_device > 1, dashboard, threads=worker_threads,
-                                per_device=per_device) as cluster, Client(cluster) as client:
+        with LocalDeviceCluster(processes or per_device > 1, dashboard, per_device=per_device,
+                                cores=threads) as cluster, Client(cluster) as client:
             yield client
     finally:
         for name, log in quiet.items():
@@ -205,16 +247,18 @@ def scheduler_workers(client: Client) -> dict[str, dict]:
     return client.sync(client.scheduler.identity)["workers"]
 
 
-def require_device_workers(client: Client) -> int:
-    """Number of workers that declare an OpenCL device; error if none."""
+def require_device_workers(client: Client) -> list[int]:
+    """How many device tasks each worker that declares an OpenCL device runs at once (its
+    share of the device over each task's, :data:`~dmap.opencl.device.DEVICE_SHARE`); error if none."""
     workers = scheduler_workers(client)
-    n = sum(1 for w in workers.values() if w.get("resources", {}).get(DEVICE_RESOURCE))
-    if n == 0:
+    shares = [w.get("resources", {}).get(DEVICE_RESOURCE) for w in workers.values()]
+    slots = [max(1, int(share / DEVICE_SHARE + 1e-9)) for share in shares if share]
+    if not slots:
         raise ClusterError(
             f"the cluster at {client.scheduler.address} has no worker with an OpenCL device (Dask resource "
             f"'{DEVICE_RESOURCE}'); start workers with '--resources {DEVICE_RESOURCE}=1 --preload dmap.cluster.worker'"
         )
-    return n
+    return slots
 
 
 def require_same_code(stats: dict[str, dict]) -> None:

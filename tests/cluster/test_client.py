@@ -27,3 +27,50 @@ def test_the_embedded_cluster_uses_the_cores_this_process_may_run_on():
     assert pinned_run(PROBE, "0") == "[1] [1]"
     cores = len(os.sched_getaffinity(0))
     assert pinned_run(PROBE) == f"[{min(cores, client.WORKER_THREADS)}] [{cores}]"
+
+
+def _device(spec: str, kind: str):
+    from dmap.opencl.discovery import DeviceInfo
+
+    return DeviceInfo(spec=spec, platform="p", name=kind, type=kind, compute_units=1, global_mem=1 << 30,
+                      local_mem=1 << 15, max_alloc=1 << 28, version="OpenCL 3.0", max_split=1)
+
+
+def test_a_gpu_worker_gets_half_the_cores_up_to_a_limit():
+    """A CPU device's worker has 2 task threads; a GPU's half the cores among the GPU workers,
+    from 2 up to GPU_WORKER_THREADS; never more threads than cores."""
+    cases = {  # (type, cores, GPU workers) -> threads
+        ("CPU", 2, 0): 2, ("CPU", 64, 0): 2, ("CPU", 1, 0): 1,
+        ("GPU", 16, 1): 8, ("GPU", 64, 1): client.GPU_WORKER_THREADS, ("GPU", 16, 2): 4, ("GPU", 8, 1): 4,
+        ("GPU", 4, 1): 2, ("GPU", 16, 8): 2, ("GPU", 1, 1): 1, ("ALL | GPU", 16, 1): 8,
+    }
+    got = {case: client.worker_threads(*case) for case in cases}
+    assert got == cases
+    assert client.GPU_WORKER_THREADS == 8
+
+
+def test_embedded_workers_run_a_device_task_per_thread(monkeypatch):
+    """Each embedded worker declares a device share that lets each of its threads run a device
+    task (each thread has its own buffer set); threads follow each device's type."""
+    from dmap.opencl.device import DEVICE_RESOURCE
+
+    devices = [_device("0:0", "GPU"), _device("0:1", "GPU"), _device("1:0", "CPU")]
+    monkeypatch.setattr(client, "list_devices", lambda: devices)
+    _, workers = client.embedded_cluster_spec(cores=32)
+    got = {name: (w["options"]["nthreads"], w["options"]["resources"][DEVICE_RESOURCE]) for name, w in workers.items()}
+    assert got == {"dmap-0:0": (8, 4.0), "dmap-0:1": (8, 4.0), "dmap-1:0": (2, 1.0)}
+    _, workers = client.embedded_cluster_spec(devices=["0:0"], per_device=4, cores=16, processes=True)
+    assert {w["options"]["nthreads"] for w in workers.values()} == {2}  # 16 cores over 4 GPU workers
+    _, workers = client.embedded_cluster_spec(devices=["1:0"], threads=3, cores=32)
+    assert workers["dmap-1:0"]["options"]["resources"] == {DEVICE_RESOURCE: 1.5}
+
+
+def test_device_task_slots_are_read_from_the_workers():
+    """What each device worker can run at once comes from its declared share of the device:
+    chunks in flight are reckoned from it."""
+    from distributed import Client
+
+    import dmap
+
+    with dmap.LocalDeviceCluster(processes=False, threads=3) as cluster, Client(cluster) as c:
+        assert client.require_device_workers(c) == [3]
