@@ -20,7 +20,8 @@ cd "$(dirname "$0")/.."
 if [ -n "${DMAP_BUNDLE:-}" ]; then
   bundle=$(cd "$DMAP_BUNDLE" && pwd)
   python3 -m pip install -q --upgrade --no-index --no-deps --target /tmp/dmap-site "$bundle"/whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/dmap-site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/dmap-site/bin:$bundle/bin:$PATH
+  # The checkout first: the bundle's dmap is the one of the day it was made.
+  export PYTHONPATH=$PWD:/tmp/dmap-site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/dmap-site/bin:$bundle/bin:$PATH
   export DMAP_ECOLI=$bundle/ecoli.fna.gz
   mkdir -p ../shared/bench && cp "$bundle"/shared-bench/*.py ../shared/bench/
 fi
@@ -56,9 +57,9 @@ dmap devices || exit 1
 # "ab": versions of dmap in turn on 10M reads (benchmarks/ab_packages.py), for each of
 # DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3".
 # "threads": the embedded cluster (a plain `dmap run`: one worker, in dmap's own process)
-# with 2 task threads and 2 device tasks at once, as dmap has them (WORKER_THREADS in
-# dmap/cluster/client.py, BUFFER_SETS in dmap/opencl/device.py), against 4 and 8 of each,
-# alternating on 10M reads: whether more of the host's work overlaps on a many-core GPU host.
+# with a GPU's task threads (each running a device task) capped at 8, as dmap has them
+# (GPU_WORKER_THREADS in dmap/cluster/client.py; half of 16 cores), against 4 and 16,
+# alternating on 10M reads.
 
 # 10M exact reads and the index, made once.
 reads_10m() {
@@ -101,15 +102,13 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
         done ;;
     threads) reads_10m
              variants=$(mktemp -d)
-             for n in 2 4 8; do
+             for n in 4 8 16; do
                mkdir -p "$variants/t$n" && cp -r dmap kernels "$variants/t$n/"
-               sed -i "s/^WORKER_THREADS = 2$/WORKER_THREADS = $n/" "$variants/t$n/dmap/cluster/client.py"
-               sed -i "s/^BUFFER_SETS = 2$/BUFFER_SETS = $n/" "$variants/t$n/dmap/opencl/device.py"
-               grep -q "^WORKER_THREADS = $n$" "$variants/t$n/dmap/cluster/client.py" || exit 1
-               grep -q "^BUFFER_SETS = $n$" "$variants/t$n/dmap/opencl/device.py" || exit 1
+               sed -i "s/^GPU_WORKER_THREADS = 8$/GPU_WORKER_THREADS = $n/" "$variants/t$n/dmap/cluster/client.py"
+               grep -q "^GPU_WORKER_THREADS = $n$" "$variants/t$n/dmap/cluster/client.py" || exit 1
              done
-             for n in 4 8; do
-               python3 benchmarks/ab_packages.py $W/exact_10000000_100.fq t2="$variants/t2" t$n="$variants/t$n" --pairs 3
+             for n in 4 16; do
+               python3 benchmarks/ab_packages.py $W/exact_10000000_100.fq t8="$variants/t8" t$n="$variants/t$n" --pairs 3
              done ;;
     start) reads_10m
            TIMEFORMAT='python3 -c pass: %R s'
