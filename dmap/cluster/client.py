@@ -27,7 +27,8 @@ WORKER_THREADS = 2
 # work (reading, locating, merging, formatting) as what bounds a run, and most of it releases
 # the interpreter lock: on a 16-core H100 host a plain `dmap run` of 10M exact reads took
 # 3.89 s with 8 threads against 4.15 s with 4 and 5.16-5.69 s with 2, and 16 were no faster
-# (3.81 against 3.91 s, faster in 1 of 3 pairs; docs/performance.md, "An H100 host").
+# (3.81 against 3.91 s, faster in 1 of 3 pairs; docs/performance.md, "An H100 host: the
+# embedded cluster's threads").
 GPU_WORKER_THREADS = 8
 # An embedded cluster serves this machine only.
 LOOPBACK = "127.0.0.1"
