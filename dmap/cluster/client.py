@@ -17,7 +17,7 @@ from .._version import code_identity
 from ..errors import ClusterError, IndexFormatError
 from ..index.store import unseen_index_error
 from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
-from ..opencl.discovery import DeviceInfo, allowed_cores, limit_cpu_threads, list_devices
+from ..opencl.discovery import allowed_cores, limit_cpu_threads, list_devices
 from .worker import DevicePlugin
 
 # Threads per device worker: one runs a kernel while the other locates,
@@ -30,25 +30,34 @@ WORKER_THREADS = 2
 # (3.81 against 3.91 s, faster in 1 of 3 pairs; docs/performance.md, "An H100 host: the
 # embedded cluster's threads").
 GPU_WORKER_THREADS = 8
+# Device memory a GPU worker's thread may hold in buffers, reckoned for its thread count: a
+# thread's buffer set took up to 142 MiB for a 200,000-read chunk of 100-bp reads exact,
+# 257 MiB at -e 3 and 261 MiB for 150-bp reads at -e 4 (benchmarks/buffer_set_memory.py),
+# and its pool keeps up to twice what it takes.  The sets get at most a quarter of the
+# device (resident blocks take up to half): 2 threads on a 4 GB GPU, 8 from 16 GB.
+SET_MEMORY = 512 << 20
 # An embedded cluster serves this machine only.
 LOOPBACK = "127.0.0.1"
 
 
-def worker_threads(device_type: str, cores: int, gpu_workers: int) -> int:
+def worker_threads(device_type: str, cores: int, gpu_workers: int, memory: int | None = None) -> int:
     """Task threads of an embedded cluster's worker on a device of ``device_type``
     (as :class:`~dmap.opencl.discovery.DeviceInfo` has it), on a host of ``cores`` cores
-    with ``gpu_workers`` workers on GPUs.
+    with ``gpu_workers`` workers on GPUs, the worker's share of the device being ``memory`` bytes.
 
     A CPU device's worker has :data:`WORKER_THREADS`: PoCL runs its kernels on every core
     already, and on the 2-core VM 1, 2 or 3 task threads mapped alike.  A GPU's worker has
     half the host's cores, shared among the GPU workers, from :data:`WORKER_THREADS` to
     :data:`GPU_WORKER_THREADS`: the other half runs the scheduler, the writer and the
-    operating system's writes into the output.  Never more than ``cores``.
+    operating system's writes into the output.  Each thread's buffers take device memory,
+    so a quarter of ``memory`` bounds them too (:data:`SET_MEMORY`).  Never more than ``cores``.
     """
     if "GPU" not in device_type:
         return max(1, min(cores, WORKER_THREADS))
-    share = cores // (2 * max(gpu_workers, 1))
-    return max(1, min(cores, max(WORKER_THREADS, min(share, GPU_WORKER_THREADS))))
+    share = min(cores // (2 * max(gpu_workers, 1)), GPU_WORKER_THREADS)
+    if memory is not None:
+        share = min(share, memory // 4 // SET_MEMORY)
+    return max(1, min(cores, max(WORKER_THREADS, share)))
 
 
 def embedded_cluster_spec(
@@ -74,11 +83,13 @@ def embedded_cluster_spec(
     specs = devices or [
         spec if split == 1 else f"{spec}/{split}:{k}" for spec in infos for k in range(split)
     ]
-    kinds = {spec: _device_type(infos, spec) for spec in specs}
-    gpu_workers = per_device * sum("GPU" in kind for kind in kinds.values())
+    devices_of = {spec: infos.get(spec.split("/")[0]) for spec in specs}  # None: the worker says why
+    gpu_workers = per_device * sum(bool(d) and "GPU" in d.type for d in devices_of.values())
     for spec, copy in ((spec, k) for spec in specs for k in range(per_device)):
         name = f"dmap-{spec}" if copy == 0 else f"dmap-{spec}-{copy}"
-        nthreads = threads or worker_threads(kinds[spec], cores or os.cpu_count() or 1, gpu_workers)
+        info = devices_of[spec]  # a split device's parts are CPU cores, whose memory does not count
+        nthreads = threads or worker_threads(info.type if info else "", cores or os.cpu_count() or 1, gpu_workers,
+                                             info.global_mem // per_device if info else None)
         options = {
             "nthreads": nthreads,
             # A device task per task thread: each thread has its own buffer set.
@@ -104,13 +115,6 @@ def embedded_cluster_spec(
         },
     }
     return scheduler, workers
-
-
-def _device_type(infos: dict[str, DeviceInfo], spec: str) -> str:
-    """The type of the device a worker spec (``P:D`` or ``P:D/N:K``) names; "" for a spec
-    :func:`~dmap.opencl.discovery.list_devices` does not list (the worker then says why)."""
-    info = infos.get(spec.split("/")[0])
-    return info.type if info else ""
 
 
 class LocalDeviceCluster(SpecCluster):

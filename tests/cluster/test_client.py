@@ -29,11 +29,11 @@ def test_the_embedded_cluster_uses_the_cores_this_process_may_run_on():
     assert pinned_run(PROBE) == f"[{min(cores, client.WORKER_THREADS)}] [{cores}]"
 
 
-def _device(spec: str, kind: str):
+def _device(spec: str, kind: str, memory: int = 80 << 30):
     from dmap.opencl.discovery import DeviceInfo
 
-    return DeviceInfo(spec=spec, platform="p", name=kind, type=kind, compute_units=1, global_mem=1 << 30,
-                      local_mem=1 << 15, max_alloc=1 << 28, version="OpenCL 3.0", max_split=1)
+    return DeviceInfo(spec=spec, platform="p", name=kind, type=kind, compute_units=1, global_mem=memory,
+                      local_mem=1 << 15, max_alloc=memory // 4, version="OpenCL 3.0", max_split=1)
 
 
 def test_a_gpu_worker_gets_half_the_cores_up_to_a_limit():
@@ -49,16 +49,24 @@ def test_a_gpu_worker_gets_half_the_cores_up_to_a_limit():
     assert client.GPU_WORKER_THREADS == 8
 
 
+def test_a_small_gpu_gets_fewer_threads():
+    """Each thread's buffers take device memory: a quarter of the device bounds them."""
+    gib = 1 << 30
+    got = {memory: client.worker_threads("GPU", 32, 1, memory * gib) for memory in (2, 4, 6, 8, 16, 80)}
+    assert got == {2: 2, 4: 2, 6: 3, 8: 4, 16: 8, 80: 8}
+    assert client.worker_threads("CPU", 2, 0, 1 * gib) == 2
+
+
 def test_embedded_workers_run_a_device_task_per_thread(monkeypatch):
     """Each embedded worker declares a device share that lets each of its threads run a device
     task (each thread has its own buffer set); threads follow each device's type."""
     from dmap.opencl.device import DEVICE_RESOURCE
 
-    devices = [_device("0:0", "GPU"), _device("0:1", "GPU"), _device("1:0", "CPU")]
+    devices = [_device("0:0", "GPU"), _device("0:1", "GPU", 8 << 30), _device("1:0", "CPU")]
     monkeypatch.setattr(client, "list_devices", lambda: devices)
     _, workers = client.embedded_cluster_spec(cores=32)
     got = {name: (w["options"]["nthreads"], w["options"]["resources"][DEVICE_RESOURCE]) for name, w in workers.items()}
-    assert got == {"dmap-0:0": (8, 4.0), "dmap-0:1": (8, 4.0), "dmap-1:0": (2, 1.0)}
+    assert got == {"dmap-0:0": (8, 4.0), "dmap-0:1": (4, 2.0), "dmap-1:0": (2, 1.0)}
     _, workers = client.embedded_cluster_spec(devices=["0:0"], per_device=4, cores=16, processes=True)
     assert {w["options"]["nthreads"] for w in workers.values()} == {2}  # 16 cores over 4 GPU workers
     _, workers = client.embedded_cluster_spec(devices=["1:0"], threads=3, cores=32)
