@@ -251,8 +251,8 @@ def index_info(index_path):
 @click.option("-t", "--threads", type=int, default=None,
               help="Embedded cluster: use N cores.  PoCL's CPU device runs its kernels on N cores; each "
                    "device worker has min(N, 2) task threads on a CPU device, and N/2 (2 to 8, shared among "
-                   "the GPUs, one per 2 GB of a GPU's memory) on a GPU [default: the cores this process may run on, as SLURM, taskset or a "
-                   "container's cpuset allow].")
+                   "the GPUs, one per 2 GB of a GPU's memory) on a GPU [default: the cores this process may "
+                   "run on, as SLURM, taskset or a container's cpuset allow].")
 @click.option("-R", "--read-group", default=None, metavar="LINE",
               help="Read group header line, as bwa's: '@RG\\tID:lane1\\tSM:sample1' (\\t for a tab).  Its ID "
                    "tags every record (RG:Z).")
