@@ -204,7 +204,7 @@ def test_device_workers_are_asked_of_the_scheduler_not_the_clients_cache(client,
     from dmap.cluster.client import require_device_workers
 
     monkeypatch.setattr(client, "scheduler_info", lambda *a, **k: {"workers": {}})
-    assert require_device_workers(client) == 1
+    assert require_device_workers(client) == [2]  # one worker, two device tasks at once
 
 
 def test_a_run_on_gpus_writes_through_the_page_cache(tmp_path, client, monkeypatch):
