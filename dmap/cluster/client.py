@@ -60,6 +60,11 @@ def worker_threads(device_type: str, cores: int, gpu_workers: int, memory: int |
     return max(1, min(cores, max(WORKER_THREADS, share)))
 
 
+def worker_name(spec: str, copy: int = 0, prefix: str = "dmap-") -> str:
+    """The Dask name of the worker ``copy`` of those that share the device ``spec``."""
+    return f"{prefix}{spec}" if copy == 0 else f"{prefix}{spec}-{copy}"
+
+
 def embedded_cluster_spec(
     processes: bool = False, dashboard: bool | int = False, split: int = 1, devices: list[str] | None = None,
     threads: int | None = None, per_device: int = 1, cores: int | None = None,
@@ -86,7 +91,7 @@ def embedded_cluster_spec(
     devices_of = {spec: infos.get(spec.split("/")[0]) for spec in specs}  # None: the worker says why
     gpu_workers = per_device * sum(bool(d) and "GPU" in d.type for d in devices_of.values())
     for spec, copy in ((spec, k) for spec in specs for k in range(per_device)):
-        name = f"dmap-{spec}" if copy == 0 else f"dmap-{spec}-{copy}"
+        name = worker_name(spec, copy)
         info = devices_of[spec]  # a split device's parts are CPU cores, whose memory does not count
         nthreads = threads or worker_threads(info.type if info else "", cores or os.cpu_count() or 1, gpu_workers,
                                              info.global_mem // per_device if info else None)

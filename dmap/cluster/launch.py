@@ -31,7 +31,7 @@ from .._version import code_identity
 from ..errors import ClusterError
 from ..opencl.device import DEVICE_RESOURCE, Device
 from ..opencl.discovery import list_devices
-from .client import scheduler_workers
+from .client import scheduler_workers, worker_name
 from .config import WorkerGroup, is_this_machine, reachable_from_elsewhere, read_cluster_file
 
 START_TIMEOUT = 60.0
@@ -124,15 +124,15 @@ def _group_commands(group: WorkerGroup, address: str, listen_host: str | None, n
     commands = []
     for spec in specs:
         Device(spec)  # fails here, with the reason, if the device cannot be split so
-        name = f"{name_prefix}{spec}"
-        commands.append((name, [
+        names = [worker_name(spec, copy, name_prefix) for copy in range(group.per_device)]
+        commands.extend((name, [
             sys.executable, "-m", "distributed.cli.dask_worker", address,
             *(["--host", listen_host] if listen_host else []),
             *(["--death-timeout", str(death_timeout)] if death_timeout else []),
             "--nthreads", str(group.threads), "--memory-limit", group.memory_limit, "--name", name,
             "--resources", f"{DEVICE_RESOURCE}=1", "--preload", "dmap.cluster.worker", "--dmap-device", spec,
             "--no-dashboard",
-        ]))
+        ]) for name in names)
     return commands
 
 
@@ -281,7 +281,8 @@ def start_remote(group: WorkerGroup, place: int, address: str) -> RemoteWorkers:
     scheduler at ``address``."""
     where = RemoteWorkers(group.host, shlex.split(group.ssh), group.python or sys.executable, [], "")
     spec = {"address": address, "device": group.device, "threads": group.threads,
-            "memory_limit": group.memory_limit, "split": group.split, "host": group.host, "place": place,
+            "memory_limit": group.memory_limit, "split": group.split, "per_device": group.per_device,
+            "host": group.host, "place": place,
             "code": code_identity()}
     answer = _over_ssh(where, ["start", json.dumps(spec)]).strip()
     try:
@@ -300,7 +301,8 @@ def start_here(spec: dict) -> dict:
     if spec["code"] != code_identity():
         raise ClusterError(f"it runs dmap {code_identity()}, the machine that starts the cluster dmap "
                            f"{spec['code']}: install the same dmap on every host")
-    group = WorkerGroup(spec["device"], spec["threads"], spec["memory_limit"], spec["host"], spec["split"])
+    group = WorkerGroup(spec["device"], spec["threads"], spec["memory_limit"], spec["host"], spec["split"],
+                        per_device=spec["per_device"])
     folder = _state_root() / f"workers-{hashlib.sha1(spec['address'].encode()).hexdigest()[:12]}-{os.getpid()}"
     folder.mkdir(parents=True, exist_ok=True)
     workers = _group_commands(group, spec["address"], None, f"dmap-{spec['host']}-{spec['place']}-", DEATH_TIMEOUT)

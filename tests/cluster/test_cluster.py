@@ -545,8 +545,8 @@ def wait_for_records(directory, name: str, timeout: float = 120) -> None:
     raise AssertionError(f"{name} never started writing records")
 
 
-@pytest.mark.parametrize("split", [1, 2])
-def test_cluster_up_run_down(tmp_path, mapping_case, monkeypatch, split):
+@pytest.mark.parametrize("split,per_device", [(1, 1), (2, 1), (1, 2)])
+def test_cluster_up_run_down(tmp_path, mapping_case, monkeypatch, split, per_device):
     import urllib.request
 
     import psutil
@@ -560,13 +560,13 @@ def test_cluster_up_run_down(tmp_path, mapping_case, monkeypatch, split):
             ports.append(s.getsockname()[1])
     cfg = tmp_path / "cluster.yaml"
     cfg.write_text(f"scheduler:\n  address: tcp://127.0.0.1:{ports[0]}\n  dashboard: {ports[1]}\n"
-                   f"workers:\n  - device: all\n    threads: 2\n    split: {split}\n")
+                   f"workers:\n  - device: all\n    threads: 2\n    split: {split}\n    per_device: {per_device}\n")
     dmap = [sys.executable, "-m", "dmap.cli"]
     up = subprocess.run([*dmap, "cluster", "up", cfg], capture_output=True, text=True, timeout=180)
     assert up.returncode == 0, up.stderr
     state = json.loads(next((tmp_path / "state").glob("*/state.json")).read_text())
     try:
-        assert f"tcp://127.0.0.1:{ports[0]}" in up.stdout and len(state["pids"]) == 1 + split
+        assert f"tcp://127.0.0.1:{ports[0]}" in up.stdout and len(state["pids"]) == 1 + split * per_device
         again = subprocess.run([*dmap, "cluster", "up", cfg], capture_output=True, text=True, timeout=60)
         assert again.returncode == 1 and "already up" in again.stderr
         run = subprocess.run([*mapping_case, "--cluster", cfg, "-o", tmp_path / "o.sam"], capture_output=True,
@@ -624,6 +624,7 @@ def test_committed_cluster_yaml_is_valid():
 @pytest.mark.parametrize("text,words", [
     ("scheduler: {address: 8786}\n", "tcp://"),
     ("scheduler: {address: tcp://127.0.0.1:8786}\nworkers: [{device: all, threads: 0}]\n", "threads"),
+    ("scheduler: {address: tcp://127.0.0.1:8786}\nworkers: [{device: all, per_device: 0}]\n", "workers[0].per_device"),
     ("scheduler: {address: tcp://127.0.0.1:8786}\nnodes: []\n", "unknown sections"),
     ("scheduler: {address: tcp://127.0.0.1:8786}\ndmap: {chunk: 5}\n", "unknown dmap settings"),
     ("[1, 2\n", "not valid YAML"),
