@@ -3,7 +3,7 @@
 # (docs/performance.md, "GPU"), with the other mappers on every CPU core.
 #
 #   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap writes buffers timeline heap ab start
-#                                           # threads bytecode (bytecode: for the sections after it)
+#                                           # threads spawn bytecode (bytecode: for the sections after it)
 #
 # Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
 # mason_simulator on PATH (or in /usr/lib/seqan/bin); E. coli as
@@ -56,6 +56,10 @@ dmap devices || exit 1
 # under /tmp/dmap-pycache (PYTHONPYCACHEPREFIX), as an installed environment has it beside its sources.
 # "ab": versions of dmap in turn on 10M reads (benchmarks/ab_packages.py), for each of
 # DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3".
+# "spawn": what the spawned workers of `dmap run --workers-per-device 8` cost to start (about
+# 3.7 s on an H100 host): an OpenCL context made in 1 and in 8 processes at once (whether the
+# driver takes them in turn), then `dmap run -v` on 20,000 and 1M reads with 8 spawned workers,
+# with one spawned worker (--processes) and with the in-process one.
 # "threads": the embedded cluster (a plain `dmap run`: one worker, in dmap's own process)
 # with a GPU's task threads (each running a device task) capped at 8, as dmap has them
 # (GPU_WORKER_THREADS in dmap/cluster/client.py; half of 16 cores), against 4 and 16,
@@ -110,6 +114,18 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
              for n in 4 16; do
                python3 benchmarks/ab_packages.py $W/exact_10000000_100.fq t8="$variants/t8" t$n="$variants/t$n" --pairs 3
              done ;;
+    spawn) reads_10m
+           context="import time; t = time.perf_counter(); from dmap.opencl.device import Device; i = time.perf_counter()
+Device('0:0'); print(f'imports {i - t:.2f} s, context {time.perf_counter() - i:.2f} s')"
+           python3 -c "$context"
+           for _ in 1 2 3 4 5 6 7 8; do python3 -c "$context" & done; wait
+           for n in 20000 1000000; do
+             [ -f $W/exact_${n}_100.fq ] || head -n $((4 * n)) $W/exact_10000000_100.fq > $W/exact_${n}_100.fq
+             for opts in "--workers-per-device 8" --processes ""; do
+               # shellcheck disable=SC2086
+               for _ in 1 2; do dmap run -v $W/ecoli.dmap $W/exact_${n}_100.fq -o /dev/null $opts 2>&1 | tail -1; done
+             done
+           done ;;
     start) reads_10m
            TIMEFORMAT='python3 -c pass: %R s'
            for _ in 1 2 3; do time python3 -c pass; done
