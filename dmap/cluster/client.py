@@ -16,7 +16,7 @@ from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
 from .._version import code_identity
 from ..errors import ClusterError, IndexFormatError
 from ..index.store import unseen_index_error
-from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
+from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE, device_resource
 from ..opencl.discovery import allowed_cores, limit_cpu_threads, list_devices
 from .worker import DevicePlugin
 
@@ -97,8 +97,7 @@ def embedded_cluster_spec(
                                              info.global_mem // per_device if info else None)
         options = {
             "nthreads": nthreads,
-            # A device task per task thread: each thread has its own buffer set.
-            "resources": {DEVICE_RESOURCE: nthreads * DEVICE_SHARE},
+            "resources": {DEVICE_RESOURCE: device_resource(nthreads)},
             "plugins": {DevicePlugin(spec)},
             "name": name,
             "dashboard": False,

@@ -22,14 +22,14 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from distributed import Client
 
 from .._version import code_identity
 from ..errors import ClusterError
-from ..opencl.device import DEVICE_RESOURCE, Device
+from ..opencl.device import DEVICE_RESOURCE, Device, device_resource
 from ..opencl.discovery import list_devices
 from .client import scheduler_workers, worker_name
 from .config import WorkerGroup, is_this_machine, reachable_from_elsewhere, read_cluster_file
@@ -130,7 +130,8 @@ def _group_commands(group: WorkerGroup, address: str, listen_host: str | None, n
             *(["--host", listen_host] if listen_host else []),
             *(["--death-timeout", str(death_timeout)] if death_timeout else []),
             "--nthreads", str(group.threads), "--memory-limit", group.memory_limit, "--name", name,
-            "--resources", f"{DEVICE_RESOURCE}=1", "--preload", "dmap.cluster.worker", "--dmap-device", spec,
+            "--resources", f"{DEVICE_RESOURCE}={device_resource(group.threads):g}",
+            "--preload", "dmap.cluster.worker", "--dmap-device", spec,
             "--no-dashboard",
         ]) for name in names)
     return commands
@@ -280,10 +281,7 @@ def start_remote(group: WorkerGroup, place: int, address: str) -> RemoteWorkers:
     (:func:`start_here` runs there), and return its workers once they are registered with the
     scheduler at ``address``."""
     where = RemoteWorkers(group.host, shlex.split(group.ssh), group.python or sys.executable, [], "")
-    spec = {"address": address, "device": group.device, "threads": group.threads,
-            "memory_limit": group.memory_limit, "split": group.split, "per_device": group.per_device,
-            "host": group.host, "place": place,
-            "code": code_identity()}
+    spec = {**asdict(group), "address": address, "place": place, "code": code_identity()}
     answer = _over_ssh(where, ["start", json.dumps(spec)]).strip()
     try:
         said = json.loads(answer.splitlines()[-1])
@@ -301,8 +299,7 @@ def start_here(spec: dict) -> dict:
     if spec["code"] != code_identity():
         raise ClusterError(f"it runs dmap {code_identity()}, the machine that starts the cluster dmap "
                            f"{spec['code']}: install the same dmap on every host")
-    group = WorkerGroup(spec["device"], spec["threads"], spec["memory_limit"], spec["host"], spec["split"],
-                        per_device=spec["per_device"])
+    group = WorkerGroup(**{f.name: spec[f.name] for f in fields(WorkerGroup)})
     folder = _state_root() / f"workers-{hashlib.sha1(spec['address'].encode()).hexdigest()[:12]}-{os.getpid()}"
     folder.mkdir(parents=True, exist_ok=True)
     workers = _group_commands(group, spec["address"], None, f"dmap-{spec['host']}-{spec['place']}-", DEATH_TIMEOUT)

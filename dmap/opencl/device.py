@@ -37,6 +37,13 @@ DEVICE_RESOURCE = "opencl"
 # time, a 2-thread worker ran one task 80% of an `-e 3` run (docs/performance.md, "Buffer sets").
 BUFFER_SETS = 2
 DEVICE_SHARE = 1 / BUFFER_SETS
+
+
+def device_resource(threads: int) -> float:
+    """What a device worker of ``threads`` task threads declares of :data:`DEVICE_RESOURCE`:
+    a device task per thread, each thread having its own buffer set (1 for 2 threads)."""
+    return threads * DEVICE_SHARE
+
 DEVICE_PLUGIN = "dmap-device"  # the name of each device worker's dmap.cluster.worker.DevicePlugin
 
 

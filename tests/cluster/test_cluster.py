@@ -505,6 +505,19 @@ def test_embedded_cluster_names_each_worker_on_a_shared_device():
     assert {w["options"]["plugins"].pop().spec for w in workers.values()} == {"0:0"}
 
 
+def test_cluster_up_workers_declare_a_device_task_per_thread():
+    """`dmap cluster up`'s workers declare the device as the embedded cluster's do: a device
+    task per thread (opencl=1 for the default 2 threads), and per_device names each copy."""
+    from dmap.cluster.config import WorkerGroup
+    from dmap.cluster.launch import _group_commands
+
+    for threads, declared in ((2, "opencl=1"), (3, "opencl=1.5"), (8, "opencl=4")):
+        [(name, cmd)] = _group_commands(WorkerGroup("0:0", threads), "tcp://127.0.0.1:1", None, "dmap-0-")
+        assert cmd[cmd.index("--resources") + 1] == declared and name == "dmap-0-0:0"
+    commands = _group_commands(WorkerGroup("0:0", per_device=3), "tcp://127.0.0.1:1", None, "dmap-0-")
+    assert [name for name, _ in commands] == ["dmap-0-0:0", "dmap-0-0:0-1", "dmap-0-0:0-2"]
+
+
 def test_two_jobs_share_one_cluster(real_cluster, mapping_case, tmp_path):
     address, _ = real_cluster
     run = [*mapping_case, "--scheduler", address]
