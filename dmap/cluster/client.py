@@ -16,7 +16,7 @@ from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
 from .._version import code_identity
 from ..errors import ClusterError, IndexFormatError
 from ..index.store import unseen_index_error
-from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE, device_resource
+from ..opencl.device import DEVICE_RESOURCE, device_resource, device_tasks
 from ..opencl.discovery import allowed_cores, limit_cpu_threads, list_devices
 from .worker import DevicePlugin
 
@@ -257,11 +257,11 @@ def scheduler_workers(client: Client) -> dict[str, dict]:
 
 
 def require_device_workers(client: Client) -> list[int]:
-    """How many device tasks each worker that declares an OpenCL device runs at once (its
-    share of the device over each task's, :data:`~dmap.opencl.device.DEVICE_SHARE`); error if none."""
+    """How many device tasks each worker that declares an OpenCL device runs at once
+    (:func:`~dmap.opencl.device.device_tasks`); error if none."""
     workers = scheduler_workers(client)
     shares = [w.get("resources", {}).get(DEVICE_RESOURCE) for w in workers.values()]
-    slots = [max(1, int(share / DEVICE_SHARE + 1e-9)) for share in shares if share]
+    slots = [device_tasks(share) for share in shares if share]
     if not slots:
         raise ClusterError(
             f"the cluster at {client.scheduler.address} has no worker with an OpenCL device (Dask resource "

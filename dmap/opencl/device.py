@@ -37,6 +37,7 @@ DEVICE_RESOURCE = "opencl"
 # time, a 2-thread worker ran one task 80% of an `-e 3` run (docs/performance.md, "Buffer sets").
 BUFFER_SETS = 2
 DEVICE_SHARE = 1 / BUFFER_SETS
+DEVICE_PLUGIN = "dmap-device"  # the name of each device worker's dmap.cluster.worker.DevicePlugin
 
 
 def device_resource(threads: int) -> float:
@@ -44,7 +45,11 @@ def device_resource(threads: int) -> float:
     a device task per thread, each thread having its own buffer set (1 for 2 threads)."""
     return threads * DEVICE_SHARE
 
-DEVICE_PLUGIN = "dmap-device"  # the name of each device worker's dmap.cluster.worker.DevicePlugin
+
+def device_tasks(resource: float) -> int:
+    """How many device tasks at once a worker that declares ``resource`` of
+    :data:`DEVICE_RESOURCE` runs (at least one): the inverse of :func:`device_resource`."""
+    return max(1, int(resource / DEVICE_SHARE + 1e-9))
 
 
 def kernel_dir() -> Path:

@@ -7,7 +7,7 @@ from helpers import alphabet_for, genome_case, kernel_hits, single_block
 from dmap.alphabet import reverse_complement
 from dmap.errors import DeviceError
 from dmap.format.sam import format_records_device
-from dmap.opencl.device import Device
+from dmap.opencl.device import Device, device_resource, device_tasks
 from dmap.opencl.discovery import list_devices
 from dmap.reads import ReadChunk, ReadFields, encode_reads
 from dmap.search.exact import search_block
@@ -240,3 +240,11 @@ def test_compiler_output_is_logged_not_warned(tmp_path, monkeypatch, caplog):
         warnings.simplefilter("error")
         Device().program("warns.cl", {})
     assert "dmap test warning" in caplog.text
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 8, 16])
+def test_a_workers_declared_share_gives_back_its_device_tasks(threads):
+    """The scheduler sees a worker's share of the device (``opencl`` = threads / 2 as a float);
+    the client counts that worker's device tasks from it: one per thread."""
+    assert device_tasks(device_resource(threads)) == threads
+    assert device_tasks(0.25) == 1  # a worker started by hand with less than one task's share runs one
