@@ -70,6 +70,7 @@ class Alphabet:
 
     @property
     def has_reverse_complement(self) -> bool:
+        """Whether reads are searched on both strands (DNA only)."""
         return self.name == "dna"
 
     @property
@@ -80,10 +81,12 @@ class Alphabet:
 
     @classmethod
     def dna(cls) -> Alphabet:
+        """ACGT, with IUPAC ambiguity codes accepted and never matching."""
         return cls("dna", DNA_SYMBOLS, DNA_AMBIGUOUS)
 
     @classmethod
     def protein(cls) -> Alphabet:
+        """The amino acids (the 20, and O and U), with ambiguity codes accepted and never matching."""
         return cls("protein", PROTEIN_SYMBOLS, PROTEIN_AMBIGUOUS)
 
     @classmethod
@@ -94,6 +97,7 @@ class Alphabet:
 
     @classmethod
     def from_metadata(cls, meta: dict) -> Alphabet:
+        """The alphabet an index's metadata describes (:meth:`to_metadata`)."""
         return cls(
             meta["name"],
             bytes(meta["symbols"], "latin-1"),
@@ -102,6 +106,7 @@ class Alphabet:
         )
 
     def to_metadata(self) -> dict:
+        """The alphabet as JSON values, for an index's metadata."""
         return {
             "name": self.name,
             "symbols": self.symbols.decode("latin-1"),

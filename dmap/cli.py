@@ -135,14 +135,14 @@ def startup_done() -> None:
 @click.group()
 @click.version_option(dmap.__version__, prog_name="dmap")
 @click.pass_context
-def main(ctx):
+def main(ctx: click.Context) -> None:
     """dmap: FM-index read mapping on a Dask cluster of OpenCL devices."""
     if ctx.invoked_subcommand != "run":  # run() imports Dask first
         startup_done()
 
 
 @main.group(cls=_IndexGroup)
-def index():
+def index() -> None:
     """Build (dmap index REFERENCE -o INDEX) or describe (dmap index info INDEX) an index."""
 
 
@@ -177,7 +177,7 @@ def index():
 @_user_errors
 def index_build(reference, output, alphabet, max_query_length, block_length, occ_layout, occ_sample_rate,
                 sa_sample_rate, neighborhood, seed_length, neighborhood_length, spaced_seed,
-                max_errors_in_neighborhood, overwrite, quiet):
+                max_errors_in_neighborhood, overwrite, quiet) -> None:
     """Build the blocked FM-index of REFERENCE (FASTA, optionally .gz)."""
     nb = dmap.NeighborhoodSpec(seed_length, neighborhood_length, spaced_seed, max_errors_in_neighborhood)
     idx = dmap.build_index(
@@ -194,7 +194,7 @@ def index_build(reference, output, alphabet, max_query_length, block_length, occ
 @index.command("info")
 @click.argument("index_path", type=click.Path())
 @_user_errors
-def index_info(index_path):
+def index_info(index_path: str) -> None:
     """Print an index's metadata."""
     click.echo(dmap.open_index(index_path).describe())
 
@@ -269,7 +269,7 @@ def index_info(index_path):
 @_user_errors
 def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, scheduler, cluster_file, max_errors,
         report_all, eqx, engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes,
-        workers_per_device, dashboard, threads, read_group, interleaved, min_insert, max_insert, strict, quiet):
+        workers_per_device, dashboard, threads, read_group, interleaved, min_insert, max_insert, strict, quiet) -> None:
     """Map READS (FASTQ/FASTA, optionally .gz; '-' for standard input) against INDEX and write SAM
     or BAM (to standard output without -o).  Several single-end files map as one run, in order, given as
     one comma-separated list: a.fq,b.fq.gz.  Paired-end reads: READS and MATES (R1.fq R2.fq), or
@@ -362,14 +362,14 @@ def _time_line(started_in: float | None, res) -> str:
 
 
 @main.group()
-def cluster():
+def cluster() -> None:
     """Start (up) or stop (down) the cluster described by cluster.yaml."""
 
 
 @cluster.command("up")
 @click.argument("cluster_file", type=click.Path(dir_okay=False), default="cluster.yaml")
 @_user_errors
-def cluster_up(cluster_file):
+def cluster_up(cluster_file: str) -> None:
     """Start the scheduler and one worker per configured OpenCL device (over ssh on other hosts)."""
     from .cluster.launch import cluster_up as up
 
@@ -385,7 +385,7 @@ def cluster_up(cluster_file):
 @cluster.command("down")
 @click.argument("cluster_file", type=click.Path(dir_okay=False), default="cluster.yaml")
 @_user_errors
-def cluster_down(cluster_file):
+def cluster_down(cluster_file: str) -> None:
     """Stop what 'dmap cluster up' started."""
     from .cluster.launch import cluster_down as down
 
@@ -397,7 +397,7 @@ def cluster_down(cluster_file):
 
 @main.command()
 @_user_errors
-def devices():
+def devices() -> None:
     """List the OpenCL devices and how workers are pinned to them."""
     from .opencl.discovery import list_devices
 

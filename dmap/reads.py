@@ -98,11 +98,13 @@ class FlatStrings:
 
     @classmethod
     def empty(cls) -> FlatStrings:
+        """No strings."""
         z = np.zeros(0, dtype=np.int64)
         return cls(np.zeros(0, dtype=np.uint8), z, z)
 
     @classmethod
     def of(cls, strings: list[str]) -> FlatStrings:
+        """``strings`` (Python strings, UTF-8) packed."""
         return cls(*flat_strings(strings))
 
     @classmethod
@@ -115,6 +117,7 @@ class FlatStrings:
 
     @classmethod
     def concat(cls, parts: list[FlatStrings]) -> FlatStrings:
+        """The strings of ``parts``, one after another, packed."""
         if not parts:
             return cls.empty()
         return cls.packed(np.concatenate([p.data for p in parts]), np.concatenate([p.lengths for p in parts]))
@@ -129,6 +132,7 @@ class FlatStrings:
         return out
 
     def tolist(self) -> list[str]:
+        """The strings as Python strings (for tests and small outputs, not a hot path)."""
         raw = self.data.tobytes()
         return [raw[o: o + n].decode("utf-8", "surrogateescape")
                 for o, n in zip(self.offsets.tolist(), self.lengths.tolist())]
@@ -223,14 +227,17 @@ class ReadChunk:
 
     @property
     def data(self) -> np.ndarray:
+        """The chunk's bytes, as read (uint8): names, sequences and qualities lie in them."""
         return self.fields.data
 
     @property
     def offsets(self) -> np.ndarray:
+        """Each read's sequence offset in :attr:`data`."""
         return self.fields.seq_off
 
     @property
     def lengths(self) -> np.ndarray:
+        """Each read's length."""
         return self.fields.seq_len
 
     def _strings(self, offsets: np.ndarray, lengths: np.ndarray) -> list[str]:
@@ -239,14 +246,17 @@ class ReadChunk:
 
     @cached_property
     def names(self) -> list[str]:
+        """Read names as Python strings (tests and notebooks; the records are formatted from :attr:`data`)."""
         return self._strings(self.fields.name_off, self.fields.name_len)
 
     @cached_property
     def seqs(self) -> list[str]:
+        """Sequences as Python strings (as :attr:`names`)."""
         return self._strings(self.fields.seq_off, self.fields.seq_len)
 
     @cached_property
     def quals(self) -> list[str] | None:
+        """Quality strings (as :attr:`names`), or None for FASTA."""
         f = self.fields
         return None if f.qual_off is None else self._strings(f.qual_off, f.seq_len)
 

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import collections
+import os
 import statistics
 import tempfile
 import time
+from typing import TYPE_CHECKING
 
 from distributed import Client, get_task_stream
 
@@ -14,6 +16,9 @@ from ..mapping.pipeline import map_reads
 from ..mapping.tasks import DEVICE_TASKS
 from ..opencl.discovery import list_devices
 from .client import LocalDeviceCluster
+
+if TYPE_CHECKING:
+    from ..index.store import Index
 
 
 def part_configurations(counts: list[int]) -> tuple[list[tuple[str, list[str]]], list[str]]:
@@ -33,8 +38,8 @@ def part_configurations(counts: list[int]) -> tuple[list[tuple[str, list[str]]],
     return configs, notes
 
 
-def measure_workers(index, reads, configs: list[tuple[str, list[str]]], repeat: int = 2,
-                    chunk_size: int = 50_000) -> list[dict]:
+def measure_workers(index: str | os.PathLike | Index, reads: str | os.PathLike,
+                    configs: list[tuple[str, list[str]]], repeat: int = 2, chunk_size: int = 50_000) -> list[dict]:
     """Reads/s of each configuration (a LocalDeviceCluster of worker processes).
 
     Each result has the label, devices, median reads/s, each worker's share

@@ -26,6 +26,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,6 +35,9 @@ from ..errors import IndexFormatError
 from ..format import bgzf
 from . import zarr_direct
 from .occ import OccShape
+
+if TYPE_CHECKING:
+    from ..neighborhood.params import NeighborhoodParams
 
 FORMAT_NAME = "dmap-fm-index"
 FORMAT_VERSION = 4  # 2: per-block text checksums; 3: optional neighborhood index; 4: reverse-text occ
@@ -104,10 +108,12 @@ class IndexMeta:
     created_by: str = ""
 
     def to_json(self) -> dict:
+        """The metadata as plain JSON values, as the index's ``dmap.json`` holds them."""
         return asdict(self)
 
     @classmethod
     def from_json(cls, d: dict) -> IndexMeta:
+        """The metadata from :meth:`to_json`'s values."""
         d = dict(d)
         d["contigs"] = [Contig(**c) for c in d["contigs"]]
         d["blocks"] = [Block(**b) for b in d["blocks"]]
@@ -131,6 +137,7 @@ class BlockArrays:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the block's arrays in host memory."""
         return sum(getattr(self, name).nbytes for name in BLOCK_ARRAYS)
 
     @classmethod
@@ -193,6 +200,7 @@ class Index:
 
     @property
     def n_blocks(self) -> int:
+        """Index blocks, each overlapping the next by L-1 symbols."""
         return len(self.meta.blocks)
 
     def own_length(self, number: int) -> int:
@@ -201,7 +209,7 @@ class Index:
         return self.meta.blocks[number].length if number == self.n_blocks - 1 else self.meta.block_length
 
     @property
-    def neighborhood_params(self):
+    def neighborhood_params(self) -> NeighborhoodParams | None:
         """The :class:`dmap.neighborhood.params.NeighborhoodParams` of the index, or None."""
         from ..neighborhood.params import HASH_FUNCTION, NeighborhoodParams
 
@@ -231,6 +239,7 @@ class Index:
 
     @property
     def contig_offsets(self) -> np.ndarray:
+        """Each contig's first position in the concatenated reference (int64)."""
         return np.array([c.offset for c in self.meta.contigs], dtype=np.int64)
 
     def read_array(self, name: str, part: slice = slice(None), checksum_name: str | None = None) -> np.ndarray:

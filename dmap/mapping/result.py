@@ -11,6 +11,8 @@ from ..approx.alignments import ChunkAlignments
 from ..search.hits import ChunkHits
 
 if TYPE_CHECKING:  # pairs.py imports the SAM formatter; the result needs only the type
+    import pandas as pd
+
     from .pairs import InsertBounds
 
 
@@ -29,7 +31,7 @@ class Hits:
     def __len__(self) -> int:
         return int(self.read.size)
 
-    def to_pandas(self):
+    def to_pandas(self) -> pd.DataFrame:
         """The hits as a :class:`pandas.DataFrame` (pandas must be installed)."""
         import pandas as pd
 
@@ -66,6 +68,7 @@ class MappingResult:
 
     @property
     def reads_per_second(self) -> float:
+        """Reads mapped per second of the whole run (:attr:`seconds`)."""
         return self.n_reads / self.seconds if self.seconds else 0.0
 
 

@@ -18,8 +18,10 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +30,9 @@ from ..index.occ import OccShape
 from ..index.store import BLOCK_ARRAYS, BlockArrays, Index
 from .discovery import _cl, list_devices, resolve
 from .programs import KernelCache, build_quietly
+
+if TYPE_CHECKING:  # pyopencl is imported where a device is first used (discovery._cl)
+    import pyopencl as cl
 
 # Dask resource that device tasks ask for; workers with a device declare it (``opencl=1``).
 DEVICE_RESOURCE = "opencl"
@@ -165,7 +170,7 @@ class Device:
         return bool(self.device.type & self.cl.device_type.GPU)
 
     @contextlib.contextmanager
-    def timed(self, label: str):
+    def timed(self, label: str) -> Iterator[None]:
         """Time a step under ``label``: in this device's running totals
         (``seconds``, shown on the dmap dashboard page) and in Dask's Fine
         Performance Metrics (a no-op outside a Dask task)."""
@@ -178,8 +183,8 @@ class Device:
         finally:
             self.tally("seconds", time.perf_counter() - start, label)
 
-    def run(self, program, name: str, args, work_items: int = 0, label: str | None = None,
-            size: tuple[tuple[int, ...], tuple[int, ...]] | None = None, wait: bool = True):
+    def run(self, program: cl.Program, name: str, args: list, work_items: int = 0, label: str | None = None,
+            size: tuple[tuple[int, ...], tuple[int, ...]] | None = None, wait: bool = True) -> None:
         """Launch kernel ``name`` of ``program`` with ``args`` on this device's queue.
 
         Over ``work_items`` rounded up to whole work-groups (:func:`launch_size`),
@@ -213,7 +218,7 @@ class Device:
         return held[1]
 
     @property
-    def queue(self):
+    def queue(self) -> cl.CommandQueue:
         """This thread's command queue on the device."""
         q = getattr(self._local, "queue", None)
         if q is None:
@@ -223,7 +228,7 @@ class Device:
     def __repr__(self) -> str:
         return f"<Device {self.spec} {self.name}>"
 
-    def program(self, source: str, defines: dict[str, int]):
+    def program(self, source: str, defines: dict[str, int]) -> cl.Program:
         """Build a kernel file once per process, from the binary cache when it has it (see :class:`KernelCache`)."""
         key = (source, tuple(sorted(defines.items())))
         with self._lock:
@@ -246,7 +251,7 @@ class Device:
                 self._programs[key] = prg
             return prg
 
-    def upload(self, array: np.ndarray):
+    def upload(self, array: np.ndarray) -> cl.Buffer:
         """A read-only device buffer holding ``array`` (never empty).
 
         Where the device shares host memory the buffer *is* ``array``
@@ -269,7 +274,7 @@ class Device:
         self.cl.enqueue_copy(self.queue, buffer, data)
         return buffer
 
-    def output(self, host: np.ndarray):
+    def output(self, host: np.ndarray) -> cl.Buffer:
         """A write-only device buffer for a kernel's results, which :meth:`read_back` puts in ``host``."""
         mf = self.cl.mem_flags
         if self.zero_copy and host.nbytes:
@@ -277,7 +282,7 @@ class Device:
         buffer = self._take(max(host.nbytes, 1))
         return self.cl.Buffer(self.context, mf.WRITE_ONLY, max(host.nbytes, 1)) if buffer is None else buffer
 
-    def read_back(self, buffer, host: np.ndarray) -> None:
+    def read_back(self, buffer: cl.Buffer, host: np.ndarray) -> None:
         """Wait for the kernels writing ``buffer`` (from :meth:`output`) and make ``host`` hold their results."""
         if not host.nbytes:
             return
@@ -303,7 +308,7 @@ class Device:
         return np.empty(nbytes, dtype=np.uint8) if pinned is None else pinned[1][:nbytes]
 
     @contextlib.contextmanager
-    def scratch(self):
+    def scratch(self) -> Iterator[None]:
         """Within this block, the buffers that :meth:`upload`, :meth:`output` and
         :meth:`host_array` make in this thread come from the thread's pool,
         and go back to it when the block ends.
@@ -399,7 +404,7 @@ class Device:
             self.tally("block_loads")
         return blk
 
-    def derived(self, key: tuple, nbytes: int, make):
+    def derived(self, key: tuple, nbytes: int, make: Callable[[], Any]) -> Any:
         """A device object of ``nbytes`` that ``make()`` builds from resident ones (a block's
         k-mer table, :func:`dmap.search.kmers.kmer_table`), cached like blocks under ``key``."""
         item, _ = self._resident(key, lambda: _Bytes(nbytes), lambda _: make())
@@ -424,7 +429,7 @@ class Device:
         return ReverseOcc({k: self.upload(arrays[k]) for k in ("occ", "C")},
                           sum(int(arrays[k].nbytes) for k in ("occ", "C")), shape)
 
-    def neighborhood(self, index: Index, number: int, upload):
+    def neighborhood(self, index: Index, number: int, upload: Callable[[Device, dict[str, np.ndarray]], Any]) -> Any:
         """Block ``number``'s neighborhood index on this device, cached like blocks;
         ``upload(device, arrays)`` (:func:`dmap.neighborhood.search.upload_neighborhood`) copies it there."""
         store, loaded = self._resident((index.uid, number, "neighborhood"), lambda: _Sized(index.load_neighborhood(
