@@ -25,7 +25,7 @@ import numpy as np
 
 from ..index.store import contig_of
 from ..mapq import primary_first, ranked
-from ..opencl.device import BlockText
+from ..opencl.device import BlockText, Device
 from ..order import lexsort
 from ..reads import FlatStrings
 from .candidates import Regions
@@ -140,7 +140,7 @@ def runs_from_first(
 
 
 def verified_runs(
-    device,
+    device: Device,
     text: BlockText,
     patterns: DevicePatterns,
     sigma: int,
@@ -168,7 +168,7 @@ def verified_runs(
 
 
 def align_block(
-    device,
+    device: Device,
     runs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int],
     regions: Regions,
     patterns: DevicePatterns,

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..index.store import contig_of
 from ..search.hits import BlockHits
 from .seeds import Seeds
+
+if TYPE_CHECKING:
+    from ..opencl.device import Device
 
 
 @dataclass
@@ -70,7 +74,7 @@ def candidate_regions(
     block_length: int,
     contig_offsets: np.ndarray,
     contig_lengths: np.ndarray,
-    device=None,
+    device: Device=None,
 ) -> Regions:
     """Merged, clipped candidate regions of a block's located seed hits, sorted by (pattern, start).
 
@@ -116,7 +120,7 @@ def _window_keys(hits: BlockHits, windows: QueryWindows, block_length: int, cont
     return pattern + lo, pattern + hi
 
 
-def _window_keys_device(device, hits: BlockHits, windows: QueryWindows, block_length: int,
+def _window_keys_device(device: Device, hits: BlockHits, windows: QueryWindows, block_length: int,
                         contig_offsets: np.ndarray, contig_lengths: np.ndarray,
                         stride: np.int64) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_window_keys` by ``kernels/candidates.cl``."""

@@ -9,10 +9,14 @@ device for the kernels' tests and benchmarks.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..alphabet import NO_MATCH
+
+if TYPE_CHECKING:
+    from ..opencl.device import Device
 
 WORD = 64
 
@@ -97,7 +101,7 @@ class DevicePatterns:
         return int(self.lengths.size)
 
 
-def oriented_patterns(device, codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, which: np.ndarray,
+def oriented_patterns(device: Device, codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, which: np.ndarray,
                       n_strands: int, sigma: int) -> DevicePatterns:
     """Patterns ``which`` (``read * n_strands + strand``) of reads given by ``codes``/``offsets``/``lengths``,
     made on ``device`` by ``kernels/patterns.cl``: row ``i`` is :func:`pattern_rows`' row ``i``."""
@@ -119,7 +123,7 @@ def oriented_patterns(device, codes: np.ndarray, offsets: np.ndarray, lengths: n
     return DevicePatterns(rows, peq, m, length_buffer, width)
 
 
-def upload_patterns(device, patterns: np.ndarray, lengths: np.ndarray, sigma: int) -> DevicePatterns:
+def upload_patterns(device: Device, patterns: np.ndarray, lengths: np.ndarray, sigma: int) -> DevicePatterns:
     """A host pattern matrix (:func:`pattern_matrix`; rows padded to whole words here) and its
     match masks on ``device``."""
     n, width = patterns.shape

@@ -9,11 +9,15 @@ symbol), vectorised across all alignments of the same read length.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..reads import FlatStrings
 from .patterns import DevicePatterns
+
+if TYPE_CHECKING:
+    from ..opencl.device import BlockText, Device
 
 INF = np.int16(10_000)
 DIAG, UP, LEFT = 0, 1, 2  # match/mismatch, insertion (read symbol only), deletion (reference symbol only)
@@ -157,8 +161,8 @@ NO_DISTANCE = 0xFFFFFFFF  # traceback.cl: no distance known for the end
 
 
 def traceback_device(
-    device,
-    text,
+    device: Device,
+    text: BlockText,
     patterns: DevicePatterns,
     row: np.ndarray,
     end: np.ndarray,

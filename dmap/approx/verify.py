@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..opencl.device import Device
 from .candidates import Regions
 from .patterns import DevicePatterns
+
+if TYPE_CHECKING:
+    import pyopencl as cl
 
 COOPERATIVE_GROUP = 64  # work-items per group of the cooperative kernel (words x regions)
 # Regions per work-item of myers_lanes: the 64-bit lanes of an AVX2 register.  Eight
@@ -48,7 +52,7 @@ class FirstRuns:
 
 def myers_distances(
     device: Device,
-    text_buffer,
+    text_buffer: cl.Buffer,
     patterns: DevicePatterns,
     sigma: int,
     regions: Regions,
@@ -84,7 +88,7 @@ def myers_distances(
 
 def myers_runs(
     device: Device,
-    text_buffer,
+    text_buffer: cl.Buffer,
     patterns: DevicePatterns,
     sigma: int,
     regions: Regions,
@@ -100,7 +104,7 @@ def myers_runs(
     return _myers(device, text_buffer, patterns, sigma, regions, "myers_lanes", (max_errors, own_from, own_until))[1]
 
 
-def _myers(device: Device, text_buffer, patterns: DevicePatterns, sigma: int, regions: Regions, kernel: str,
+def _myers(device: Device, text_buffer: cl.Buffer, patterns: DevicePatterns, sigma: int, regions: Regions, kernel: str,
            runs: tuple[int, int | None, int | None] | None = None) -> tuple[np.ndarray, FirstRuns | None]:
     if kernel not in MYERS_KERNELS:
         raise ValueError(f"unknown Myers kernel {kernel!r}")

@@ -19,10 +19,14 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import DmapError
+
+if TYPE_CHECKING:
+    from ..opencl.device import Device
 
 MAGIC = b"BAM\x01"
 # A record's fixed fields after block_size (its first 4 bytes): 32 bytes, little-endian, packed.
@@ -358,7 +362,7 @@ def encode_records(text: np.ndarray, refs: References) -> np.ndarray:
     return out
 
 
-def encode_records_device(device, text: np.ndarray, refs: References) -> np.ndarray:
+def encode_records_device(device: Device, text: np.ndarray, refs: References) -> np.ndarray:
     """The bytes of :func:`encode_records`, made by ``kernels/bam_records.cl`` on ``device``: a
     work-item per record parses its line, numpy looks up the reference names and places the
     records, and a second kernel writes them (parsing in numpy held the interpreter and took

@@ -19,6 +19,7 @@ from __future__ import annotations
 import shlex
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from ..index.store import IndexMeta
 from ..mapq import mapping_quality, name_hashes, primary_first, tie_pick
 from ..reads import FlatStrings, ReadChunk, flat_strings
 from ..search.hits import ChunkHits
+
+if TYPE_CHECKING:
+    from ..opencl.device import Device
 
 
 def header(meta: IndexMeta, argv: list[str] | None = None, read_group: ReadGroup | None = None,
@@ -260,7 +264,7 @@ def contig_name_columns(contig_names: list[str]) -> tuple[np.ndarray, np.ndarray
     return data, offsets.astype(np.uint32), lengths.astype(np.uint32)
 
 
-def format_records_device(device, chunk: ReadChunk, hits: ChunkHits, contig_names: list[str],
+def format_records_device(device: Device, chunk: ReadChunk, hits: ChunkHits, contig_names: list[str],
                           max_hits: int | None = None,
                           name_columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
                           tail: str = "", pick: np.ndarray | None = None, scratch: bool = False) -> np.ndarray:
@@ -296,7 +300,7 @@ def alignment_record_columns(alns: ChunkAlignments) -> RecordColumns:
                          x0=u32(alns.n_best), nm=nm, x1=u32(alns.n_found - alns.n_best), alignment=alignment)
 
 
-def format_alignment_records_device(device, chunk: ReadChunk, alns: ChunkAlignments,
+def format_alignment_records_device(device: Device, chunk: ReadChunk, alns: ChunkAlignments,
                                     name_columns: tuple[np.ndarray, np.ndarray, np.ndarray],
                                     tail: str = "", scratch: bool = False) -> np.ndarray:
     """The bytes of :func:`dmap.testing.sam.format_alignment_records`, written by ``kernels/sam_records.cl``
@@ -306,7 +310,8 @@ def format_alignment_records_device(device, chunk: ReadChunk, alns: ChunkAlignme
                           scratch)
 
 
-def format_pair_records_device(device, chunk: ReadChunk, cols: RecordColumns, strings: tuple[FlatStrings, FlatStrings],
+def format_pair_records_device(device: Device, chunk: ReadChunk, cols: RecordColumns,
+                               strings: tuple[FlatStrings, FlatStrings],
                                name_columns: tuple[np.ndarray, np.ndarray, np.ndarray], tail: str = "",
                                scratch: bool = False) -> np.ndarray:
     """The records of a chunk of pairs (``cols`` from :func:`dmap.mapping.pairs.pair_record_columns`,
@@ -315,7 +320,7 @@ def format_pair_records_device(device, chunk: ReadChunk, cols: RecordColumns, st
     return _write_records(device, chunk, cols, name_columns, tail, strings, scratch)
 
 
-def _write_records(device, chunk: ReadChunk, cols: RecordColumns,
+def _write_records(device: Device, chunk: ReadChunk, cols: RecordColumns,
                    name_columns: tuple[np.ndarray, np.ndarray, np.ndarray], tail: str,
                    strings: tuple[FlatStrings, FlatStrings] | None = None, scratch: bool = False) -> np.ndarray:
     """``cols`` as SAM records by ``sam_records.cl`` (``strings``: CIGAR and MD of approximate alignments).

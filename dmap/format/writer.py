@@ -188,7 +188,7 @@ class DirectAppends:
             fd = None
         return None if fd is None else cls(fd)
 
-    def write(self, data) -> None:
+    def write(self, data: bytes | np.ndarray) -> None:
         """Append ``data`` (bytes or a uint8 array)."""
         data = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data.reshape(-1).view(np.uint8)
         with self._lock:
@@ -447,7 +447,7 @@ class SamWriter:
                 self._preallocate = False
         return offset
 
-    def write_at(self, offset: int, data) -> None:
+    def write_at(self, offset: int, data: bytes | np.ndarray) -> None:
         """Write ``data`` at ``offset`` of a regular file (a chunk reserved by :meth:`reserve`)."""
         self._end_direct()
         try:
@@ -494,7 +494,7 @@ class SamWriter:
             os.close(fd)
             os.unlink(path)
 
-    def write(self, data) -> None:
+    def write(self, data: bytes | np.ndarray) -> None:
         """Write ``data`` (bytes or a uint8 array)."""
         # An OSError here is the output's (disk full, a closed pipe), told
         # apart from the OSErrors of a Dask cluster that went away.

@@ -40,6 +40,7 @@ import socket
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 from xopen import xopen
@@ -166,7 +167,7 @@ def open_reads(path: str):
         raise InputFormatError(f"reads file {path!r} cannot be read: {e}") from None
 
 
-def fill(f, view: memoryview, path: str) -> int:
+def fill(f: BinaryIO, view: memoryview, path: str) -> int:
     """Read from ``f`` until ``view`` is full or the file ends; the bytes read."""
     done = 0
     try:
@@ -282,7 +283,7 @@ def _url_size(path: str) -> int | None:
     return int(info["size"]) if info and info.get("size") else None
 
 
-def sniff(f, path: str) -> tuple[np.ndarray, int, bool, float] | None:
+def sniff(f: BinaryIO, path: str) -> tuple[np.ndarray, int, bool, float] | None:
     """The start of a reads file that ``f`` reads (:func:`open_reads`), from its first record on,
     where that record begins, whether the file is FASTQ, and its bytes per record; None for a
     file without records."""
@@ -340,7 +341,7 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
                 done[:] = done[0] + 1, done[1] + records, done[2] + data.size
 
 
-def stream_blocks(f, path: str, head: np.ndarray, offset: int, fastq: bool, per_record: float,
+def stream_blocks(f: BinaryIO, path: str, head: np.ndarray, offset: int, fastq: bool, per_record: float,
                    wanted: Callable[[], int]) -> Iterator[tuple[int, np.ndarray, int]]:
     """(offset, bytes, records) of consecutive blocks of ``wanted()`` whole records of a stream
     (fewer in the last), which has yielded ``head`` already.

@@ -16,6 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..alphabet import Alphabet
 from ..approx.alignments import BlockAlignments, ChunkAlignments, align_block, merge_alignments, verified_runs
 from ..approx.candidates import Regions, candidate_regions
 from ..approx.patterns import oriented_patterns
@@ -457,6 +458,6 @@ def _letters(symbols: bytes, sigma: int, unknown: int) -> np.ndarray:
     return out
 
 
-def reference_letters(alphabet) -> np.ndarray:
+def reference_letters(alphabet: Alphabet) -> np.ndarray:
     """Code -> reference symbol (ASCII) for MD tags; codes that match nothing print as N (X for protein)."""
     return _letters(bytes(alphabet.symbols), alphabet.sigma, ord("X" if alphabet.name == "protein" else "N"))

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..errors import DeviceError
+
+if TYPE_CHECKING:
+    import pyopencl as cl_
+
 
 
 def _cl():
@@ -107,7 +113,7 @@ def list_devices() -> list[DeviceInfo]:
     return out
 
 
-def resolve(cl, spec: str):
+def resolve(cl: ModuleType, spec: str) -> cl_.Device:
     """The OpenCL device of a spec: ``P:D``, or ``P:D/N:K`` for part K of P:D split into N equal parts.
 
     Splitting (device fission) lets several workers share one CPU device

@@ -9,13 +9,19 @@ import os
 import threading
 import warnings
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyopencl as cl_
+
 
 logger = logging.getLogger(__name__)
 
 _BUILD_LOCK = threading.Lock()
 
 
-def build_quietly(cl, program, options: list[str], device):
+def build_quietly(cl: ModuleType, program: cl_.Program, options: list[str], device: cl_.Device) -> cl_.Program:
     """``program`` built, its compiler output logged at debug level (``dmap run -v``) instead of warned.
 
     NVIDIA's compiler says "Function ... is a kernel, so overriding noinline
@@ -66,7 +72,7 @@ class KernelCache:
             h.update(part.encode() + b"\0")
         return self.folder / f"{h.hexdigest()}.bin"
 
-    def load(self, context, device, text: str, options: list[str]):
+    def load(self, context: cl_.Context, device: cl_.Device, text: str, options: list[str]) -> cl_.Program | None:
         """The program built from its cached binary, or None."""
         if self.folder is None:
             return None
@@ -85,7 +91,7 @@ class KernelCache:
         self.loads += 1
         return prg
 
-    def store(self, device, text: str, options: list[str], prg) -> None:
+    def store(self, device: cl_.Device, text: str, options: list[str], prg: cl_.Program) -> None:
         """Keep ``prg``'s binary (written under a temporary name, then renamed)."""
         if self.folder is None:
             return
