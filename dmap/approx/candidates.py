@@ -74,7 +74,7 @@ def candidate_regions(
     block_length: int,
     contig_offsets: np.ndarray,
     contig_lengths: np.ndarray,
-    device: Device=None,
+    device: Device | None = None,
 ) -> Regions:
     """Merged, clipped candidate regions of a block's located seed hits, sorted by (pattern, start).
 
