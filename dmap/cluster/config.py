@@ -24,15 +24,12 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from urllib.parse import urlparse
 
 import yaml
 
 from ..errors import ClusterError
-
-DEFAULT_WORKER = {"device": "all", "threads": 2, "memory_limit": "auto", "split": 1, "per_device": 1}
-WORKER_KEYS = ("device", "threads", "memory_limit", "host", "split", "per_device", "ssh", "python")
 
 
 @dataclass
@@ -48,6 +45,11 @@ class WorkerGroup:
     # and 8 processes of 2 threads on one H100 mapped 10M reads in 2.39 s against one
     # in-process worker's 3.89 s (docs/cluster.md).
     per_device: int = 1
+
+
+# What a worker group in cluster.yaml may say: WorkerGroup's fields, each defaulting as there
+# (the device to "all").
+WORKER_KEYS = tuple(f.name for f in fields(WorkerGroup))
 
 
 @dataclass
@@ -101,16 +103,15 @@ def read_cluster_file(path: str | os.PathLike) -> ClusterFile:
     for i, w in enumerate(doc.get("workers") or []):
         if not isinstance(w, dict) or set(w) - set(WORKER_KEYS):
             raise _fail(path, f"workers[{i}] must have only {', '.join(WORKER_KEYS)}")
-        spec = {**DEFAULT_WORKER, **w}
+        group = WorkerGroup(**{"device": "all", **w})
         for key in ("threads", "split", "per_device"):
-            if not isinstance(spec[key], int) or spec[key] < 1:
+            if not isinstance(getattr(group, key), int) or getattr(group, key) < 1:
                 raise _fail(path, f"workers[{i}].{key} must be a positive integer")
         for key in ("ssh", "python"):
             if key in w and (not isinstance(w[key], str) or not w[key].strip()):
                 raise _fail(path, f"workers[{i}].{key} must be a command")
-        groups.append(WorkerGroup(str(spec["device"]), spec["threads"], str(spec["memory_limit"]),
-                                  str(spec.get("host", "localhost")), spec["split"], spec.get("ssh", "ssh"),
-                                  spec.get("python"), spec["per_device"]))
+        group.device, group.memory_limit, group.host = str(group.device), str(group.memory_limit), str(group.host)
+        groups.append(group)
     settings = doc.get("dmap") or {}
     unknown = set(settings) - {"chunk_size", "in_flight"}
     if unknown:
