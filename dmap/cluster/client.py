@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import dask
 from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
+from distributed.system import MEMORY_LIMIT
 
 from .._version import code_identity
 from ..errors import ClusterError, IndexFormatError
@@ -90,6 +91,11 @@ def embedded_cluster_spec(
     ]
     devices_of = {spec: infos.get(spec.split("/")[0]) for spec in specs}  # None: the worker says why
     gpu_workers = per_device * sum(bool(d) and "GPU" in d.type for d in devices_of.values())
+    # Each worker's memory limit: the machine's (its cgroup's) memory, shared equally among the
+    # worker processes, or all of it for in-process workers, which share this process. Dask's
+    # own default gives a worker the share of the cores its threads are, far too little for a
+    # worker with a few task threads on a many-core host (dmap.cluster.worker.never_pause).
+    memory_limit = MEMORY_LIMIT // (len(specs) * per_device) if processes else MEMORY_LIMIT
     for spec, copy in ((spec, k) for spec in specs for k in range(per_device)):
         name = worker_name(spec, copy)
         info = devices_of[spec]  # a split device's parts are CPU cores, whose memory does not count
@@ -97,6 +103,7 @@ def embedded_cluster_spec(
                                              info.global_mem // per_device if info else None)
         options = {
             "nthreads": nthreads,
+            "memory_limit": memory_limit,
             "resources": {DEVICE_RESOURCE: device_resource(nthreads)},
             "plugins": {DevicePlugin(spec)},
             "name": name,

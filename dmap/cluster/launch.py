@@ -121,6 +121,10 @@ def _group_commands(group: WorkerGroup, address: str, listen_host: str | None, n
             raise ClusterError(f"no OpenCL device {whole!r} on {socket.gethostname()}; "
                                f"'dmap devices' lists {', '.join(devices)}")
     specs = [w if group.split == 1 else f"{w}/{group.split}:{k}" for w in wholes for k in range(group.split)]
+    # "auto": the host's memory shared equally among the group's workers (a fraction, which
+    # `dask worker` takes of the memory where it runs), not Dask's share by threads over cores.
+    workers_here = len(specs) * group.per_device
+    memory_limit = f"{1 / workers_here:.6g}" if group.memory_limit == "auto" else group.memory_limit
     commands = []
     for spec in specs:
         Device(spec)  # fails here, with the reason, if the device cannot be split so
@@ -129,7 +133,7 @@ def _group_commands(group: WorkerGroup, address: str, listen_host: str | None, n
             sys.executable, "-m", "distributed.cli.dask_worker", address,
             *(["--host", listen_host] if listen_host else []),
             *(["--death-timeout", str(death_timeout)] if death_timeout else []),
-            "--nthreads", str(group.threads), "--memory-limit", group.memory_limit, "--name", name,
+            "--nthreads", str(group.threads), "--memory-limit", memory_limit, "--name", name,
             "--resources", f"{DEVICE_RESOURCE}={device_resource(group.threads):g}",
             "--preload", "dmap.cluster.worker", "--dmap-device", spec,
             "--no-dashboard",

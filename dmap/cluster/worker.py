@@ -16,6 +16,7 @@ import socket
 from typing import TYPE_CHECKING
 
 import click
+from distributed.core import Status
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from .. import _version
@@ -62,6 +63,27 @@ def restore_chunk_heap() -> bool:
                 and mallopt(_M_TRIM_THRESHOLD, CHUNK_HEAP_TRIM_THRESHOLD))
 
 
+def never_pause(worker) -> None:
+    """Turn off Dask's pause and spill thresholds on a device worker, which bounds its own memory.
+
+    Dask pauses a worker whose process memory passes 80% of its limit until it drops
+    below that again, and spills its results to disk from 70%. A device worker's memory
+    is mostly its resident index blocks (host memory on a CPU device), which neither
+    pausing nor spilling frees, so a paused worker stayed paused and the run waited for
+    ever: the embedded cluster of a 1M-read run on E. coli hung with a 150 MB limit.
+    Dask's default limit is the machine's memory times the worker's share of the cores,
+    1/32 for 2 task threads on 64 cores, and mapping against a human genome held 7.3 GB
+    (docs/performance.md). dmap bounds a run's memory itself, by the chunks it keeps in
+    flight. The Nanny's terminate threshold stays: a worker past 95% of its limit is
+    restarted, and its tasks run again.
+    """
+    memory = worker.memory_manager
+    memory.memory_pause_fraction = False
+    memory.memory_spill_fraction = False
+    if worker.status == Status.paused:  # paused by the memory monitor before this ran
+        worker.status = Status.running
+
+
 class DevicePlugin(WorkerPlugin):
     """Gives a worker its :class:`dmap.opencl.device.Device` (``worker.plugins[DEVICE_PLUGIN].device``)."""
 
@@ -101,6 +123,7 @@ class DevicePlugin(WorkerPlugin):
 
     def setup(self, worker) -> None:
         restore_chunk_heap()
+        never_pause(worker)
         worker.plugins[self.name] = self
         # Sent with every heartbeat; the dashboard's worker pages list them.
         worker.metrics["dmap_device"] = lambda w: self.spec or "default"

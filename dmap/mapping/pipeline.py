@@ -53,7 +53,7 @@ from distributed import Client
 from distributed import wait as wait_for
 from distributed.client import FutureCancelledError
 from distributed.comm.core import CommClosedError
-from distributed.scheduler import NoValidWorkerError, NoWorkerError
+from distributed.scheduler import KilledWorker, NoValidWorkerError, NoWorkerError
 
 from ..approx.alignments import ChunkAlignments
 from ..approx.settings import MAX_ERRORS_LIMIT, approximate_settings
@@ -372,6 +372,14 @@ def map_reads(
         # A scheduler started with distributed.scheduler.no-workers-timeout fails the tasks that
         # waited that long for a worker (docs/cluster.md).
         raise cluster_failure(f"no worker could run dmap's tasks ({_one_line(e)})") from None
+    except KilledWorker as e:
+        # The scheduler gives a task up once that many workers died running it: a Nanny
+        # restarts a worker past 95% of its memory limit, and the OOM killer or a crashing
+        # driver end one without a word.
+        deaths = e.allowed_failures + 1
+        raise cluster_failure(f"workers died running one of the run's tasks, {deaths} time{'s' * (deaths > 1)} (out "
+                              f"of memory, or killed; the last was {e.last_worker.address}, whose log may say why)"
+                              ) from None
     except WorkerWriteError as e:  # the output's part, or its part file, on a worker
         name = out.name if e.path == writer.path else e.path
         raise OutputError.writing(name, e.error, out.after_failure) from None

@@ -1,10 +1,16 @@
 """dmap.cluster.client: the embedded cluster's share of the machine."""
 
+import json
 import os
+import resource
+import subprocess
+import sys
 
-from helpers import pinnable, pinned_run
+from distributed.system import MEMORY_LIMIT
+from helpers import pinnable, pinned_run, without_pg, write_fasta, write_fastq
 
 from dmap.cluster import client
+from dmap.opencl.discovery import list_devices
 
 # The embedded cluster's task threads per worker and its PoCL device's compute units, as a
 # `dmap run` started by a job scheduler would get them.
@@ -82,3 +88,57 @@ def test_device_task_slots_are_read_from_the_workers():
 
     with dmap.LocalDeviceCluster(processes=False, threads=3) as cluster, Client(cluster) as c:
         assert client.require_device_workers(c) == [3]
+
+
+def test_workers_share_the_machines_memory(monkeypatch):
+    """Each embedded worker's memory limit is the machine's memory shared among the worker
+    processes, or all of it for workers in dmap's own process; not Dask's default, the
+    machine's memory times the worker's share of the cores (1/32 for 2 threads on 64 cores)."""
+    monkeypatch.setattr(client, "list_devices", lambda: [_device("0:0", "CPU"), _device("1:0", "GPU")])
+    _, workers = client.embedded_cluster_spec(cores=64)
+    assert {w["options"]["memory_limit"] for w in workers.values()} == {MEMORY_LIMIT}
+    _, workers = client.embedded_cluster_spec(cores=64, processes=True, per_device=4)
+    assert len(workers) == 8 and {w["options"]["memory_limit"] for w in workers.values()} == {MEMORY_LIMIT // 8}
+
+
+# A run's embedded worker, asked whether Dask may pause or spill it.
+MEMORY_PROBE = """
+import json
+import sys
+from dmap.cluster.client import embedded_client
+
+def memory(dask_worker):
+    m = dask_worker.memory_manager
+    return m.memory_limit, m.memory_pause_fraction, m.memory_spill_fraction
+
+with embedded_client(processes=sys.argv[1] == "processes") as c:
+    print(json.dumps(sorted(set(c.run(memory).values()))))
+"""
+
+
+def test_workers_never_pause_for_memory(tmp_path):
+    """Dask pauses a worker past 80% of its memory limit until its memory drops below that
+    again; a device worker's memory is mostly resident index blocks, so a paused worker stayed
+    paused and the run waited for ever. Here Dask reads the machine's memory as 64 MB (the
+    hard RLIMIT_RSS, which Linux itself ignores), less than dmap's process holds once it has
+    imported Dask: the run maps all the same, as without the limit (it waited for ever)."""
+    def limited():
+        resource.setrlimit(resource.RLIMIT_RSS, (64 << 20, 64 << 20))
+
+    for how in ("threads", "processes"):
+        probe = subprocess.run([sys.executable, "-c", MEMORY_PROBE, how], capture_output=True, text=True,
+                               timeout=120, check=True)
+        limit = MEMORY_LIMIT if how == "threads" else MEMORY_LIMIT // len(list_devices())
+        assert json.loads(probe.stdout) == [[limit, False, False]], how
+    write_fasta(tmp_path / "ref.fa", [("c1", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGC" * 20)])
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "TTTTTTTT", "CTAGCTAGCACGTTG"] * 2000)
+    run = [sys.executable, "-m", "dmap", "run", tmp_path / "idx", tmp_path / "r.fq", "-q"]
+    subprocess.run([sys.executable, "-m", "dmap", "index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "-q"],
+                   check=True)
+    free = subprocess.run(run, capture_output=True, timeout=120, check=True)
+    # Dask's memory monitor every millisecond instead of every 100: it has looked at the
+    # process before the first task, which a run this small might otherwise finish before.
+    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL="1ms")
+    tight = subprocess.run(run, capture_output=True, timeout=120, preexec_fn=limited, env=env)
+    assert tight.returncode == 0, tight.stderr
+    assert without_pg(tight.stdout) == without_pg(free.stdout)

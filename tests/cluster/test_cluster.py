@@ -518,6 +518,44 @@ def test_cluster_up_workers_declare_a_device_task_per_thread():
     assert [name for name, _ in commands] == ["dmap-0-0:0", "dmap-0-0:0-1", "dmap-0-0:0-2"]
 
 
+def test_cluster_up_workers_share_the_hosts_memory():
+    """``memory_limit: auto`` gives each of a group's workers an equal share of its host's
+    memory, as a fraction (``dask worker`` takes a limit of at most 1 as a fraction of the memory
+    where it runs), not Dask's share by threads over cores; a limit given stays as it is."""
+    from distributed.system import MEMORY_LIMIT
+    from distributed.worker_memory import parse_memory_limit
+
+    from dmap.cluster.config import WorkerGroup
+    from dmap.cluster.launch import _group_commands
+
+    def limits(group: WorkerGroup) -> set[str]:
+        commands = _group_commands(group, "tcp://127.0.0.1:1", None, "dmap-0-")
+        return {cmd[cmd.index("--memory-limit") + 1] for _, cmd in commands}
+
+    for per_device, fraction in ((1, "1"), (4, "0.25"), (3, "0.333333")):
+        assert limits(WorkerGroup("0:0", per_device=per_device)) == {fraction}
+        share = parse_memory_limit(fraction, 2, total_cores=64, logger=None)
+        assert abs(share - MEMORY_LIMIT / per_device) < MEMORY_LIMIT * 1e-5
+    assert limits(WorkerGroup("0:0", memory_limit="8GB", per_device=2)) == {"8GB"}
+
+
+def test_workers_that_keep_dying_stop_the_run_in_one_line(mapping_case, tmp_path):
+    """A task whose workers all die running it (killed at their memory limit, or by the OOM
+    killer; here each exits as it starts a task) is given up by the scheduler after
+    ``distributed.scheduler.allowed-failures`` deaths (none here): the run stops with one line
+    and leaves no output."""
+    dying = ("--preload", os.path.join(HERE, "dying_worker.py"))
+    address, procs = start_cluster(tmp_path, 1, worker_args=(*PRELOAD, *dying),
+                                   DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0")
+    try:
+        r = subprocess.run([*mapping_case, "-o", tmp_path / "o.sam", "--scheduler", address], capture_output=True,
+                           text=True, timeout=120)
+    finally:  # the worker first: a nanny whose worker it restarted stopped in 0.5 s with its
+        stop(procs[1:])  # scheduler up, and not within 30 s when both were stopped at once
+        stop(procs[:1])
+    assert_clean_failure(r, tmp_path / "o.sam", "workers died running one of the run's tasks, 1 time (out of memory")
+
+
 def test_two_jobs_share_one_cluster(real_cluster, mapping_case, tmp_path):
     address, _ = real_cluster
     run = [*mapping_case, "--scheduler", address]
