@@ -8,7 +8,6 @@ client gets each chunk's finished bytes and counts (:class:`ChunkOutput`).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import socket
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ from ..io.fastx import alphabet_mismatch, read_chunk
 from ..io.pairs import PairBlock, PairSplit, count_records, read_pair_chunk
 from ..io.splits import FileSplit, Source
 from ..neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
-from ..opencl.device import current_device
+from ..opencl.device import current_device, device_task
 from ..reads import EncodedReads, ReadChunk
 from ..search.edits import SeedIntervals, search_with_edits
 from ..search.exact import bad_queries, search_block
@@ -108,19 +107,7 @@ def chunk_seeds(chunk: ReadChunk, approx: Approximate) -> ChunkSeeds:
     return chunk.derived("seeds", make)  # one approximate setting per run
 
 
-def _device_scratch(task):
-    """``task`` with the device buffers it makes pooled on this thread (:meth:`Device.scratch`):
-    a task's buffers die with it, and the next task needs the same sizes."""
-
-    @functools.wraps(task)
-    def run(*args, **kwargs):
-        with current_device().scratch():
-            return task(*args, **kwargs)
-
-    return run
-
-
-@_device_scratch
+@device_task
 def block_task(index_path: str, block: int, chunk: ReadChunk,
                approx: Approximate | None) -> BlockHits | BlockAlignments:
     """A chunk's work on one index block, on this worker's device: its reads (exact mapping) or
@@ -303,7 +290,7 @@ class ChunkOutput:
     capped_pairs: int = 0  # pairs: with more proper pairs than dmap.mapping.pairs.PAIR_CAP
 
 
-@_device_scratch
+@device_task
 def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | BlockAlignments],
                 settings: RecordSettings, insert: InsertBounds | None = None) -> ChunkOutput:
     """A chunk's hits merged across blocks (:func:`dmap.search.hits.merge_block_hits`, or

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import re
 import threading
@@ -516,3 +517,26 @@ def current_device() -> Device:
     if _process_device is None:
         _process_device = Device()
     return _process_device
+
+
+def device_task(task: Callable) -> Callable:
+    """``task`` run on :func:`current_device`, with the device buffers it makes pooled on
+    this thread (:meth:`Device.scratch`: a task's buffers die with it, and the next task
+    needs the same sizes), and an OpenCL error in it (out of memory on a GPU that another
+    process fills, a device lost) raised as a :class:`~dmap.errors.DeviceError` that names
+    the device."""
+
+    @functools.wraps(task)
+    def run(*args, **kwargs):
+        device = current_device()
+        try:
+            with device.scratch():
+                return task(*args, **kwargs)
+        except device.cl.Error as e:
+            failure = f"the OpenCL device {device.name} failed: {type(e).__name__}: {e}"
+        # Raised out of the handler, with no pyopencl error as its context: Dask pickles a
+        # task's error with its chain, pyopencl's errors do not pickle, and the client was
+        # handed "Exception: LogicError(<pyopencl._cl._ErrorRecord object at 0x...>)".
+        raise DeviceError(failure)
+
+    return run

@@ -254,3 +254,33 @@ def test_one_block_maps_a_chunk_in_one_task(tmp_path, client):
         sams.append([line for line in open(tmp_path / f"{length}.sam") if not line.startswith("@")])
     assert tasks == [{"chunk_task"}, {"read_task", "block_task", "finish_task"}]
     assert sams[0] == sams[1] and len(sams[0]) >= 400
+
+
+def test_a_device_that_fails_a_task_stops_the_run_in_one_line(tmp_path, client, monkeypatch):
+    """pyopencl's error in a task (here the device refuses a buffer larger than it can hold, as
+    a GPU that another process has filled refuses one) ends the run as a DeviceError naming it,
+    with no output left. pyopencl's errors do not pickle: Dask gave the client a bare
+    "Exception: LogicError(<pyopencl._cl._ErrorRecord object at 0x...>)"."""
+    import os
+
+    import pyopencl as cl
+
+    from dmap.errors import DeviceError
+    from dmap.mapping import tasks
+    from dmap.opencl.device import current_device
+
+    def failing_search(*args, **kwargs):
+        cl.Buffer(current_device().context, cl.mem_flags.READ_WRITE, size=1 << 60)
+
+    rng = np.random.default_rng(15)
+    contigs = [("chr1", random_contig(rng, "dna", 3000))]
+    write_fasta(tmp_path / "ref.fa", contigs)
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=60)
+    write_fastq(tmp_path / "r.fq", sample_reads(rng, contigs, 100, 20, 55, "dna"))
+    monkeypatch.setattr(tasks, "search", failing_search)
+    with pytest.raises(DeviceError) as failed:
+        dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / "o.sam", client=client)
+    name = current_device().name
+    assert str(failed.value) == f"the OpenCL device {name} failed: LogicError: create_buffer failed: " \
+                                "INVALID_BUFFER_SIZE"
+    assert sorted(os.listdir(tmp_path)) == ["idx", "r.fq", "ref.fa"]
