@@ -4,6 +4,7 @@ worker's device spec (``P:D``, or ``P:D/N:K`` for a part of a split device)."""
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -21,11 +22,46 @@ def _cl():
     cores = allowed_cores()
     if cores is not None:
         limit_cpu_threads(cores)  # the user's and -t's values are kept
+    usable_cache_home()
     try:
         import pyopencl as cl
     except ImportError as e:  # pragma: no cover - pyopencl is a dependency
         raise DeviceError(f"pyopencl cannot be imported ({e}); install dmap's dependencies") from None
     return cl
+
+
+def user_cache_home() -> str:
+    """The user's cache folder: ``$XDG_CACHE_HOME``, else ``~/.cache``."""
+    return os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+
+
+def usable_cache_home() -> str | None:
+    """Point ``$XDG_CACHE_HOME`` at a folder of the temporary directory where the user's
+    cache folder (``$XDG_CACHE_HOME``, else ``~/.cache``) cannot be made or written; the
+    folder it now names, or None where the user's serves.
+
+    OpenCL's layers keep caches there and fail without them: PoCL lists no device at all
+    when it cannot make its folder (``pocl``), and pyopencl fails the first kernel launch
+    when its invoker cache (pytools' ``pytools``) cannot be made, as on compute nodes that
+    mount homes read-only or for a container's user whose home is not theirs. dmap's own
+    kernel binaries (:class:`dmap.opencl.programs.KernelCache`) follow the same variable.
+    """
+    base = user_cache_home()
+    try:
+        os.makedirs(base, exist_ok=True)
+        if os.access(base, os.W_OK | os.X_OK):
+            return None
+    except OSError:
+        pass
+    folder = os.path.join(tempfile.gettempdir(), f"dmap-cache-{os.getuid()}")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        if os.stat(folder).st_uid != os.getuid():  # someone else's: not ours to fill
+            return None
+    except OSError:
+        return None
+    os.environ["XDG_CACHE_HOME"] = folder
+    return folder
 
 
 def allowed_cores() -> int | None:
@@ -83,7 +119,8 @@ def list_devices() -> list[DeviceInfo]:
         platforms = []
         reason = str(e)
     else:
-        reason = "no OpenCL platform is installed"
+        reason = ("no OpenCL platform is installed" if not platforms else
+                  f"the OpenCL platforms {', '.join(repr(p.name.strip()) for p in platforms)} list no device")
     out = []
     for p_i, p in enumerate(platforms):
         try:

@@ -12,6 +12,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from .discovery import user_cache_home
+
 if TYPE_CHECKING:
     import pyopencl as cl_
 
@@ -60,8 +62,7 @@ class KernelCache:
         self.cl = cl
         where = os.environ.get("DMAP_KERNEL_CACHE")
         if where is None:
-            home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-            where = os.path.join(home, "dmap", "kernels")
+            where = os.path.join(user_cache_home(), "dmap", "kernels")
         self.folder = None if where.lower() in ("", "off", "0", "no") else Path(where)
         self.loads = 0  # programs built from a cached binary, for tests
 

@@ -1,8 +1,11 @@
 """dmap.opencl.discovery: which devices there are, and the share of the CPU that PoCL's takes."""
 
 import os
+import subprocess
+import sys
+import tempfile
 
-from helpers import pinnable, pinned_run
+from helpers import dmap_cmd, pinnable, pinned_run, sam_body, write_fasta, write_fastq
 
 from dmap.opencl import discovery
 
@@ -25,3 +28,44 @@ def test_allowed_cores_are_none_where_every_core_is(monkeypatch):
     assert discovery.allowed_cores() == 4
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
     assert discovery.allowed_cores() is None
+
+
+def test_a_cache_folder_in_the_temporary_directory_where_home_has_none(tmp_path, monkeypatch):
+    """Where the user's cache folder cannot be made (a home that compute nodes mount read-only;
+    here HOME is a file), XDG_CACHE_HOME names one in the temporary directory; a usable one is
+    kept as it is."""
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert discovery.usable_cache_home() is None and "XDG_CACHE_HOME" not in os.environ
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("HOME", str(tmp_path / "file"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    folder = str(tmp_path / "tmp" / f"dmap-cache-{os.getuid()}")
+    assert discovery.usable_cache_home() == folder == os.environ["XDG_CACHE_HOME"]
+
+
+def test_a_run_where_home_has_no_cache_folder(tmp_path):
+    """PoCL lists no device when it cannot make its cache folder, and pyopencl fails the first
+    kernel launch when it cannot make its own: `dmap devices` said "no OpenCL platform is
+    installed", and `dmap run` lost its cluster to a FileNotFoundError. Both work, and map as
+    with a usable home."""
+    write_fasta(tmp_path / "ref.fa", [("c1", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGC" * 5)])
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "TTTTTTTT", "CTAGCTAGCACGTTG"])
+    assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "-q").returncode == 0
+    usual = dmap_cmd("run", tmp_path / "idx", tmp_path / "r.fq")
+    (tmp_path / "file").write_text("")
+    (tmp_path / "tmp").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "POCL_CACHE_DIR")}
+    env.update(HOME=str(tmp_path / "file"), TMPDIR=str(tmp_path / "tmp"))
+    # dmap's kernel binaries from where the other tests keep them: no kernel is compiled again
+    env["DMAP_KERNEL_CACHE"] = os.path.join(discovery.user_cache_home(), "dmap", "kernels")
+    devices = subprocess.run([sys.executable, "-m", "dmap", "devices"], capture_output=True, text=True, env=env,
+                             timeout=120)
+    assert devices.returncode == 0 and devices.stdout.startswith("0:0\t"), devices.stderr
+    run = subprocess.run([sys.executable, "-m", "dmap", "run", tmp_path / "idx", tmp_path / "r.fq"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert sam_body(run.stdout) == sam_body(usual.stdout)
+    cache = tmp_path / "tmp" / f"dmap-cache-{os.getuid()}"
+    assert {"pocl", "pytools"} <= set(os.listdir(cache))
