@@ -1,8 +1,10 @@
 """dmap against bowtie on exact reads from E. coli, side by side in one run.
 
     python3 benchmarks/exact_vs_bowtie.py [--reads 1000000] [--length 100] [--work /tmp/dmap-bench] [--threads 2]
+    python3 benchmarks/exact_vs_bowtie.py --contigs 200000 --contig-length 175 --length 50 --reads 500000
 
-Steps: extract E. coli (Debian's bowtie-examples), simulate exact reads with
+Steps: extract E. coli (Debian's bowtie-examples; with --contigs N, N random
+contigs instead, a transcriptome's shape), simulate exact reads with
 ../shared/bench/make_reads.py (half reverse-complemented), build the dmap,
 bowtie and bwa indexes (timed), then map with
 
@@ -190,9 +192,29 @@ def ecoli_reference(work: Path) -> Path:
     return ref
 
 
+def many_contigs(work: Path, n: int, mean_length: int) -> Path:
+    """``n`` random DNA contigs (seed 1) of lengths uniform over half to one and a half times
+    ``mean_length``, as FASTA in ``work`` (made once): a transcriptome's or a draft assembly's
+    shape, where each run pays for every contig's name and length."""
+    import numpy as np
+
+    ref = work / f"contigs_{n}_{mean_length}.fa"
+    if not ref.exists():
+        rng = np.random.default_rng(1)
+        lengths = rng.integers(mean_length // 2, mean_length * 3 // 2 + 1, n)
+        bases = np.frombuffer(b"ACGT", dtype=np.uint8)[rng.integers(0, 4, int(lengths.sum()))].tobytes().decode()
+        ends = np.cumsum(lengths)
+        with open(ref, "w") as f:
+            for i, (end, length) in enumerate(zip(ends.tolist(), lengths.tolist())):
+                f.write(f">contig{i} len={length}\n{bases[end - length:end]}\n")
+    return ref
+
+
 def simulated_reads(work: Path, ref: Path, n: int, length: int, errors: int = 0) -> Path:
     """``n`` reads of ``length`` from ``ref`` with ``errors`` substitutions each, made once (seed 1)."""
     reads = work / (f"exact_{n}_{length}.fq" if not errors else f"sub{errors}_{n}_{length}.fq")
+    if ref.stem != "ecoli":
+        reads = reads.with_name(f"{ref.stem}_{reads.name}")
     if not reads.exists():
         subprocess.run([sys.executable, str(MAKE_READS), str(ref), "-n", str(n), "-l", str(length), "--seed", "1",
                         "--errors", str(errors), "-o", str(reads), "--truth", str(reads.with_suffix(".tsv"))],
@@ -217,32 +239,39 @@ def main() -> None:
                     help="with --workers: threads per worker process; a cluster for each (N, threads)")
     ap.add_argument("--chunk-sizes", type=int, nargs="*", default=[],
                     help="with --workers: also each cluster with dmap run --chunk-size C, for each C")
+    ap.add_argument("--contigs", type=int, default=0,
+                    help="map to this many random contigs instead of E. coli (a transcriptome's shape)")
+    ap.add_argument("--contig-length", type=int, default=175, help="with --contigs: their mean length")
     args = ap.parse_args()
     work = Path(args.work)
-    ref = ecoli_reference(work)
+    work.mkdir(parents=True, exist_ok=True)
+    ref = many_contigs(work, args.contigs, args.contig_length) if args.contigs else ecoli_reference(work)
     reads = simulated_reads(work, ref, args.reads, args.length)
+    stem = ref.stem  # the indexes' names: ecoli.dmap, ecoli_bt, ...
+    what = (f"{args.contigs} random contigs of {args.contig_length // 2}-{args.contig_length * 3 // 2} bp"
+            if args.contigs else "E. coli")
 
-    print(f"# {args.reads} exact {args.length}-bp reads vs E. coli; {os.cpu_count()} CPUs")
+    print(f"# {args.reads} exact {args.length}-bp reads vs {what}; {os.cpu_count()} CPUs")
     compile_dmap()
     builds = {}
-    shutil.rmtree(work / "ecoli.dmap", ignore_errors=True)
-    builds["dmap index"] = measure([DMAP, "index", str(ref), "-o", str(work / "ecoli.dmap")])
-    builds["bowtie-build"] = measure(["bowtie-build", "-q", str(ref), str(work / "ecoli_bt")])
+    shutil.rmtree(work / f"{stem}.dmap", ignore_errors=True)
+    builds["dmap index"] = measure([DMAP, "index", str(ref), "-o", str(work / f"{stem}.dmap")])
+    builds["bowtie-build"] = measure(["bowtie-build", "-q", str(ref), str(work / f"{stem}_bt")])
     if shutil.which("bwa"):
-        shutil.copy(ref, work / "ecoli_bwa.fa")
-        builds["bwa index"] = measure(["bwa", "index", str(work / "ecoli_bwa.fa")])
+        shutil.copy(ref, work / f"{stem}_bwa.fa")
+        builds["bwa index"] = measure(["bwa", "index", str(work / f"{stem}_bwa.fa")])
     print("\n| index build | wall s | peak RSS MB |\n|---|---|---|")
     for name, m in builds.items():
         print(f"| {name} | {m['wall']:.2f} | {m['rss_mb']:.0f} |")
 
     bowtie = f"bowtie -v 0 -a -p {args.threads}"
-    dmap_cmd = [DMAP, "run", str(work / "ecoli.dmap"), str(reads), "-o", str(work / "dmap.sam")]
+    dmap_cmd = [DMAP, "run", str(work / f"{stem}.dmap"), str(reads), "-o", str(work / "dmap.sam")]
     commands = {
         "dmap run": dmap_cmd,
-        bowtie: ["bowtie", "-v", "0", "-a", "-p", str(args.threads), "--sam", str(work / "ecoli_bt"), str(reads),
+        bowtie: ["bowtie", "-v", "0", "-a", "-p", str(args.threads), "--sam", str(work / f"{stem}_bt"), str(reads),
                  str(work / "bowtie.sam")],
     }
-    inputs = {"dmap run": [reads, work / "ecoli.dmap"], bowtie: [reads, *work.glob("ecoli_bt.*")]}
+    inputs = {"dmap run": [reads, work / f"{stem}.dmap"], bowtie: [reads, *work.glob(f"{stem}_bt.*")]}
     for n in args.workers_per_device:
         commands[f"dmap run --workers-per-device {n}"] = [*dmap_cmd, "--workers-per-device", str(n)]
         inputs[f"dmap run --workers-per-device {n}"] = inputs["dmap run"]
@@ -293,7 +322,7 @@ def main() -> None:
     if not args.skip_kernel:
         wait_idle()
         print("\nkernels alone:")
-        subprocess.run([sys.executable, str(HERE / "kernel_speed.py"), str(work / "ecoli.dmap"), str(reads),
+        subprocess.run([sys.executable, str(HERE / "kernel_speed.py"), str(work / f"{stem}.dmap"), str(reads),
                         "--batch", "1", "16", "--repeat", "5"], check=True)
 
 

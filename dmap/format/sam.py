@@ -41,7 +41,8 @@ def header(meta: IndexMeta, argv: list[str] | None = None, read_group: ReadGroup
     """``@HD``, one ``@SQ`` per contig, the ``@RG`` line of ``read_group``, ``@PG``, and a ``@CO``
     line per comment (e.g. the insert size of pairs)."""
     lines = ["@HD\tVN:1.6\tSO:unsorted"]
-    lines += [f"@SQ\tSN:{c.name}\tLN:{c.length}" for c in meta.contigs]
+    lines += [f"@SQ\tSN:{name}\tLN:{length}" for name, length in zip(meta.contigs.names,
+                                                                      meta.contigs.lengths.tolist())]
     if read_group is not None:
         lines.append(read_group.line)
     # A tab or newline in an argument (a file name) would end the field or the line.

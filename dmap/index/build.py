@@ -38,6 +38,7 @@ from .store import (
     MAX_QUERY_LENGTH,
     Block,
     Contig,
+    Contigs,
     Index,
     IndexMeta,
     checksum,
@@ -295,7 +296,7 @@ def build_index(
             bar.close()
         meta = IndexMeta(
             alphabet=alpha.to_metadata(),
-            contigs=contigs,
+            contigs=Contigs.of(contigs),
             text_length=n,
             max_query_length=max_query_length,
             block_length=block_length,

@@ -21,11 +21,13 @@ which approximate mapping reads block by block.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -80,6 +82,50 @@ class Contig:
     offset: int  # first position in the joined reference
 
 
+class Contigs:
+    """The reference's contigs as columns: names, lengths and first positions in the joined
+    reference.
+
+    A transcriptome or a draft assembly has hundreds of thousands of contigs; with one
+    object per contig, opening an index of 200,000 took 0.32 s, twice in each run (the
+    client's and the worker's), against bowtie's 0.38 s for mapping 48,000 reads to it.
+    Iterating gives :class:`Contig` objects, for the few places that want them one by one.
+    """
+
+    __slots__ = ("names", "lengths", "offsets")
+
+    def __init__(self, names: list[str], lengths: Iterable[int], offsets: Iterable[int]):
+        self.names = names
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+
+    @classmethod
+    def of(cls, contigs: list[Contig]) -> Contigs:
+        """The columns of ``contigs``."""
+        return cls([c.name for c in contigs], [c.length for c in contigs], [c.offset for c in contigs])
+
+    @classmethod
+    def from_json(cls, items: list[dict]) -> Contigs:
+        """The columns of the metadata's list of ``{"name", "length", "offset"}`` objects."""
+        n = len(items)
+        return cls([c["name"] for c in items], np.fromiter((c["length"] for c in items), np.int64, n),
+                   np.fromiter((c["offset"] for c in items), np.int64, n))
+
+    def to_json(self) -> list[dict]:
+        """The metadata's list of ``{"name", "length", "offset"}`` objects."""
+        return [asdict(c) for c in self]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __iter__(self) -> Iterator[Contig]:
+        return map(Contig, self.names, self.lengths.tolist(), self.offsets.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Contigs) and self.names == other.names
+                and np.array_equal(self.lengths, other.lengths) and np.array_equal(self.offsets, other.offsets))
+
+
 @dataclass
 class Block:
     start: int  # first position in the joined reference
@@ -92,7 +138,7 @@ class IndexMeta:
     """Everything a reader needs to interpret the arrays."""
 
     alphabet: dict
-    contigs: list[Contig]
+    contigs: Contigs
     text_length: int
     max_query_length: int
     block_length: int
@@ -109,13 +155,15 @@ class IndexMeta:
 
     def to_json(self) -> dict:
         """The metadata as plain JSON values, as the index's ``dmap.json`` holds them."""
-        return asdict(self)
+        d = asdict(dataclasses.replace(self, contigs=Contigs([], [], [])))
+        d["contigs"] = self.contigs.to_json()
+        return d
 
     @classmethod
     def from_json(cls, d: dict) -> IndexMeta:
         """The metadata from :meth:`to_json`'s values."""
         d = dict(d)
-        d["contigs"] = [Contig(**c) for c in d["contigs"]]
+        d["contigs"] = Contigs.from_json(d["contigs"])
         d["blocks"] = [Block(**b) for b in d["blocks"]]
         return cls(**d)
 
@@ -187,8 +235,11 @@ class Index:
         except (TypeError, KeyError) as e:
             raise IndexFormatError(f"index {self.path!r} has damaged metadata: {e}") from None
         self.alphabet = Alphabet.from_metadata(self.meta.alphabet)
-        # Identifies this index's content for device-side caches.
-        self.uid = hashlib.blake2b(json.dumps(raw, sort_keys=True).encode(), digest_size=8).hexdigest()
+        # Identifies this index's content for device-side caches: the digest of its metadata
+        # file, which holds every array's checksum (re-encoding the metadata to hash it took
+        # 0.1 s for 200,000 contigs).
+        self.uid = (index_identity(self.path) if attributes is not None else
+                    hashlib.blake2b(json.dumps(raw, sort_keys=True).encode(), digest_size=8).hexdigest())
 
     @cached_property
     def _group(self):
@@ -240,7 +291,7 @@ class Index:
     @property
     def contig_offsets(self) -> np.ndarray:
         """Each contig's first position in the concatenated reference (int64)."""
-        return np.array([c.offset for c in self.meta.contigs], dtype=np.int64)
+        return self.meta.contigs.offsets
 
     def read_array(self, name: str, part: slice = slice(None), checksum_name: str | None = None) -> np.ndarray:
         """Read one array (or ``part`` of it) and verify its checksum (stored under ``checksum_name``)."""
@@ -306,7 +357,7 @@ class Index:
             f"SA sampling    every {m.sa_sample_rate} rows",
             "contigs:",
         ]
-        lines += [f"  {c.name}\tlength {c.length}\toffset {c.offset}" for c in m.contigs[:50]]
+        lines += [f"  {c.name}\tlength {c.length}\toffset {c.offset}" for _, c in zip(range(50), m.contigs)]
         if len(m.contigs) > 50:
             lines.append(f"  ... {len(m.contigs) - 50} more")
         lines.append("blocks:")
@@ -366,6 +417,23 @@ def unseen_index_error(path: str, worker: str, reason: str) -> IndexFormatError:
                             "themselves: give a path every worker sees (a shared file system)")
 
 
+@lru_cache(maxsize=8)
+def _opened(path: str, stamp: tuple[int, int, int]) -> Index:
+    return Index(path)
+
+
 def open_index(path: str | os.PathLike) -> Index:
-    """Open a dmap index for reading (see :class:`Index`)."""
-    return path if isinstance(path, Index) else Index(path)
+    """Open a dmap index for reading (see :class:`Index`): once per process while its metadata
+    file stays the same, so that the client and the workers in its process share one (an
+    index of 200,000 contigs takes 0.1 s to open)."""
+    if isinstance(path, Index):
+        return path
+    path = os.path.abspath(os.fspath(path))
+    try:
+        st = os.stat(os.path.join(path, "zarr.json"))
+        # The file's identity as well as its time, which the OS kernel keeps in ticks of a
+        # few milliseconds: an index rebuilt at the path within one tick is still seen anew.
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        return Index(path)  # which says what is wrong with the path
+    return _opened(path, stamp)

@@ -262,7 +262,7 @@ def map_reads(
     if max_errors >= idx.meta.max_query_length:
         raise DmapError(f"--max-errors {max_errors} leaves no read length within the index's maximum query "
                         f"length {idx.meta.max_query_length}")
-    contig_names = [c.name for c in idx.meta.contigs]
+    contig_names = idx.meta.contigs.names
     fmt = record_format(sam_path, output_format, idx.alphabet.name) if sam_path is not None else "sam"
     if chunk_size is None:
         chunk_size = DEFAULT_CHUNK_SIZE if approx is None else DEFAULT_APPROX_CHUNK_SIZE
@@ -303,7 +303,7 @@ def map_reads(
         """The header, once the insert bounds of pairs are known (from the first chunk)."""
         if writer is not None:
             text = sam.header(idx.meta, argv, group, [bounds.describe()] if bounds is not None else [])
-            head = (bam.header(text, contig_names, [c.length for c in idx.meta.contigs]) if fmt == "bam"
+            head = (bam.header(text, contig_names, idx.meta.contigs.lengths.tolist()) if fmt == "bam"
                     else text.encode())
             writer.write(head if fmt == "sam" else bgzf.compress(head))
 

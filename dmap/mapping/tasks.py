@@ -31,7 +31,7 @@ from ..format.sam import (
     primaries,
 )
 from ..format.writer import Parts, write_at, write_part
-from ..index.store import Index, unseen_index_error
+from ..index.store import Index, open_index, unseen_index_error
 from ..io.fastx import alphabet_mismatch, read_chunk
 from ..io.pairs import PairBlock, PairSplit, count_records, read_pair_chunk
 from ..io.splits import FileSplit, Source
@@ -50,19 +50,15 @@ from .pairs import InsertBounds, pair_chunk
 DEVICE_TASKS = ("block_task", "chunk_task")
 
 
-@lru_cache(maxsize=8)
-def _open(path: str, stamp: float) -> Index:
-    return Index(path)
-
-
 def cached_index(path: str) -> Index:
-    """An opened index, reopened when its metadata file changes."""
+    """The index at ``path``, opened once per process while its metadata file stays the same
+    (:func:`~dmap.index.store.open_index`: an in-process worker shares the client's)."""
     try:
-        stamp = os.path.getmtime(os.path.join(path, "zarr.json"))
+        os.stat(os.path.join(path, "zarr.json"))
     except OSError as e:
         # The client opened the index when it planned the run: this worker does not see it.
         raise unseen_index_error(path, f"the worker on host {socket.gethostname()!r}", e.strerror) from None
-    return _open(path, stamp)
+    return open_index(path)
 
 
 @dataclass
@@ -224,8 +220,7 @@ def verify(index_path: str, block: int, chunk_seeds: ChunkSeeds, located: BlockH
     meta = index.meta
     ns = index.alphabet.n_strands
     regions = candidate_regions(located, seeds, reads.lengths, ns, max_errors, meta.blocks[block].length,
-                                index.contig_offsets, np.array([c.length for c in meta.contigs], dtype=np.int64),
-                                device)
+                                index.contig_offsets, meta.contigs.lengths, device)
     device.tally("candidates", int(located.query.size), "seed hits")
     device.tally("candidates", len(regions), "regions")
     if len(regions) == 0:
@@ -409,7 +404,7 @@ def write_at_task(out: ChunkOutput, parts: Parts, path: str, offset: int, direct
 def _contig_names(index: Index) -> tuple[list[str], tuple[np.ndarray, np.ndarray, np.ndarray], References]:
     """The index's contig names, as the SAM kernel takes them, and as BAM looks them up (a draft
     assembly has hundreds of thousands of contigs: made once per index)."""
-    names = [c.name for c in index.meta.contigs]
+    names = index.meta.contigs.names
     return names, contig_name_columns(names), References.of(names)
 
 

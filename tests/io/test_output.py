@@ -216,6 +216,18 @@ def test_a_header_is_looked_for_in_its_first_bytes_alone(tmp_path, monkeypatch, 
         assert written_by_dmap(str(path)) == ours
 
 
+@pytest.mark.parametrize("shift", range(-12, 2))
+def test_a_header_read_in_blocks_is_judged_wherever_its_lines_fall(tmp_path, shift):
+    """The header is read a megabyte at a time after its first 4 bytes: dmap's @PG line is found,
+    and the first record ends the header, where they straddle the blocks' boundary."""
+    path = tmp_path / "o.sam"
+    first_line = b"@HD\t" + b"x" * ((1 << 20) + shift)  # its newline just before or after byte 4 + 1 MiB
+    for rest, ours in ((b"\n@PG\tID:dmap\tPN:dmap\n", True), (b"\nr\t4\t*\n@PG\tID:dmap\n", False),
+                       (b"\n@PG\tID:bwa\n@CO\tx\n", False)):
+        path.write_bytes(first_line + rest)
+        assert written_by_dmap(str(path)) == ours, rest
+
+
 @pytest.mark.parametrize("name, chosen, alphabet, fmt", [
     ("o.sam", None, "dna", "sam"), ("o.BAM", None, "dna", "bam"), ("o.sam.gz", None, "dna", "sam.gz"),
     ("o.bgz", None, "protein", "sam.gz"), ("o.txt", None, "text", "sam"), ("o.bam", "sam", "dna", "sam"),
