@@ -53,6 +53,13 @@ def test_other_versions_are_refused_with_a_fix(index_path):
         dmap.open_index(index_path)
 
 
+@pytest.mark.parametrize("contigs", [[{"name": "a", "length": "many", "offset": 0}], [{"name": "a"}], None])
+def test_damaged_contigs_in_the_metadata_are_one_clear_error(index_path, contigs):
+    edit_meta(index_path, contigs=contigs)
+    with pytest.raises(dmap.IndexFormatError, match="damaged metadata"):
+        dmap.open_index(index_path)
+
+
 def test_neighborhood_of_another_hash_function_is_refused(index_path):
     edit_meta(index_path, neighborhood={"hash_function": "jenkins-2mix"})
     with pytest.raises(dmap.IndexFormatError, match="jenkins-2mix.*rebuild"):
