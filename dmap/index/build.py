@@ -269,6 +269,9 @@ def build_index(
         check_build_memory(min(block_length + max_query_length - 1, n), build_bytes_per_symbol(alpha.sigma, rate))
         ref = group["reference"]
         checksums: dict[str, str] = {"reference": checksum(ref[...])}
+        contig_columns = Contigs.of(contigs)
+        for name, data in contig_columns.arrays().items():
+            checksums[f"contigs/{name}"] = _write(group.require_group("contigs"), name, data)
         starts = list(range(0, n, block_length))
         blocks: list[Block] = []
         # A line per block (a block takes minutes at the default length), redrawn on a terminal.
@@ -296,7 +299,7 @@ def build_index(
             bar.close()
         meta = IndexMeta(
             alphabet=alpha.to_metadata(),
-            contigs=Contigs.of(contigs),
+            contigs=contig_columns,
             text_length=n,
             max_query_length=max_query_length,
             block_length=block_length,

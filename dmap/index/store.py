@@ -1,9 +1,12 @@
 """The on-disk index: a Zarr group with one subgroup per reference block.
 
-Layout (format version 4)::
+Layout (format version 5)::
 
     INDEX/                      zarr group, attribute "dmap" holds IndexMeta
       reference                 uint8 codes of all contigs joined by separators (uncompressed)
+      contigs/names             uint8: the contigs' names, each followed by a newline (format 5;
+      contigs/lengths           int64:   before, a list in the metadata)
+      contigs/offsets           int64: each contig's first position in ``reference``
       blocks/<b>/occ            uint32 occurrence table (see index/occ.py)
       blocks/<b>/C              uint32[sigma+1]: first BWT row of each symbol
       blocks/<b>/sa_samples     uint32: SA value of every S-th BWT row
@@ -42,10 +45,11 @@ if TYPE_CHECKING:
     from ..neighborhood.params import NeighborhoodParams
 
 FORMAT_NAME = "dmap-fm-index"
-FORMAT_VERSION = 4  # 2: per-block text checksums; 3: optional neighborhood index; 4: reverse-text occ
+# 2: per-block text checksums; 3: optional neighborhood index; 4: reverse-text occ; 5: contigs as arrays
+FORMAT_VERSION = 5
 # Older versions are version 4 without the optional parts: no neighborhoods
 # (2) and no reverse-text occ (2, 3), so no seeds with edits.
-READABLE_VERSIONS = (2, 3, 4)
+READABLE_VERSIONS = (2, 3, 4, 5)
 BLOCK_ARRAYS = ("occ", "C", "sa_samples", "boundary_rows", "boundary_pos")
 # L, the longest query an index takes: blocks overlap by L-1 symbols.
 DEFAULT_MAX_QUERY_LENGTH = 512
@@ -84,12 +88,13 @@ class Contig:
 
 class Contigs:
     """The reference's contigs as columns: names, lengths and first positions in the joined
-    reference.
+    reference, stored as the index's ``contigs/*`` arrays.
 
-    A transcriptome or a draft assembly has hundreds of thousands of contigs: made one
-    object each, 200,000 contigs take 0.32 s every time an index is opened, where bowtie
-    maps 48,000 reads to them in 0.38 s. Iterating gives :class:`Contig` objects, for the
-    few places that want them one by one.
+    A transcriptome or a draft assembly has hundreds of thousands of contigs, a
+    metagenome's assembly millions: made one object each, 200,000 contigs took 0.32 s
+    every time an index was opened, where bowtie maps 48,000 reads to them in 0.38 s, and
+    a million listed in the metadata made it 108 MB of JSON, 0.47 s to parse.  Iterating
+    gives :class:`Contig` objects, for the few places that want them one by one.
     """
 
     __slots__ = ("names", "lengths", "offsets")
@@ -111,9 +116,16 @@ class Contigs:
         return cls([c["name"] for c in items], np.fromiter((c["length"] for c in items), np.int64, n),
                    np.fromiter((c["offset"] for c in items), np.int64, n))
 
-    def to_json(self) -> list[dict]:
-        """The metadata's list of ``{"name", "length", "offset"}`` objects."""
-        return [asdict(c) for c in self]
+    @classmethod
+    def from_arrays(cls, names: np.ndarray, lengths: np.ndarray, offsets: np.ndarray) -> Contigs:
+        """The columns of the index's ``contigs/*`` arrays (:meth:`arrays`)."""
+        return cls(names.tobytes().decode("utf-8", "surrogateescape").split("\n")[:-1], lengths, offsets)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The index's ``contigs/*`` arrays: names each followed by a newline (a name is a
+        FASTA header's first word), lengths and offsets."""
+        names = "".join(f"{name}\n" for name in self.names).encode("utf-8", "surrogateescape")
+        return {"names": np.frombuffer(names, dtype=np.uint8), "lengths": self.lengths, "offsets": self.offsets}
 
     def __len__(self) -> int:
         return len(self.names)
@@ -154,16 +166,18 @@ class IndexMeta:
     created_by: str = ""
 
     def to_json(self) -> dict:
-        """The metadata as plain JSON values, as the index's ``dmap.json`` holds them."""
+        """The metadata as plain JSON values, as the index's ``zarr.json`` holds them: all but the
+        contigs, which are arrays of their own (:meth:`Contigs.arrays`)."""
         d = asdict(dataclasses.replace(self, contigs=Contigs([], [], [])))
-        d["contigs"] = self.contigs.to_json()
+        del d["contigs"]
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> IndexMeta:
-        """The metadata from :meth:`to_json`'s values."""
+        """The metadata from :meth:`to_json`'s values, with the contigs listed there by format
+        versions up to 4; from version 5, no contigs until :class:`Index` reads their arrays."""
         d = dict(d)
-        d["contigs"] = Contigs.from_json(d["contigs"])
+        d["contigs"] = Contigs.from_json(d["contigs"]) if "contigs" in d else Contigs([], [], [])
         d["blocks"] = [Block(**b) for b in d["blocks"]]
         return cls(**d)
 
@@ -234,6 +248,9 @@ class Index:
             self.meta = IndexMeta.from_json(raw)
         except (TypeError, KeyError, ValueError) as e:
             raise IndexFormatError(f"index {self.path!r} has damaged metadata: {e}") from None
+        if "contigs" not in raw:  # format 5: arrays of their own
+            self.meta.contigs = Contigs.from_arrays(*(self.read_array(f"contigs/{name}")
+                                                      for name in ("names", "lengths", "offsets")))
         self.alphabet = Alphabet.from_metadata(self.meta.alphabet)
         # Identifies this index's content for device-side caches: the digest of its metadata
         # file, which holds every array's checksum (re-encoding the metadata to hash it took

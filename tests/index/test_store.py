@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 import zarr
@@ -32,10 +34,19 @@ def edit_meta(path, **changes):
     group.attrs["dmap"] = meta
 
 
-def test_current_and_versions_2_and_3_open(index_path):
+def test_current_and_versions_2_to_4_open(index_path):
     idx = dmap.open_index(index_path)
-    assert idx.meta.format_version == FORMAT_VERSION == 4 and idx.load_reverse(0)["occ"].size
+    assert idx.meta.format_version == FORMAT_VERSION == 5 and idx.load_reverse(0)["occ"].size
+    contigs = idx.meta.contigs
+    assert (contigs.names, contigs.lengths.tolist(), contigs.offsets.tolist()) == (["a"], [56], [0])
     meta = dict(zarr.open_group(str(index_path), mode="r").attrs["dmap"])
+    # Versions up to 4 list the contigs in the metadata, and have no contigs/* arrays.
+    assert "contigs" not in meta
+    meta = {**meta, "contigs": [{"name": "a", "length": 56, "offset": 0}],
+            "checksums": {k: v for k, v in meta["checksums"].items() if not k.startswith("contigs/")}}
+    zarr.open_group(str(index_path), mode="r+").attrs["dmap"] = {**meta, "format_version": 4}
+    shutil.rmtree(index_path / "contigs")
+    assert dmap.open_index(index_path).meta.contigs == contigs
     meta.pop("reverse_index")  # a version-3 index: no reversed-text occ
     zarr.open_group(str(index_path), mode="r+").attrs["dmap"] = {**meta, "format_version": 3}
     idx = dmap.open_index(index_path)
@@ -55,8 +66,19 @@ def test_other_versions_are_refused_with_a_fix(index_path):
 
 @pytest.mark.parametrize("contigs", [[{"name": "a", "length": "many", "offset": 0}], [{"name": "a"}], None])
 def test_damaged_contigs_in_the_metadata_are_one_clear_error(index_path, contigs):
-    edit_meta(index_path, contigs=contigs)
+    """A version-4 index lists its contigs in the metadata."""
+    edit_meta(index_path, contigs=contigs, format_version=4)
     with pytest.raises(dmap.IndexFormatError, match="damaged metadata"):
+        dmap.open_index(index_path)
+
+
+@pytest.mark.parametrize("name", ["names", "lengths"])  # one contig's offsets, [0], are Zarr's fill: no chunk file
+def test_a_damaged_contigs_array_is_a_damaged_index(index_path, name):
+    chunk = index_path / "contigs" / name / "c" / "0"
+    data = bytearray(chunk.read_bytes())
+    data[0] ^= 1
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(dmap.IndexFormatError, match=f"damaged: checksum of contigs/{name} does not match"):
         dmap.open_index(index_path)
 
 
