@@ -88,6 +88,15 @@ def test_header_is_htslibs():
     assert bam.sam_header_text(raw) == text and bam.sam_header_text(b"BAM\x01\xff") is None
 
 
+def test_a_header_of_many_references_is_htslibs():
+    """Names of every length, lengths up to 2^31 - 1."""
+    rng = np.random.default_rng(7)
+    names = [f"contig{i}_" + "x" * int(rng.integers(0, 40)) for i in range(3000)]
+    lengths = rng.integers(1, 2**31, len(names)).tolist()
+    text = "@HD\tVN:1.6\n" + "".join(f"@SQ\tSN:{n}\tLN:{k}\n" for n, k in zip(names, lengths))
+    assert bam.header(text, names, lengths) == gzip.decompress(htslib_bam(text.encode()))
+
+
 @pytest.mark.parametrize("bad, words", [
     ("r\t0\tnope\t1\t0\t1M\t*\t0\t0\tA\t*\n", "reference name 'nope'"),
     ("x" * 255 + "\t4\t*\t0\t0\t*\t*\t0\t0\t*\t*\n", "longer than 254"),
