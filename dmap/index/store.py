@@ -103,6 +103,8 @@ class Contigs:
         self.names = names
         self.lengths = np.asarray(lengths, dtype=np.int64)
         self.offsets = np.asarray(offsets, dtype=np.int64)
+        # Shared by the client and the workers in its process (open_index): read only.
+        self.lengths.flags.writeable = self.offsets.flags.writeable = False
 
     @classmethod
     def of(cls, contigs: list[Contig]) -> Contigs:
