@@ -307,11 +307,6 @@ class Index:
                                    "reverse-text index, which seeds with edits need; rebuild it with this dmap")
         return {name: self.read_array(f"blocks/{number}/reverse/{name}") for name in ("occ", "C")}
 
-    @property
-    def contig_offsets(self) -> np.ndarray:
-        """Each contig's first position in the concatenated reference (int64)."""
-        return self.meta.contigs.offsets
-
     def read_array(self, name: str, part: slice = slice(None), checksum_name: str | None = None) -> np.ndarray:
         """Read one array (or ``part`` of it) and verify its checksum (stored under ``checksum_name``)."""
         try:
@@ -402,7 +397,7 @@ LINEAR_CONTIGS = 8
 
 def contig_of(positions: np.ndarray, contig_offsets: np.ndarray) -> np.ndarray:
     """The contig (int64) holding each position of the joined reference, given the
-    contigs' first positions there (:attr:`Index.contig_offsets`, ascending from 0)."""
+    contigs' first positions there (``Index.meta.contigs.offsets``, ascending from 0)."""
     if contig_offsets.size <= LINEAR_CONTIGS:
         contig = np.zeros(np.shape(positions), dtype=np.int64)
         for first in contig_offsets[1:]:

@@ -220,7 +220,7 @@ def verify(index_path: str, block: int, chunk_seeds: ChunkSeeds, located: BlockH
     meta = index.meta
     ns = index.alphabet.n_strands
     regions = candidate_regions(located, seeds, reads.lengths, ns, max_errors, meta.blocks[block].length,
-                                index.contig_offsets, meta.contigs.lengths, device)
+                                meta.contigs.offsets, meta.contigs.lengths, device)
     device.tally("candidates", int(located.query.size), "seed hits")
     device.tally("candidates", len(regions), "regions")
     if len(regions) == 0:
@@ -300,9 +300,9 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
     ns = index.alphabet.n_strands
     approx = settings.approx
     if approx is None:
-        hits = merge_block_hits(parts, n, ns, index.contig_offsets)
+        hits = merge_block_hits(parts, n, ns, index.meta.contigs.offsets)
     else:  # pairs are formed from every locus of each mate
-        hits = merge_alignments(parts, n, ns, index.contig_offsets, approx.report_all or chunk.paired,
+        hits = merge_alignments(parts, n, ns, index.meta.contigs.offsets, approx.report_all or chunk.paired,
                                 None if chunk.paired else approx.max_hits,
                                 lambda n_best: primaries(chunk, n_best, searched))
     hits = hits.renumbered(searched, len(chunk))
@@ -314,7 +314,7 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
     counts = hits.counts()
     paired = None
     if chunk.paired:
-        paired = pair_chunk(chunk, hits, insert or settings.insert, index.contig_offsets,
+        paired = pair_chunk(chunk, hits, insert or settings.insert, index.meta.contigs.offsets,
                             approx is None or approx.report_all, settings.max_hits)
         insert = paired[2]
     to_part = settings.parts is not None and not settings.in_place and settings.parts.usable()

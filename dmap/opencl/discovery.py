@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     import pyopencl as cl_
 
 
-
 def _cl():
     """pyopencl, imported with PoCL's CPU device kept to the cores this process may run on
     (:func:`allowed_cores`) unless told otherwise: every OpenCL start in dmap comes here."""
