@@ -2,6 +2,7 @@
 
     python3 benchmarks/exact_vs_bowtie.py [--reads 1000000] [--length 100] [--work /tmp/dmap-bench] [--threads 2]
     python3 benchmarks/exact_vs_bowtie.py --contigs 200000 --contig-length 175 --length 50 --reads 500000
+    python3 benchmarks/exact_vs_bowtie.py --reads 200000 --files 2000
 
 Steps: extract E. coli (Debian's bowtie-examples; with --contigs N, N random
 contigs instead, a transcriptome's shape), simulate exact reads with
@@ -14,6 +15,9 @@ bowtie and bwa indexes (timed), then map with
                                                         --worker-threads T each; --chunk-sizes C: also with
                                                         --chunk-size C)
     bowtie -v 0 -a -p THREADS --sam INDEX READS bowtie.sam   (--threads, default 2: the CPUs of the reference VM)
+
+With --files N the reads are cut into N files of as many reads, given to
+both tools as one comma-separated list, and dmap also maps them as one file.
 
 in alternating rounds (--repeat, default 3), each after removing the
 previous run's output, writing out dirty pages, reading the inputs into the
@@ -222,6 +226,20 @@ def simulated_reads(work: Path, ref: Path, n: int, length: int, errors: int = 0)
     return reads
 
 
+def reads_files(work: Path, reads: Path, n: int) -> list[Path]:
+    """``reads`` (FASTQ) cut into ``n`` files of consecutive reads, as many in each (the last takes the rest)."""
+    folder = work / f"{reads.stem}_in_{n}_files"
+    paths = [folder / f"part{k:05d}.fq" for k in range(n)]
+    if all(p.exists() for p in paths):
+        return paths
+    folder.mkdir(exist_ok=True)
+    lines = reads.read_bytes().splitlines(keepends=True)
+    per_file = len(lines) // 4 // n * 4
+    for k, path in enumerate(paths):
+        path.write_bytes(b"".join(lines[k * per_file: (k + 1) * per_file if k < n - 1 else len(lines)]))
+    return paths
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reads", type=int, default=1_000_000)
@@ -242,6 +260,8 @@ def main() -> None:
     ap.add_argument("--contigs", type=int, default=0,
                     help="map to this many random contigs instead of E. coli (a transcriptome's shape)")
     ap.add_argument("--contig-length", type=int, default=175, help="with --contigs: their mean length")
+    ap.add_argument("--files", type=int, default=1,
+                    help="cut the reads into this many files, mapped as one comma-separated list")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -265,13 +285,18 @@ def main() -> None:
         print(f"| {name} | {m['wall']:.2f} | {m['rss_mb']:.0f} |")
 
     bowtie = f"bowtie -v 0 -a -p {args.threads}"
-    dmap_cmd = [DMAP, "run", str(work / f"{stem}.dmap"), str(reads), "-o", str(work / "dmap.sam")]
+    files = reads_files(work, reads, args.files) if args.files > 1 else [reads]
+    listed = ",".join(map(str, files))
+    dmap_cmd = [DMAP, "run", str(work / f"{stem}.dmap"), listed, "-o", str(work / "dmap.sam")]
     commands = {
         "dmap run": dmap_cmd,
-        bowtie: ["bowtie", "-v", "0", "-a", "-p", str(args.threads), "--sam", str(work / f"{stem}_bt"), str(reads),
+        bowtie: ["bowtie", "-v", "0", "-a", "-p", str(args.threads), "--sam", str(work / f"{stem}_bt"), listed,
                  str(work / "bowtie.sam")],
     }
-    inputs = {"dmap run": [reads, work / f"{stem}.dmap"], bowtie: [reads, *work.glob(f"{stem}_bt.*")]}
+    inputs = {"dmap run": [*files, work / f"{stem}.dmap"], bowtie: [*files, *work.glob(f"{stem}_bt.*")]}
+    if args.files > 1:
+        commands["dmap run, one file"] = [*dmap_cmd[:3], str(reads), *dmap_cmd[4:]]
+        inputs["dmap run, one file"] = [reads, work / f"{stem}.dmap"]
     for n in args.workers_per_device:
         commands[f"dmap run --workers-per-device {n}"] = [*dmap_cmd, "--workers-per-device", str(n)]
         inputs[f"dmap run --workers-per-device {n}"] = inputs["dmap run"]

@@ -23,7 +23,7 @@ from ..errors import InputFormatError
 from ..mapping.schedule import DEFAULT_CHUNK_SIZE
 from ..reads import MAX_NAME_LENGTH, ReadChunk, ReadFields, reads_with_unknown_symbols
 from . import splits
-from .splits import FileSplit, Source, check_path, plan_input, reads_paths, split_bytes
+from .splits import FileSplit, RawBlock, Source, SourceGroup, check_path, plan_input, reads_paths, split_bytes
 
 
 def _open(source, what: str, name: str):
@@ -161,10 +161,20 @@ def _low_bytes(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def source_fields(source: Source) -> ReadFields:
     """The records of a chunk of the input (:mod:`dmap.io.splits`), parsed where the chunk is read:
     plain four-line FASTQ by :func:`split_fastq`, anything else by dnaio."""
+    if isinstance(source, SourceGroup):
+        return _group_fields(source)
+    return _fields(source, *_source_bytes(source))
+
+
+def _source_bytes(source: FileSplit | RawBlock) -> tuple[np.ndarray, str]:
+    """A chunk's (or a part's) records as bytes, and where they begin in their file, in words."""
     if isinstance(source, FileSplit):
-        data, where = split_bytes(source)
-    else:
-        data, where = source.data, f"byte {source.offset}"
+        return split_bytes(source)
+    return source.data, f"byte {source.offset}"
+
+
+def _fields(source: FileSplit | RawBlock, data: np.ndarray, where: str) -> ReadFields:
+    """The records of ``data``, the bytes of ``source`` (see :func:`source_fields`)."""
     fields = split_fastq(data) if source.fastq else None
     if fields is None:
         if data.size == 0:
@@ -174,6 +184,25 @@ def source_fields(source: Source) -> ReadFields:
         raise InputFormatError(f"reads file {source.path!r} holds a record over {splits.MAX_RECORD_BYTES} bytes "
                                f"long (after {where}), far longer than any index maps")
     return fields
+
+
+def _group_fields(group: SourceGroup) -> ReadFields:
+    """The records of a chunk that spans files.  Plain FASTQ parts are joined and split into fields
+    at once (a small file's records cost as many numpy calls as a large one's); anything else, or
+    a read without a name, is parsed part by part, so that dnaio's records and every error come
+    from the part's own file."""
+    parts = [_source_bytes(part) for part in group.parts]
+    if group.fastq:
+        # A part's last line may lack its newline (the end of its file).
+        ends = [np.frombuffer(b"\n", np.uint8) if data.size and data[-1] != 10 else data[:0] for data, _ in parts]
+        fields = split_fastq(np.concatenate([a for (data, _), end in zip(parts, ends) for a in (data, end)]))
+        if (fields is not None and not (fields.name_len == 0).any()
+                and not (fields.seq_len > splits.MAX_RECORD_BYTES).any()):
+            return fields
+    each = [_fields(part, data, where) for part, (data, where) in zip(group.parts, parts)]
+    for part, fields in zip(group.parts, each):
+        check_named(fields, part.path)
+    return ReadFields.concat([f for f in each if len(f)] or each[:1])
 
 
 def read_chunk(source: Source, alphabet: Alphabet, max_length: int | None = None, check_symbols: bool = True,
@@ -206,15 +235,21 @@ def _shown(name: str, most: int = 40) -> str:
     return repr(name) if len(name) <= most else f"{name[:most]!r}..."
 
 
+def check_named(fields: ReadFields, path: str) -> None:
+    """Refuse a read without a name (of the reads file ``path``), naming the read before it."""
+    if len(fields) and (fields.name_len == 0).any():
+        after = int(np.argmin(fields.name_len))
+        before = fields.data[fields.name_off[after - 1]:][:fields.name_len[after - 1]].tobytes().decode("latin-1")
+        raise InputFormatError(f"reads file {path!r}: a read has no name"
+                               + (f" (the read after {_shown(before)})" if after else ""))
+
+
 def checked_chunk(chunk: ReadChunk, path: str, max_length: int | None, check_symbols: bool,
                   strict: bool) -> ReadChunk:
     """``chunk`` (of the reads file ``path``) checked as :func:`read_chunk` describes."""
     fields = chunk.fields
     lengths = fields.seq_len
-    if len(chunk) and (fields.name_len == 0).any():
-        after = int(np.argmin(fields.name_len))
-        raise InputFormatError(f"reads file {path!r}: a read has no name"
-                               + (f" (the read after {_shown(chunk.names[after - 1])})" if after else ""))
+    check_named(fields, path)
     if len(chunk) and fields.name_len.max() > MAX_NAME_LENGTH:
         i = int(np.argmax(fields.name_len))
         raise InputFormatError(f"read {_shown(chunk.names[i])} has a name of {fields.name_len[i]} characters; "

@@ -29,11 +29,14 @@ one process can read and decompress.
 Chunk sizes are chosen in reads (:class:`dmap.mapping.schedule.GuidedChunks`) and
 turned into bytes with the bytes per record of the file's first 64 KiB, so
 a split holds about the reads asked for; a block from a stream holds
-exactly that many.
+exactly that many.  A chunk spans files where one ends before the chunk is
+full (:class:`SourceGroup`): many small files cost a chunk's tasks and
+kernel launches per chunk, not per file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import socket
@@ -57,7 +60,9 @@ MAX_RECORD_BYTES = 4 << 20
 # Records checked after a candidate FASTQ record start (see record_start).
 CHAIN = 4
 _BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, as some editors write
-_BLANK = np.frombuffer(b"\n\r \t", np.uint8)
+_BLANK = b"\n\r \t"  # the bytes of blank lines
+_BLANK_CODES = frozenset(_BLANK)
+_TEXT_STARTS = b"@>\xef" + _BLANK  # a FASTA/FASTQ file's first byte: no compressor's magic number begins so
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,31 @@ class RawBlock:
     fastq: bool
 
 
-Source = FileSplit | RawBlock
+@dataclass(frozen=True)
+class SourceGroup:
+    """A chunk that spans files: the last records of one file and the first of the next (or
+    several whole small files), read one after another by one worker.  Each part is read,
+    parsed and checked as a chunk of its own file would be, so an error names its file."""
+
+    number: int
+    parts: tuple[FileSplit | RawBlock, ...]  # at least two, of one format, numbered as the group
+
+    @property
+    def fastq(self) -> bool:
+        return self.parts[0].fastq
+
+    @property
+    def path(self) -> str:
+        """The first part's file (errors about the parts name their own)."""
+        return self.parts[0].path
+
+    @property
+    def streamed(self) -> bool:
+        """Whether a part was read by the client (:class:`RawBlock`): its bytes go to the worker."""
+        return any(isinstance(p, RawBlock) for p in self.parts)
+
+
+Source = FileSplit | RawBlock | SourceGroup
 
 
 def reads_paths(reads: str | os.PathLike | list) -> list[str]:
@@ -186,8 +215,8 @@ def _skip_head(head: np.ndarray, path: str) -> int:
         if head[:3].tobytes() != _BOM:
             raise InputFormatError(f"reads file {path!r} is not FASTA or FASTQ: it starts with byte 0xEF")
         skip = 3
-    text = np.flatnonzero(~np.isin(head[skip:], _BLANK))
-    return skip + int(text[0]) if text.size else head.size
+    rest = head[skip:].tobytes()
+    return head.size - len(rest.lstrip(_BLANK))
 
 
 def _record_format(first: int, path: str) -> bool:
@@ -219,6 +248,34 @@ def _mappable(f) -> int | None:
     except (OSError, ValueError):  # some file systems cannot map files
         return None
     return st.st_size
+
+
+def _plain_file(path: str, mappable: dict[int, bool]) -> tuple[np.ndarray, int] | None:
+    """The first :data:`SNIFF_BYTES` and the size of a local, regular, uncompressed file that can be
+    mapped, with one open and one read (no decompressor's sniffing: many small files are planned at
+    a file's cost each); None for anything else.  ``mappable`` keeps the answer per file system."""
+    if path == STDIN or is_url(path) or path.endswith(COMPRESSED):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None  # open_reads says why
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            return None
+        head = os.pread(fd, SNIFF_BYTES, 0)
+        if not head or head[0] not in _TEXT_STARTS:  # compressed without its suffix, or not reads: xopen tells
+            return None
+        if st.st_dev not in mappable:
+            try:
+                map_bytes(fd, 0, 1)
+                mappable[st.st_dev] = True
+            except (OSError, ValueError):  # some file systems cannot map files
+                mappable[st.st_dev] = False
+        return (np.frombuffer(head, np.uint8), st.st_size) if mappable[st.st_dev] else None
+    finally:
+        os.close(fd)
 
 
 def splittable(path: str) -> bool:
@@ -289,10 +346,14 @@ def sniff(f: BinaryIO, path: str) -> tuple[np.ndarray, int, bool, float] | None:
     file without records."""
     head = np.zeros(SNIFF_BYTES, dtype=np.uint8)
     n = fill(f, memoryview(head), path)
-    head = head[:n]
+    return sniff_head(head[:n], path)
+
+
+def sniff_head(head: np.ndarray, path: str) -> tuple[np.ndarray, int, bool, float] | None:
+    """:func:`sniff` of a file's first :data:`SNIFF_BYTES` (all of it, if shorter)."""
     origin = _skip_head(head, path)
     if origin == head.size:
-        if n < SNIFF_BYTES:
+        if head.size < SNIFF_BYTES:
             return None
         raise InputFormatError(f"reads file {path!r} is not FASTA or FASTQ: it starts with "
                                f"{SNIFF_BYTES} blank bytes")
@@ -307,38 +368,75 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
     (:class:`dmap.mapping.schedule.GuidedChunks`).  Regular files give
     :class:`FileSplit` s, planned without reading more than their first
     64 KiB; streams give :class:`RawBlock` s.  Empty files give nothing.
+    A file that ends before its chunk holds the reads asked for leaves the
+    rest of the chunk to the next file of the same format: that chunk is a
+    :class:`SourceGroup` of both parts (or of several small files).
     """
     done = [0, 0, 0]  # chunks, reads and bytes planned so far
+    held: list[FileSplit | RawBlock] = []  # parts of the chunk being planned, whose files ended before it was full
+    held_size = [0.0, 0]  # their reads (estimated for a file's bytes) and bytes
 
     def wanted() -> int:
-        return max(1, next_size(done[1], done[2]))
+        """The reads that the chunk being planned still asks for."""
+        return max(1, round(next_size(done[1], done[2]) - held_size[0]))
 
+    def hold(part: FileSplit | RawBlock, reads: float, nbytes: int) -> None:
+        held.append(part)
+        held_size[0] += reads
+        held_size[1] += nbytes
+
+    def flush() -> Source:
+        """The chunk of the held parts, planned: one part as it is, several as a group."""
+        chunk = held[0] if len(held) == 1 else SourceGroup(done[0], tuple(held))
+        done[:] = done[0] + 1, done[1] + round(held_size[0]), done[2] + held_size[1]
+        held.clear()
+        held_size[:] = 0.0, 0
+        return chunk
+
+    asked = [0]  # the reads the last block of a stream was asked for
+
+    def ask() -> int:
+        asked[0] = wanted()
+        return asked[0]
+
+    mappable: dict[int, bool] = {}  # per file system (_plain_file)
     for path in paths:
-        with open_reads(path) as f:
-            sniffed = sniff(f, path)
+        plain = _plain_file(path, mappable)
+        with open_reads(path) if plain is None else contextlib.nullcontext() as f:
+            sniffed = sniff(f, path) if plain is None else sniff_head(plain[0], path)
             if sniffed is None:
                 continue  # no records
             head, origin, fastq, per_record = sniffed
+            if held and held[0].fastq != fastq:  # FASTQ and FASTA records do not share a chunk
+                yield flush()
             if path.endswith(COMPRESSED):  # BGZF is cut in its compressed bytes; other compression is a stream
                 blocked = _bgzf_ratio(path)
                 size = None if blocked is None else file_size(path)
             elif path == STDIN:  # read from where it stands, by this process: workers cannot open it by name
                 blocked, size = None, None
+            elif plain is not None:
+                blocked, size = None, plain[1]
             else:
                 blocked, size = None, _url_size(path) if is_url(path) else _mappable(f)
             if size is not None:
                 # Plain bytes from the first record on; BGZF from its first block, in compressed bytes.
                 at, per_byte = (origin, 1.0) if blocked is None else (0, blocked)
+                per_read = per_record * per_byte  # the file's bytes per read
                 while at < size:
-                    want = wanted()
-                    end = min(size, at + max(1, round(want * per_record * per_byte)))
-                    yield FileSplit(done[0], path, at, end, fastq, origin, size, blocked is not None)
-                    done[:] = done[0] + 1, done[1] + want, done[2] + end - at
+                    target = max(1, round(wanted() * per_read))
+                    end = min(size, at + target)
+                    hold(FileSplit(done[0], path, at, end, fastq, origin, size, blocked is not None),
+                         (end - at) / per_read, end - at)
+                    if end - at >= target:  # the chunk is full; else the next file goes on with it
+                        yield flush()
                     at = end
                 continue
-            for offset, data, records in stream_blocks(f, path, head, origin, fastq, per_record, wanted):
-                yield RawBlock(done[0], path, offset, data, fastq)
-                done[:] = done[0] + 1, done[1] + records, done[2] + data.size
+            for offset, data, records in stream_blocks(f, path, head, origin, fastq, per_record, ask):
+                hold(RawBlock(done[0], path, offset, data, fastq), records, data.size)
+                if records >= asked[0]:  # a block short of what it asked for is the stream's last
+                    yield flush()
+    if held:
+        yield flush()
 
 
 def stream_blocks(f: BinaryIO, path: str, head: np.ndarray, offset: int, fastq: bool, per_record: float,
@@ -618,11 +716,14 @@ def records_end(data: np.ndarray, fastq: bool) -> int:
     four-line record (counting the lines of ``data``, which begins at a
     record); a blank tail longer than 4 kB is left for the parser to refuse.
     """
+    if data.size > 1 and data[-1] == 10 and data[-2] not in _BLANK_CODES:
+        # Most files: one newline after the last record (what follows, without the passes over data).
+        return data.size if fastq else data.size - 1
     tail = data[-4096:]
-    text = np.flatnonzero(~np.isin(tail, _BLANK))
-    if not text.size:
+    text = len(tail.tobytes().rstrip(_BLANK))  # the tail's bytes up to its last that is not blank
+    if not text:
         return 0 if tail.size == data.size else data.size
-    last = data.size - tail.size + int(text[-1])
+    last = data.size - tail.size + text - 1
     if not fastq:
         return last + 1
     newlines = np.flatnonzero(data == 10)

@@ -65,7 +65,7 @@ from ..format.writer import Parts, SamWriter, direct_writes
 from ..index.store import Index, index_identity, open_index
 from ..io.output import Output, record_format
 from ..io.pairs import PairBlock, PairSplit, count_records, plan_pairs
-from ..io.splits import STDIN, FileSplit, RawBlock, Source, is_url, plan_input, reads_paths
+from ..io.splits import STDIN, FileSplit, RawBlock, Source, SourceGroup, is_url, plan_input, reads_paths
 from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
 from ..progress import Progress
 from ..search.hits import ChunkHits
@@ -490,7 +490,8 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
     def submit(source: Source) -> None:
         number = source.number
         pairs = isinstance(source, PairBlock | PairSplit)
-        if isinstance(source, RawBlock | PairBlock):  # read by this process from a stream: its bytes go to a worker
+        if isinstance(source, RawBlock | PairBlock) or (isinstance(source, SourceGroup) and source.streamed):
+            # Read by this process from a stream: its bytes go to a worker.
             source = client.scatter(source, hash=False)
         if idx.n_blocks == 1:  # nothing to share between blocks: one task per chunk
             finished = client.submit(chunk_task, path, source, reading, approx, settings, insert[0], resources=dev,

@@ -249,3 +249,71 @@ def test_a_file_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
     chunks = list(iter_read_chunks(path, DNA, 1000))
     assert all(c.fields.data.flags.writeable for c in chunks)
     assert [r for c in chunks for r in zip(c.names, c.seqs, c.quals)] == want
+
+
+def write_as(path, text: bytes, kind: str):
+    """``text`` written to ``path`` plain, bgzip-compressed (cut by the workers) or gzip-compressed
+    (read by the client as a stream); the path written."""
+    path = path.with_name(path.name + {"plain": "", "bgzf": ".gz", "gzip": ".gz"}[kind])
+    path.write_bytes({"plain": text, "bgzf": bgzf_blocks(text, [len(text) // 2]),
+                      "gzip": gzip.compress(text)}[kind])
+    return path
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(st.tuples(fastq_files() | st.just(b""), st.sampled_from(["plain", "bgzf", "gzip"])),
+                      min_size=1, max_size=6),
+       chunk_size=st.integers(1, 40))
+def test_chunks_span_files_and_read_every_record_once(tmp_path, files, chunk_size):
+    # A file that ends before its chunk is full leaves the rest of the chunk to the next file: the
+    # records of every file, in order, once each, whatever the chunk size and the mix of plain and
+    # bgzip files (cut by the workers), gzip (read by the client) and empty files.
+    for old in tmp_path.glob("f*"):
+        old.unlink()
+    paths = [write_as(tmp_path / f"f{k}.fq", text, kind) for k, (text, kind) in enumerate(files)]
+    want = [r for p in paths if p.stat().st_size and dnaio_records(p) for r in dnaio_records(p)]
+    assert chunk_records([str(p) for p in paths], chunk_size) == want
+
+
+@pytest.mark.parametrize("kinds", [["plain"], ["gzip"], ["plain", "bgzf", "gzip"]], ids="-".join)
+def test_small_files_share_chunks(tmp_path, kinds):
+    # 50 files of 10 reads in chunks of 25: 20 chunks, not 50 (a chunk per file cost its tasks and
+    # kernel launches per file).  Records of one size in plain files, or streams (whose records are
+    # counted), give chunks of exactly 25; bgzip's reads are estimated from its compressed bytes.
+    record = b"@r%03d\nACGTACGT\n+\nIIIIIIII\n"
+    paths = [str(write_as(tmp_path / f"f{k:02d}.fq", b"".join(record % (10 * k + i) for i in range(10)),
+                          kinds[k % len(kinds)])) for k in range(50)]
+    plan = list(splits.plan_input(paths, lambda *_: 25))
+    assert [s.number for s in plan] == list(range(len(plan)))
+    assert all(isinstance(s, splits.SourceGroup) and all(p.number == s.number for p in s.parts) for s in plan)
+    chunks = list(iter_read_chunks(paths, DNA, 25))
+    if "bgzf" in kinds:
+        assert 18 <= len(chunks) <= 22 and all(15 <= len(c) <= 35 for c in chunks[:-1]), [len(c) for c in chunks]
+    else:
+        assert [len(c) for c in chunks] == [25] * 20
+    assert [n for c in chunks for n in c.names] == [f"r{i:03d}" for i in range(500)]
+
+
+def test_fastq_and_fasta_files_do_not_share_a_chunk(tmp_path):
+    (tmp_path / "a.fq").write_bytes(b"@a1\nACGT\n+\nIIII\n@a2\nACGT\n+\nIIII\n")
+    (tmp_path / "b.fa").write_bytes(b">b1\nACGT\n>b2\nAC\nGT\n")
+    (tmp_path / "c.fq").write_bytes(b"@c1\nACGT\n+\nIIII\n")
+    (tmp_path / "d.fq").write_bytes(b"@d1\nACGT\n+\nIIII\n")
+    paths = [str(tmp_path / n) for n in ("a.fq", "b.fa", "c.fq", "d.fq")]
+    chunks = list(iter_read_chunks(paths, DNA, 100))
+    assert [(c.names, c.quals is not None) for c in chunks] == [
+        (["a1", "a2"], True), (["b1", "b2"], False), (["c1", "d1"], True)]
+
+
+@pytest.mark.parametrize("bad, error", [
+    (b"@d1\nACGT\n+\nIIII\n@\nACGT\n+\nIIII\n", "{path!r}: a read has no name \\(the read after 'd1'\\)"),
+    (b"@d1\nACGT\n+\nIII\n", "reads file {path!r} is malformed"),
+])
+def test_an_error_in_a_chunk_that_spans_files_names_its_file(tmp_path, bad, error):
+    (tmp_path / "a.fq").write_bytes(b"@a1\nACGT\n+\nIIII\n")
+    (tmp_path / "b.fq").write_bytes(bad)
+    paths = [str(tmp_path / "a.fq"), str(tmp_path / "b.fq")]
+    [chunk] = splits.plan_input(paths, lambda *_: 100)
+    assert isinstance(chunk, splits.SourceGroup)
+    with pytest.raises(InputFormatError, match=error.format(path=paths[1])):
+        list(iter_read_chunks(paths, DNA, 100))

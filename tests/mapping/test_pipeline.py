@@ -128,8 +128,8 @@ def test_the_first_chunk_is_not_kept_once_handed_out():
 @pytest.mark.parametrize("max_errors", [0, 2])
 def test_the_output_does_not_depend_on_how_the_input_is_cut(tmp_path, client, max_errors):
     """The same records, byte for byte (but @PG), whatever the chunk size (so wherever the file is
-    split), whether the reads come as one file, several files in a comma-separated list, gzip read
-    by this process or a list of paths, and with guided or fixed chunks."""
+    split), whether the reads come as one file, several files in a comma-separated list (chunks
+    spanning them), gzip read by this process or a list of paths, and with guided or fixed chunks."""
     import gzip
 
     rng = np.random.default_rng(11)
@@ -148,6 +148,7 @@ def test_the_output_does_not_depend_on_how_the_input_is_cut(tmp_path, client, ma
     for k, part in enumerate(parts):
         (tmp_path / f"p{k}.fq").write_bytes(part)
     (tmp_path / "r.fq.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "p1.fq.gz").write_bytes(gzip.compress(parts[1]))
 
     def sam(reads_arg, **options):
         out = tmp_path / "o.sam"
@@ -163,6 +164,9 @@ def test_the_output_does_not_depend_on_how_the_input_is_cut(tmp_path, client, ma
     assert sam(",".join(str(tmp_path / f"p{k}.fq") for k in range(3)), chunk_size=33) == want
     assert sam([tmp_path / "p0.fq", tmp_path / "p1.fq", tmp_path / "p2.fq"], chunk_size=100_000) == want
     assert sam(tmp_path / "r.fq.gz", chunk_size=29) == want
+    # Chunks that span files: a file's last reads with the next file's first, a gzip file read here
+    # among files the workers cut.
+    assert sam([tmp_path / "p0.fq", tmp_path / "p1.fq.gz", tmp_path / "p2.fq"], chunk_size=40, guided=False) == want
 
 
 @pytest.mark.parametrize("max_errors", [0, 2])
