@@ -273,7 +273,8 @@ def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, s
     """Map READS (FASTQ/FASTA, optionally .gz; '-' for standard input) against INDEX and write SAM
     or BAM (to standard output without -o).  Several single-end files map as one run, in order, given as
     one comma-separated list: a.fq,b.fq.gz.  Paired-end reads: READS and MATES (R1.fq R2.fq), or
-    READS --interleaved."""
+    READS --interleaved; lanes as two lists, each file of first mates with its file of second
+    mates: a_1.fq,b_1.fq a_2.fq,b_2.fq."""
     if verbose:
         _show_dmap_logs()
     else:

@@ -128,8 +128,8 @@ def byte_ranges(path: str, reads_per_split: int) -> list[FileSplit] | None:
     return [] if first is None else [first, *plan]
 
 
-def plan_pair_splits(first: str, second: str | None, plans: list[list[FileSplit]], count: Counter = local_counts
-                     ) -> Iterator[PairSplit]:
+def plan_pair_splits(first: str, second: str | None, plans: list[list[FileSplit]], count: Counter = local_counts,
+                     done: list[int] | None = None) -> Iterator[PairSplit]:
     """The chunks of paired input from the byte ranges of its files (:func:`byte_ranges`;
     ``second`` None: ``first`` interleaved).
 
@@ -140,24 +140,30 @@ def plan_pair_splits(first: str, second: str | None, plans: list[list[FileSplit]
     pair numbers from the ranges that hold them, in both files.  A first
     mates' range is one chunk; its second mates lie in one or two ranges of
     the other file, which its worker parses to take them.
+
+    ``done`` (chunks, reads and bytes planned before these files, as
+    :func:`plan_pairs` counts them) numbers the chunks on and is updated.
     """
+    done = [0, 0, 0] if done is None else done
     paths = [first] if second is None else [first, second]
     cursors = [_Cursor(p, plan, count(plan)) for p, plan in zip(paths, plans)]
-    number = done = 0  # chunks planned, and records of the first file planned
+    taken = 0  # records of the first file planned
     for j in range(len(plans[0])):
         if not cursors[0].known(j):
             break
         end = cursors[0].first[j + 1]
         if second is None:
             end += end % 2  # whole pairs: an odd count ends with a first mate, whose mate is in the next range
-        if end <= done:
+        if end <= taken:
             continue  # a range without a record's start (or only a second mate's)
-        ranges = [c.take(done, end - done) for c in cursors]
+        ranges = [c.take(taken, end - taken) for c in cursors]
         if ranges[-1] is None:
             raise _short(second or first, first, second)
-        yield PairSplit(number, ranges[0], ranges[1] if second is not None else None)
-        number, done = number + 1, end
-    if second is not None and cursors[1].total() != done:
+        yield PairSplit(done[0], ranges[0], ranges[1] if second is not None else None)
+        nbytes = sum(split.end - split.start for r in ranges if r is not None for split in r.splits)
+        done[:] = done[0] + 1, done[1] + (end - taken) * len(paths), done[2] + nbytes
+        taken = end
+    if second is not None and cursors[1].total() != taken:
         raise _short(first, first, second)
 
 
@@ -181,14 +187,38 @@ def range_fields(source: RawBlock | RecordRange) -> ReadFields:
     return fields.select(np.arange(source.skip, source.skip + source.count))
 
 
+def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Callable[[int, int], int],
+                    count: Counter | None = None, chunk_size: int | None = None) -> Iterator[PairBlock | PairSplit]:
+    """The chunks of paired input given as lists of files (a run's lanes: ``a_1.fq,b_1.fq`` and
+    ``a_2.fq,b_2.fq``), numbered from 0: each pair of files in turn, read side by side by
+    :func:`plan_pairs` (``seconds`` None: each of ``firsts`` interleaved).  A chunk holds pairs of
+    one pair of files.
+
+    Raises
+    ------
+    InputFormatError
+        When the lists are not as long as each other, and as :func:`plan_pairs`.
+    """
+    if seconds is not None and len(seconds) != len(firsts):
+        raise InputFormatError(f"{len(firsts)} files of first mates but {len(seconds)} of second mates: the "
+                               "two lists pair their files in order, a file of second mates for each of first")
+    for path in firsts + (seconds or []):  # every file before the first is mapped
+        check_path(path, "reads")
+    done = [0, 0, 0]
+    for k, first in enumerate(firsts):
+        yield from plan_pairs(first, None if seconds is None else seconds[k], next_size, count, chunk_size, done)
+
+
 def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], int],
-               count: Counter | None = None, chunk_size: int | None = None) -> Iterator[PairBlock | PairSplit]:
+               count: Counter | None = None, chunk_size: int | None = None,
+               done: list[int] | None = None) -> Iterator[PairBlock | PairSplit]:
     """The chunks of paired input, in order, numbered from 0: ``first`` and ``second`` read side
     by side, or ``first`` interleaved (``second`` None).  ``next_size(reads_done, bytes_done)``
     chooses each chunk's reads (two per pair).  With ``chunk_size``, files that workers can cut
     are planned as byte ranges of ``chunk_size`` reads a chunk (:func:`plan_pair_splits`, their
     records counted by ``count``); other input (or where either file is such) is read here as
-    streams.
+    streams.  ``done`` (chunks, reads and bytes planned before, by :func:`plan_pair_files`)
+    numbers the chunks on and is updated.
 
     Raises
     ------
@@ -199,14 +229,14 @@ def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], i
     for path in (first, second):
         if path is not None:
             check_path(path, "reads")
+    done = [0, 0, 0] if done is None else done  # chunks, reads and bytes planned so far
     paths = [p for p in (first, second) if p is not None]
     if chunk_size is not None and all(splittable(p) for p in paths):
         per_file = chunk_size if second is None else max(1, chunk_size // 2)
         plans = [byte_ranges(p, per_file) for p in paths]
         if all(plan is not None for plan in plans):
-            yield from plan_pair_splits(first, second, plans, count or local_counts)
+            yield from plan_pair_splits(first, second, plans, count or local_counts, done)
             return
-    done = [0, 0, 0]  # chunks, reads and bytes planned so far
     pairs = [0]  # the pairs of the block being read (both files' readers ask for it)
 
     def wanted() -> int:

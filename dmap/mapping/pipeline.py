@@ -64,7 +64,7 @@ from ..format import bam, bgzf, sam
 from ..format.writer import Parts, SamWriter, direct_writes
 from ..index.store import Index, index_identity, open_index
 from ..io.output import Output, record_format
-from ..io.pairs import PairBlock, PairSplit, count_records, plan_pairs
+from ..io.pairs import PairBlock, PairSplit, count_records, plan_pair_files
 from ..io.splits import STDIN, FileSplit, RawBlock, Source, SourceGroup, is_url, plan_input, reads_paths
 from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
 from ..progress import Progress
@@ -268,20 +268,14 @@ def map_reads(
         chunk_size = DEFAULT_CHUNK_SIZE if approx is None else DEFAULT_APPROX_CHUNK_SIZE
     if chunk_size < 1:
         raise DmapError(f"--chunk-size must be at least 1, not {chunk_size}")
-    paths = reads_paths(reads)
-    if paired:
-        if len(paths) > 1:
-            raise DmapError("paired-end reads come as one file of first mates and one of second mates (or one "
-                            "interleaved file), not a list of files")
-        paths += reads_paths(mates) if mates is not None else []
-    # Workers open the files themselves, in working directories of their own.
-    paths = [p if p == STDIN or is_url(p) else os.path.abspath(p) for p in paths]
+    firsts = _absolute(reads_paths(reads))
+    seconds = _absolute(reads_paths(mates)) if mates is not None else None
+    paths = firsts + (seconds or [])
     schedule = GuidedChunks(paths, chunk_size) if guided else None
     # Planning reads each file's first 64 KiB: a missing file or one that is not FASTA/FASTQ is
     # an error before a cluster starts.
     counts = WorkerCounts()  # paired byte ranges: their records counted on the workers, once there are some
-    sources = (plan_pairs(paths[0], paths[1] if mates is not None else None, schedule or (lambda *_: chunk_size),
-                          counts, chunk_size)
+    sources = (plan_pair_files(firsts, seconds, schedule or (lambda *_: chunk_size), counts, chunk_size)
                if paired else plan_input(paths, schedule or (lambda *_: chunk_size)))
     first = next(sources, None)
     sources = _prepended([first], sources) if first is not None else iter(())
@@ -398,6 +392,11 @@ def map_reads(
         result.hits = collect_hits(kept, contig_names, approx is not None)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _absolute(paths: list[str]) -> list[str]:
+    """Reads paths as workers open them, in working directories of their own."""
+    return [p if p == STDIN or is_url(p) else os.path.abspath(p) for p in paths]
 
 
 def _one_line(error: BaseException) -> str:

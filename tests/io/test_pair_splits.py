@@ -70,3 +70,27 @@ def test_pairs_cut_by_bytes_check_the_counts(tmp_path, name):
     words = "odd number of records" if interleaved else f"{name}' has fewer records than its mate file"
     with pytest.raises(InputFormatError, match=words):
         list(plan_pairs(*paths, lambda *_: 7, chunk_size=7))
+
+
+def test_lists_of_paired_files_map_each_pair_of_files_in_turn(tmp_path):
+    """Lanes (``a_1.fq,b_1.fq.gz`` with ``a_2.fq,b_2.fq.gz``): each file of first mates with its
+    file of second mates, cut by bytes or read as a stream, the chunks numbered on across them."""
+    import gzip
+
+    from dmap.io.pairs import plan_pair_files
+
+    first, second = [f"{'ACGT' * 5}{'A' * (i % 7)}" for i in range(90)], ["GGCC" * 6] * 90
+    write_pairs(tmp_path, first, second)
+    lanes = []
+    for name in ("r1.fq", "r2.fq"):
+        lines = (tmp_path / name).read_bytes().splitlines(keepends=True)
+        (tmp_path / f"a_{name}").write_bytes(b"".join(lines[:4 * 50]))
+        (tmp_path / f"b_{name}.gz").write_bytes(gzip.compress(b"".join(lines[4 * 50:])))
+        lanes.append([str(tmp_path / f"a_{name}"), str(tmp_path / f"b_{name}.gz")])
+    plan = list(plan_pair_files(*lanes, lambda *_: 16, chunk_size=16))
+    assert [b.number for b in plan] == list(range(len(plan)))
+    assert {b.first.path for b in plan if isinstance(b, PairSplit)} == {lanes[0][0]}
+    chunks = [read_pair_chunk(b, DNA) for b in plan]
+    assert [s for c in chunks for s in c.seqs] == [s for pair in zip(first, second) for s in pair]
+    with pytest.raises(InputFormatError, match="2 files of first mates but 1 of second mates"):
+        list(plan_pair_files(lanes[0], lanes[1][:1], lambda *_: 16))

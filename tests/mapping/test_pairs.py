@@ -123,18 +123,27 @@ def check_mate_fields(path) -> None:
 
 
 def test_interleaved_equals_two_files_and_gzip(tmp_path, client):
+    """The same records from two files, gzip, one interleaved file, and lists of files (a run's
+    lanes: each file of first mates with its file of second mates, plain or gzip)."""
     idx, _, _, _ = pair_case(tmp_path, 5, 60, 1, interleaved=True)
-    for name in ("r1.fq", "r2.fq"):
-        (tmp_path / f"{name}.gz").write_bytes(gzip.compress((tmp_path / name).read_bytes()))
+    for name in ("r1.fq", "r2.fq", "pairs.fq"):
+        lines = (tmp_path / name).read_bytes().splitlines(keepends=True)
+        (tmp_path / f"{name}.gz").write_bytes(gzip.compress(b"".join(lines)))
+        (tmp_path / f"a_{name}").write_bytes(b"".join(lines[:4 * 22]))  # lanes: 22 pairs, then the rest
+        (tmp_path / f"b_{name}.gz").write_bytes(gzip.compress(b"".join(lines[4 * 22:])))
+    lanes = lambda name: f"{tmp_path / f'a_{name}'},{tmp_path / f'b_{name}.gz'}"  # noqa: E731
     runs = {"files": ((tmp_path / "r1.fq", tmp_path / "r2.fq"), {}),
             "gzip": ((tmp_path / "r1.fq.gz", tmp_path / "r2.fq.gz"), {}),
-            "interleaved": ((tmp_path / "pairs.fq",), {"interleaved": True})}
+            "interleaved": ((tmp_path / "pairs.fq",), {"interleaved": True}),
+            "lanes": ((lanes("r1.fq"), lanes("r2.fq")), {}),
+            "interleaved lanes": ((lanes("pairs.fq"),), {"interleaved": True})}
     bodies = {}
     for label, (paths, extra) in runs.items():
         out = tmp_path / f"{label}.sam"
         dmap.map_reads(idx, *paths, sam_path=out, client=client, max_errors=1, chunk_size=13, **extra)
         bodies[label] = [line for line in out.read_text().splitlines() if not line.startswith("@")]
-    assert bodies["files"] == bodies["gzip"] == bodies["interleaved"]
+    assert (bodies["files"] == bodies["gzip"] == bodies["interleaved"] == bodies["lanes"]
+            == bodies["interleaved lanes"])
     names = [line.split("\t")[0] for line in bodies["files"]]
     assert "pair0" in names and not any("/" in n for n in names)  # the /1 /2 suffixes dropped
 def test_insert_size_is_estimated_from_the_first_chunk(tmp_path, client):
@@ -223,6 +232,7 @@ def test_picard_and_samtools_accept_pairs(tmp_path):
     ("names", ["'pair1/1' and 'other/2'", "different names"]),
     ("insert", ["--min-insert and --max-insert together"]),
     ("both", ["not both"]),
+    ("lanes", ["2 files of first mates but 1 of second mates"]),
 ])
 def test_bad_pairs_get_one_line(tmp_path, case, words):
     write_fasta(tmp_path / "ref.fa", [("chr", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGCTAGGATCGATCGGATC")])
@@ -232,6 +242,8 @@ def test_bad_pairs_get_one_line(tmp_path, case, words):
     write_pairs(tmp_path, first, second)
     args = {"odd": ["--interleaved"], "insert": ["--min-insert", "10"], "both": ["--interleaved"]}.get(case, [])
     reads = [tmp_path / "r1.fq", tmp_path / "r2.fq"]
+    if case == "lanes":
+        reads = [f"{tmp_path / 'r1.fq'},{tmp_path / 'r1.fq'}", tmp_path / "r2.fq"]
     if case == "odd":
         text = (tmp_path / "pairs.fq").read_text().splitlines(keepends=True)
         (tmp_path / "pairs.fq").write_text("".join(text[:-4]))
