@@ -37,6 +37,18 @@ def fastq_files(draw):
     return text.encode()
 
 
+@st.composite
+def fasta_files(draw):
+    """FASTA text: comments after the name, sequences wrapped at any width, blank lines at the end."""
+    records = []
+    for i in range(draw(st.integers(1, 12))):
+        seq = draw(st.text("ACGTNacgtn", min_size=1, max_size=120))
+        width = draw(st.integers(1, 80))
+        lines = [seq[k:k + width] for k in range(0, len(seq), width)]
+        records.append("\n".join([f">s{i}" + draw(st.sampled_from(["", " desc", "\tx"])), *lines]))
+    return ("\n".join(records) + draw(st.sampled_from(["", "\n", "\n\n"]))).encode()
+
+
 def dnaio_records(path):
     with dnaio.open(path) as f:
         return [(r.id, r.sequence, r.qualities) for r in f]

@@ -12,7 +12,7 @@ import pytest
 from helpers import http_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from readfiles import DNA, bgzf_blocks, chunk_records, dnaio_records, fastq_files, split_records
+from readfiles import DNA, bgzf_blocks, chunk_records, dnaio_records, fasta_files, fastq_files, split_records
 
 from dmap.errors import InputFormatError
 from dmap.format import bgzf
@@ -260,19 +260,24 @@ def write_as(path, text: bytes, kind: str):
     return path
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(files=st.lists(st.tuples(fastq_files() | st.just(b""), st.sampled_from(["plain", "bgzf", "gzip"])),
-                      min_size=1, max_size=6),
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(st.tuples(fastq_files() | fasta_files() | st.just(b""),
+                                st.sampled_from(["plain", "bgzf", "gzip"])), min_size=1, max_size=6),
        chunk_size=st.integers(1, 40))
 def test_chunks_span_files_and_read_every_record_once(tmp_path, files, chunk_size):
-    # A file that ends before its chunk is full leaves the rest of the chunk to the next file: the
-    # records of every file, in order, once each, whatever the chunk size and the mix of plain and
-    # bgzip files (cut by the workers), gzip (read by the client) and empty files.
+    # A file that ends before its chunk is full leaves the rest of the chunk to the next file of its
+    # format: the records of every file, in order, once each, whatever the chunk size and the mix
+    # of FASTQ and FASTA, plain and bgzip files (cut by the workers), gzip (read by the client) and
+    # empty files.
     for old in tmp_path.glob("f*"):
         old.unlink()
-    paths = [write_as(tmp_path / f"f{k}.fq", text, kind) for k, (text, kind) in enumerate(files)]
+    paths = [write_as(tmp_path / f"f{k}.{'fa' if text.startswith(b'>') else 'fq'}", text, kind)
+             for k, (text, kind) in enumerate(files)]
     want = [r for p in paths if p.stat().st_size and dnaio_records(p) for r in dnaio_records(p)]
-    assert chunk_records([str(p) for p in paths], chunk_size) == want
+    got = []
+    for chunk in iter_read_chunks([str(p) for p in paths], DNA, chunk_size):
+        got += list(zip(chunk.names, chunk.seqs, chunk.quals or [None] * len(chunk)))
+    assert got == want
 
 
 @pytest.mark.parametrize("kinds", [["plain"], ["gzip"], ["plain", "bgzf", "gzip"]], ids="-".join)
