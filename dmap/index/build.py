@@ -43,6 +43,7 @@ from .store import (
     IndexMeta,
     checksum,
     is_index,
+    refuse_url,
 )
 
 _ZARR_CHUNK = 1 << 24
@@ -233,6 +234,7 @@ def build_index(
     Index
         The new index, opened for reading.
     """
+    refuse_url(os.fspath(output), writing=True)
     output = os.path.abspath(os.fspath(output))
     if alphabet not in ("dna", "protein", "text"):
         raise InputFormatError(f"unknown alphabet {alphabet!r}; choose dna, protein or text")

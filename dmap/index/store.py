@@ -228,6 +228,7 @@ class Index:
     """
 
     def __init__(self, path: str | os.PathLike):
+        refuse_url(os.fspath(path))
         self.path = os.path.abspath(os.fspath(path))
         if os.path.isfile(self.path):
             raise IndexFormatError(f"index {self.path!r} is a file, not a dmap index (a directory); build an index "
@@ -450,12 +451,23 @@ def _opened(path: str, stamp: tuple[int, int, int]) -> Index:
     return Index(path)
 
 
+def refuse_url(path: str, writing: bool = False) -> None:
+    """One clear line for an index given as a URL (``s3://...``): workers map an index's arrays
+    from files, so it lives on a file system (local, or shared by every worker), where reads
+    may be URLs.  Without this a URL reads as a relative path (``s3:/bucket/...``)."""
+    if "://" in path:
+        raise IndexFormatError(f"index {path!r} is a URL; dmap {'writes' if writing else 'maps'} an index on a "
+                               "file system (local, or one every worker sees): "
+                               + ("build it there and copy it" if writing else "copy it there first"))
+
+
 def open_index(path: str | os.PathLike) -> Index:
     """Open a dmap index for reading (see :class:`Index`): once per process while its metadata
     file stays the same, so that the client and the workers in its process share one (an
     index of 200,000 contigs takes 0.1 s to open)."""
     if isinstance(path, Index):
         return path
+    refuse_url(os.fspath(path))
     path = os.path.abspath(os.fspath(path))
     try:
         stamp = _stamp(path)

@@ -35,10 +35,13 @@ def _open(source, what: str, name: str):
 
 
 def _records(source, what: str, name: str | None = None) -> Iterator[dnaio.SequenceRecord]:
-    """The records of ``source``: a path, or a binary stream named ``name``."""
+    """The records of ``source``: a path, a URL (fsspec), or a binary stream named ``name``."""
+    stream = None
     if name is None:
         name = os.fspath(source)
         check_path(name, what)
+        if splits.is_url(name):
+            source = stream = splits.open_reads(name)
     reader = _open(source, what, name)
     try:
         n = 0
@@ -51,6 +54,8 @@ def _records(source, what: str, name: str | None = None) -> Iterator[dnaio.Seque
         raise InputFormatError(f"{what} file {name!r} is malformed: {e}") from None
     finally:
         reader.close()
+        if stream is not None:
+            stream.close()
 
 
 def _first_bad_symbol(seq_bytes: np.ndarray, table: np.ndarray) -> str | None:

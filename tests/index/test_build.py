@@ -48,3 +48,34 @@ def test_the_sa_sample_rate_is_recorded_and_an_explicit_one_kept(tmp_path):
     assert dmap.build_index(tmp_path / "ref.fa", tmp_path / "default").meta.sa_sample_rate == 1
     idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "sparse", sa_sample_rate=16)
     assert idx.meta.sa_sample_rate == 16 and idx.load_block(0).sa_samples.size == -(-(800 + 1) // 16)
+
+
+def test_a_reference_url_is_read_as_its_file(tmp_path):
+    """A reference given as a URL (fsspec: a web server's http://, gzip or not) builds the index its
+    file builds: the same reference, contigs and checksums."""
+    import gzip
+
+    from helpers import http_server
+
+    write_fasta(tmp_path / "ref.fa", [("c1", "ACGTTGCA" * 40), ("c2", "GGATCCAT" * 25)])
+    (tmp_path / "ref.fa.gz").write_bytes(gzip.compress((tmp_path / "ref.fa").read_bytes()))
+    want = dmap.build_index(tmp_path / "ref.fa", tmp_path / "local", max_query_length=20, progress=False).meta
+    with http_server(tmp_path) as base:
+        for name in ("ref.fa", "ref.fa.gz"):
+            got = dmap.build_index(f"{base}/{name}", tmp_path / name.replace(".", "_"), max_query_length=20,
+                                   progress=False).meta
+            assert got.contigs.names == want.contigs.names and got.checksums == want.checksums, name
+
+
+@pytest.mark.parametrize("command", ["build", "open"])
+def test_an_index_url_is_one_clear_error(tmp_path, monkeypatch, command):
+    """Workers map an index from files: an index URL is refused in one line, and building one does
+    not write a folder named after it ('s3:/bucket/...') under the working directory."""
+    write_fasta(tmp_path / "ref.fa", [("c1", "ACGTTGCA" * 40)])
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(dmap.errors.IndexFormatError, match="'s3://bucket/x.dmap' is a URL; dmap"):
+        if command == "build":
+            dmap.build_index(tmp_path / "ref.fa", "s3://bucket/x.dmap", progress=False)
+        else:
+            dmap.open_index("s3://bucket/x.dmap")
+    assert not (tmp_path / "s3:").exists()
