@@ -213,6 +213,9 @@ class Output:
     def __init__(self, path: str | os.PathLike | None, inputs: Iterable[str | os.PathLike] = (),
                  index: str | os.PathLike | None = None):
         path = STDOUT if path is None else os.fspath(path)
+        if "://" in path:  # else a relative path's folder ("s3:/bucket/"), where nothing should be written
+            raise OutputError(f"output {path!r} is a URL; dmap writes to a file or to standard output: pipe "
+                              "it on (e.g. 'dmap run ... -O bam | aws s3 cp - URL')")
         self.name = "standard output" if path == STDOUT else path
         self.tmp: str | None = None  # the temporary file renamed to self.target at the end
         self.target: str | None = None

@@ -164,6 +164,15 @@ def test_a_symlink_is_followed(tmp_path):
     assert (tmp_path / "link.sam").is_symlink() and (tmp_path / "real.sam").read_bytes() == b"new"
 
 
+def test_a_url_is_refused(tmp_path, monkeypatch):
+    # Not a relative path whose folder ("s3:/bucket/") might exist: one line that says to pipe.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s3:" / "bucket").mkdir(parents=True)
+    with pytest.raises(OutputError, match="'s3://bucket/o.sam' is a URL; dmap writes to a file or to standard out"):
+        Output("s3://bucket/o.sam")
+    assert list((tmp_path / "s3:" / "bucket").iterdir()) == []
+
+
 def test_inputs_and_the_index_are_refused(tmp_path):
     reads = tmp_path / "r.fq"
     reads.write_bytes(b"")  # empty: it would pass as replaceable if it were not an input
