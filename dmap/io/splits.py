@@ -110,11 +110,6 @@ class SourceGroup:
         """The first part's file (errors about the parts name their own)."""
         return self.parts[0].path
 
-    @property
-    def streamed(self) -> bool:
-        """Whether a part was read by the client (:class:`RawBlock`): its bytes go to the worker."""
-        return any(isinstance(p, RawBlock) for p in self.parts)
-
 
 Source = FileSplit | RawBlock | SourceGroup
 

@@ -49,6 +49,7 @@ import warnings
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
 
+import dask
 from distributed import Client
 from distributed import wait as wait_for
 from distributed.client import FutureCancelledError
@@ -65,7 +66,7 @@ from ..format.writer import Parts, SamWriter, direct_writes
 from ..index.store import Index, index_identity, open_index
 from ..io.output import Output, record_format
 from ..io.pairs import PairBlock, PairSplit, count_records, plan_pair_files
-from ..io.splits import STDIN, FileSplit, RawBlock, Source, SourceGroup, is_url, plan_input, reads_paths
+from ..io.splits import STDIN, FileSplit, Source, is_url, plan_input, reads_paths
 from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
 from ..progress import Progress
 from ..search.hits import ChunkHits
@@ -337,8 +338,10 @@ def map_reads(
                     if writer is not None:
                         writer.through_page_cache()
                 try:
-                    _run(c, idx, sources, writer, in_flight, result, kept if return_hits else None, block_major,
-                         reading, settings, progress, write_header)
+                    # A chunk of a stream is sent with its task (_run's submit): as large as Dask warns of.
+                    with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1 TiB"}):
+                        _run(c, idx, sources, writer, in_flight, result, kept if return_hits else None,
+                             block_major, reading, settings, progress, write_header)
                 except BaseException:
                     if out is not None:
                         out.discard()  # at once: closing the cluster takes a while, and a SIGKILL may follow
@@ -489,9 +492,9 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
     def submit(source: Source) -> None:
         number = source.number
         pairs = isinstance(source, PairBlock | PairSplit)
-        if isinstance(source, RawBlock | PairBlock) or (isinstance(source, SourceGroup) and source.streamed):
-            # Read by this process from a stream: its bytes go to a worker.
-            source = client.scatter(source, hash=False)
+        # A chunk read here from a stream carries its bytes in its task, not scattered to a worker: the
+        # scheduler keeps a task's arguments and reruns it elsewhere if its worker dies, where data
+        # scattered to that worker would be lost with it (and a stream cannot be read again).
         if idx.n_blocks == 1:  # nothing to share between blocks: one task per chunk
             finished = client.submit(chunk_task, path, source, reading, approx, settings, insert[0], resources=dev,
                                      pure=False, priority=-number)

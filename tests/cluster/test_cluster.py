@@ -556,6 +556,39 @@ def test_workers_that_keep_dying_stop_the_run_in_one_line(mapping_case, tmp_path
     assert_clean_failure(r, tmp_path / "o.sam", "workers died running one of the run's tasks, 1 time (out of memory")
 
 
+@pytest.mark.parametrize("reads", ["r.fq", "r.fq.gz", "stdin"])
+def test_a_worker_that_dies_running_a_chunk_gives_the_same_sam(mapping_case, tmp_path, reads):
+    """One of two workers dies as it starts its fifth task (killed for its memory, say): the run
+    maps every chunk and its output equals a clean run's, also where the client read the chunk's
+    bytes (gzip, standard input) and handed them to the worker that died, so that no other
+    worker holds them."""
+    import gzip
+
+    clean = subprocess.run([*mapping_case, "-o", tmp_path / "clean.sam"], capture_output=True, text=True, timeout=300)
+    assert clean.returncode == 0, clean.stderr
+    run, stdin = list(mapping_case), None
+    if reads == "r.fq.gz":
+        (tmp_path / reads).write_bytes(gzip.compress((tmp_path / "r.fq").read_bytes(), 1))
+        run[run.index(str(tmp_path / "r.fq"))] = str(tmp_path / reads)
+    elif reads == "stdin":
+        run[run.index(str(tmp_path / "r.fq"))] = "-"
+        stdin = open(tmp_path / "r.fq", "rb")
+    dying = ("--preload", os.path.join(HERE, "dying_worker.py"))
+    address, procs = start_cluster(tmp_path, 2, worker_args=(*PRELOAD, *dying),
+                                   DMAP_TEST_DIE_ONCE=str(tmp_path / "died"), DMAP_TEST_DIE_AT="5")
+    try:
+        r = subprocess.run([*run, "-o", tmp_path / "o.sam", "--scheduler", address], capture_output=True, text=True,
+                           timeout=300, stdin=stdin)
+    finally:
+        stop(procs[1:])
+        stop(procs[:1])
+        if stdin is not None:
+            stdin.close()
+    assert (tmp_path / "died").exists()
+    assert r.returncode == 0, r.stderr
+    assert sam_body(tmp_path / "o.sam") == sam_body(tmp_path / "clean.sam")
+
+
 def test_two_jobs_share_one_cluster(real_cluster, mapping_case, tmp_path):
     address, _ = real_cluster
     run = [*mapping_case, "--scheduler", address]
