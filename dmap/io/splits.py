@@ -257,13 +257,14 @@ def _plain_file(path: str, mappable: dict[int, bool]) -> tuple[np.ndarray, int] 
     if path == STDIN or is_url(path) or path.endswith(COMPRESSED):
         return None
     try:
+        # Not opened unless regular: a named pipe opened and closed here would lose its writer's data.
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            return None
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None  # open_reads says why
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
-            return None
         head = os.pread(fd, SNIFF_BYTES, 0)
         if not head or head[0] not in _TEXT_STARTS:  # compressed without its suffix, or not reads: xopen tells
             return None

@@ -322,3 +322,35 @@ def test_an_error_in_a_chunk_that_spans_files_names_its_file(tmp_path, bad, erro
     assert isinstance(chunk, splits.SourceGroup)
     with pytest.raises(InputFormatError, match=error.format(path=paths[1])):
         list(iter_read_chunks(paths, DNA, 100))
+
+
+def test_a_named_pipe_is_opened_once(tmp_path, monkeypatch):
+    # A FIFO (mkfifo) is read as a stream. Opening it to look at it and closing it again would leave
+    # its writer without a reader: its pending write fails (EPIPE) and the records are lost.
+    import threading
+
+    record = b"@r\nACGTACGTAC\n+\nIIIIIIIIII\n"
+    fifo = tmp_path / "reads.fq"
+    os.mkfifo(fifo)
+    opened, real_open = [], os.open
+
+    def recorded_open(path, *args, **kwargs):
+        opened.append(os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recorded_open)
+    failure = []
+
+    def feed() -> None:
+        try:
+            with open(fifo, "wb") as f:
+                f.write(record * 50_000)  # 1.4 MB: the writer waits on a full pipe
+        except OSError as e:
+            failure.append(e)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    n = sum(len(c) for c in iter_read_chunks(str(fifo), DNA, 20_000))
+    writer.join(timeout=60)
+    assert failure == [] and n == 50_000
+    assert str(fifo) not in opened  # read through xopen's one open, never opened by os.open to look at
