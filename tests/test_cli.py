@@ -157,6 +157,16 @@ def test_bad_reads(index, tmp_path, case):
     assert "n" * 41 not in r.stderr
 
 
+@pytest.mark.parametrize("name, data", [("r.bam", gzip.compress(b"BAM\x01" + bytes(60))),
+                                        ("r.cram", b"CRAM\x03\x00" + bytes(60))])
+def test_bam_or_cram_reads_say_how_to_convert_them(index, tmp_path, name, data):
+    """Reads given as (unaligned) BAM or CRAM: one line that names the format and says how to get FASTQ."""
+    (tmp_path / name).write_bytes(data)
+    out = tmp_path / "o.sam"
+    assert_clean_failure(dmap_cmd("run", index, tmp_path / name, "-o", out), out,
+                         f"is {name[2:].upper()}, not FASTA or FASTQ", f"samtools fastq {name} > reads.fq")
+
+
 @pytest.mark.parametrize("case", sorted(ODD_READS))
 def test_odd_reads_are_unmapped_or_with_strict_an_error(index, tmp_path, case):
     reads = tmp_path / "r.fq"

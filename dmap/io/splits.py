@@ -352,6 +352,11 @@ def sniff(f: BinaryIO, path: str) -> tuple[np.ndarray, int, bool, float] | None:
 
 def sniff_head(head: np.ndarray, path: str) -> tuple[np.ndarray, int, bool, float] | None:
     """:func:`sniff` of a file's first :data:`SNIFF_BYTES` (all of it, if shorter)."""
+    start = head[:4].tobytes()
+    if start in (b"BAM\x01", b"CRAM"):  # BAM's magic once inflated (dmap reads gzip); CRAM's as it is
+        kind = "BAM" if start.startswith(b"BAM") else "CRAM"
+        raise InputFormatError(f"reads file {path!r} is {kind}, not FASTA or FASTQ; dmap reads FASTA and FASTQ: "
+                               f"convert it with 'samtools fastq {os.path.basename(path)} > reads.fq'")
     origin = _skip_head(head, path)
     if origin == head.size:
         if head.size < SNIFF_BYTES:
