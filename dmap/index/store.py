@@ -38,6 +38,7 @@ import numpy as np
 from ..alphabet import Alphabet
 from ..errors import IndexFormatError
 from ..format import bgzf
+from ..io.splits import is_url
 from . import zarr_direct
 from .occ import OccShape
 
@@ -455,7 +456,7 @@ def refuse_url(path: str, writing: bool = False) -> None:
     """One clear line for an index given as a URL (``s3://...``): workers map an index's arrays
     from files, so it lives on a file system (local, or shared by every worker), where reads
     may be URLs.  Without this a URL reads as a relative path (``s3:/bucket/...``)."""
-    if "://" in path:
+    if is_url(path):
         raise IndexFormatError(f"index {path!r} is a URL; dmap {'writes' if writing else 'maps'} an index on a "
                                "file system (local, or one every worker sees): "
                                + ("build it there and copy it" if writing else "copy it there first"))

@@ -244,9 +244,12 @@ def check_named(fields: ReadFields, path: str) -> None:
     """Refuse a read without a name (of the reads file ``path``), naming the read before it."""
     if len(fields) and (fields.name_len == 0).any():
         after = int(np.argmin(fields.name_len))
-        before = fields.data[fields.name_off[after - 1]:][:fields.name_len[after - 1]].tobytes().decode("latin-1")
-        raise InputFormatError(f"reads file {path!r}: a read has no name"
-                               + (f" (the read after {_shown(before)})" if after else ""))
+        where = ""
+        if after:
+            start = int(fields.name_off[after - 1])
+            before = fields.data[start:start + int(fields.name_len[after - 1])].tobytes().decode("latin-1")
+            where = f" (the read after {_shown(before)})"
+        raise InputFormatError(f"reads file {path!r}: a read has no name{where}")
 
 
 def checked_chunk(chunk: ReadChunk, path: str, max_length: int | None, check_symbols: bool,

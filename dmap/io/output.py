@@ -38,6 +38,7 @@ from ..errors import DmapError, OutputError
 from ..format.bam import MAGIC as BAM_MAGIC
 from ..format.bam import sam_header_text
 from ..format.bgzf import is_bgzf
+from .splits import is_url
 
 STDOUT = "-"
 # Descriptor paths: written through a duplicate of that descriptor.
@@ -213,7 +214,7 @@ class Output:
     def __init__(self, path: str | os.PathLike | None, inputs: Iterable[str | os.PathLike] = (),
                  index: str | os.PathLike | None = None):
         path = STDOUT if path is None else os.fspath(path)
-        if "://" in path:  # else a relative path's folder ("s3:/bucket/"), where nothing should be written
+        if is_url(path):  # else a relative path's folder ("s3:/bucket/"), where nothing should be written
             raise OutputError(f"output {path!r} is a URL; dmap writes to a file or to standard output: pipe "
                               "it on (e.g. 'dmap run ... -O bam | aws s3 cp - URL')")
         self.name = "standard output" if path == STDOUT else path

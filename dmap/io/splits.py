@@ -37,7 +37,6 @@ kernel launches per chunk, not per file.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import socket
 import stat
@@ -234,22 +233,6 @@ def _bytes_per_record(head: np.ndarray, fastq: bool) -> float:
     return max(1.0, end / records) if end else float(max(1, head.size))
 
 
-def _mappable(f) -> int | None:
-    """The size of the regular, uncompressed file ``f`` reads (from :func:`open_reads`), if it can be mapped."""
-    raw = getattr(f, "raw", None)
-    if not isinstance(raw, io.FileIO):
-        return None
-    st = os.fstat(raw.fileno())
-    # A file whose size is 0 but that holds bytes is not a plain file (e.g. under /proc).
-    if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
-        return None
-    try:
-        map_bytes(raw.fileno(), 0, 1)
-    except (OSError, ValueError):  # some file systems cannot map files
-        return None
-    return st.st_size
-
-
 def _plain_file(path: str, mappable: dict[int, bool]) -> tuple[np.ndarray, int] | None:
     """The first :data:`SNIFF_BYTES` and the size of a local, regular, uncompressed file that can be
     mapped, with one open and one read (no decompressor's sniffing: many small files are planned at
@@ -259,6 +242,7 @@ def _plain_file(path: str, mappable: dict[int, bool]) -> tuple[np.ndarray, int] 
     try:
         # Not opened unless regular: a named pipe opened and closed here would lose its writer's data.
         st = os.stat(path)
+        # A file whose size is 0 but that holds bytes is not a plain file either (e.g. under /proc).
         if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
             return None
         fd = os.open(path, os.O_RDONLY)
@@ -422,8 +406,8 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
                 blocked, size = None, None
             elif plain is not None:
                 blocked, size = None, plain[1]
-            else:
-                blocked, size = None, _url_size(path) if is_url(path) else _mappable(f)
+            else:  # a URL's file is cut if its size is told; a local one _plain_file turned down is a stream
+                blocked, size = None, _url_size(path) if is_url(path) else None
             if size is not None:
                 # Plain bytes from the first record on; BGZF from its first block, in compressed bytes.
                 at, per_byte = (origin, 1.0) if blocked is None else (0, blocked)
