@@ -2,6 +2,7 @@
 (a hypothesis strategy), the records dnaio reads, and the records dmap reads in chunks or in splits
 cut at given bytes, as its workers read them."""
 
+import gzip
 import os
 
 import dnaio
@@ -96,3 +97,12 @@ def write_pairs(directory, first: list[str], second: list[str], interleaved: boo
     else:
         (directory / "r1.fq").write_text("".join(recs[0]))
         (directory / "r2.fq").write_text("".join(recs[1]))
+
+
+def write_as(path, text: bytes, kind: str):
+    """``text`` written to ``path`` plain, bgzip-compressed (cut by the workers) or gzip-compressed
+    (read by the client as a stream); the path written."""
+    path = path.with_name(path.name + {"plain": "", "bgzf": ".gz", "gzip": ".gz"}[kind])
+    path.write_bytes({"plain": text, "bgzf": bgzf_blocks(text, [len(text) // 2]),
+                      "gzip": gzip.compress(text)}[kind])
+    return path

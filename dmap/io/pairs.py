@@ -11,7 +11,14 @@ hold them (:func:`plan_pair_splits`, :class:`PairSplit`).  Other input
 (gzip, pipes) is read by the client as streams of whole records
 (:func:`dmap.io.splits.stream_blocks`), the same number of records from
 each file (an even number from an interleaved file) (:class:`PairBlock`).
+A pair of files small enough for one range each is taken whole, its records
+not counted: the worker that reads it checks that the two files hold as many.
 A worker parses and checks either (:func:`read_pair_chunk`).
+
+A run's pairs of files (lanes) are planned in turn, and a pair of files that
+ends before its chunk is full leaves the rest of the chunk to the next
+(:class:`PairGroup`), so that many small files cost a chunk's tasks per
+chunk, not per pair of files (:func:`plan_pair_files`).
 """
 
 from __future__ import annotations
@@ -47,12 +54,13 @@ class PairBlock:
 @dataclass(frozen=True)
 class RecordRange:
     """Records ``skip`` to ``skip + count`` of those that begin in ``splits``, consecutive byte
-    ranges of one file (:class:`dmap.io.splits.FileSplit`)."""
+    ranges of one file (:class:`dmap.io.splits.FileSplit`); ``count`` None: all of them (a
+    small file taken whole, its records not counted before it is read)."""
 
     path: str
     splits: tuple[FileSplit, ...]
     skip: int
-    count: int
+    count: int | None
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,23 @@ class PairSplit:
     def path(self) -> str:
         return self.first.path
 
+
+@dataclass(frozen=True)
+class PairGroup:
+    """A chunk of pairs that spans pairs of files: the last pairs of one and the first of the
+    next (or several small pairs of files), read one after another by one worker.  Each part
+    is read and its mates checked as a chunk of its own would be, so an error names its files."""
+
+    number: int
+    parts: tuple[PairBlock | PairSplit, ...]  # at least two
+
+    @property
+    def path(self) -> str:
+        """The first part's file (errors about the parts name their own)."""
+        return self.parts[0].path
+
+
+PairChunk = PairBlock | PairSplit | PairGroup
 
 Counter = Callable[[list[FileSplit]], Iterator[int]]
 
@@ -116,22 +141,74 @@ class _Cursor:
         return self.first[-1]
 
 
-def byte_ranges(path: str, reads_per_split: int) -> list[FileSplit] | None:
-    """The byte ranges :func:`dmap.io.splits.plan_input` cuts ``path`` into, or None where it
-    would read the file as a stream (compressed but not BGZF, a pipe, a file system that
-    cannot map files, a URL whose size is not told): only its first block is then read."""
-    plan = plan_input([path], lambda *_: reads_per_split)
-    first = next(plan, None)
-    if first is not None and not isinstance(first, FileSplit):
+def byte_ranges(path: str, first: int, then: int) -> list[FileSplit] | None:
+    """The byte ranges :func:`dmap.io.splits.plan_input` cuts ``path`` into, of about ``first``
+    records and then ``then`` each, or None where it would read the file as a stream
+    (compressed but not BGZF, a pipe, a file system that cannot map files, a URL whose size is
+    not told): only its first block is then read."""
+    plan = plan_input([path], lambda _, bytes_done: first if bytes_done == 0 else then)
+    head = next(plan, None)
+    if head is not None and not isinstance(head, FileSplit):
         plan.close()
         return None
-    return [] if first is None else [first, *plan]
+    return [] if head is None else [head, *plan]
 
 
-def plan_pair_splits(first: str, second: str | None, plans: list[list[FileSplit]], count: Counter = local_counts,
-                     done: list[int] | None = None) -> Iterator[PairSplit]:
+class _Chunks:
+    """The chunks of paired input being planned, numbered from 0.  A pair of files that ends
+    before its chunk is full leaves the rest of the chunk to the next pair of files: the parts
+    are held (:meth:`add`) until the chunk is full, and then planned as one chunk, a
+    :class:`PairGroup` where there are several."""
+
+    def __init__(self, next_size: Callable[[int, int], int]):
+        self.next_size = next_size
+        self.done = [0, 0, 0]  # chunks, reads and bytes planned so far
+        self.held: list[PairBlock | PairSplit] = []
+        self.held_reads, self.held_bytes = 0.0, 0
+        self.formats: tuple[bool, ...] | None = None  # FASTQ or not, per file, of the held parts
+
+    @property
+    def number(self) -> int:
+        """The number of the chunk being planned."""
+        return self.done[0]
+
+    def wanted(self, size: int | None = None) -> int:
+        """The reads (both mates) that the chunk being planned still asks for: ``size``, or by
+        default the schedule's size, less what is held; at least a pair's."""
+        size = self.next_size(self.done[1], self.done[2]) if size is None else size
+        return max(2, round(size - self.held_reads))
+
+    def start(self, formats: tuple[bool, ...]) -> Iterator[PairChunk]:
+        """Before a pair of files of ``formats`` (FASTQ or not, per file): FASTQ and FASTA
+        records do not share a chunk."""
+        if self.held and formats != self.formats:
+            yield from self.flush()
+        self.formats = formats
+
+    def add(self, part: PairBlock | PairSplit, reads: float, nbytes: int, full: bool) -> Iterator[PairChunk]:
+        """Hold ``part`` (``reads`` reads in ``nbytes`` bytes), and plan its chunk if ``full``."""
+        self.held.append(part)
+        self.held_reads += reads
+        self.held_bytes += nbytes
+        if full:
+            yield from self.flush()
+
+    def flush(self) -> Iterator[PairChunk]:
+        """The chunk of the held parts, if any: one part as it is, several as a group."""
+        if not self.held:
+            return
+        chunk = self.held[0] if len(self.held) == 1 else PairGroup(self.done[0], tuple(self.held))
+        self.done[:] = self.done[0] + 1, self.done[1] + round(self.held_reads), self.done[2] + self.held_bytes
+        self.held.clear()
+        self.held_reads, self.held_bytes = 0.0, 0
+        yield chunk
+
+
+def plan_pair_splits(first: str, second: str | None, plans: list[list[FileSplit]], count: Counter,
+                     chunks: _Chunks, asked: tuple[int, int]) -> Iterator[PairChunk]:
     """The chunks of paired input from the byte ranges of its files (:func:`byte_ranges`;
-    ``second`` None: ``first`` interleaved).
+    ``second`` None: ``first`` interleaved), cut at ``asked`` records per file: the first range,
+    then each of the others.
 
     Mates pair by their order, so a chunk must know where its pairs begin in
     record numbers: every range's records are counted first (``count``: on
@@ -139,12 +216,9 @@ def plan_pair_splits(first: str, second: str | None, plans: list[list[FileSplit]
     here by default), and each chunk then takes the records of a range of
     pair numbers from the ranges that hold them, in both files.  A first
     mates' range is one chunk; its second mates lie in one or two ranges of
-    the other file, which its worker parses to take them.
-
-    ``done`` (chunks, reads and bytes planned before these files, as
-    :func:`plan_pairs` counts them) numbers the chunks on and is updated.
+    the other file, which its worker parses to take them.  The last range
+    may leave the rest of its chunk to the next pair of files (``chunks``).
     """
-    done = [0, 0, 0] if done is None else done
     paths = [first] if second is None else [first, second]
     cursors = [_Cursor(p, plan, count(plan)) for p, plan in zip(paths, plans)]
     taken = 0  # records of the first file planned
@@ -159,9 +233,11 @@ def plan_pair_splits(first: str, second: str | None, plans: list[list[FileSplit]
         ranges = [c.take(taken, end - taken) for c in cursors]
         if ranges[-1] is None:
             raise _short(second or first, first, second)
-        yield PairSplit(done[0], ranges[0], ranges[1] if second is not None else None)
         nbytes = sum(split.end - split.start for r in ranges if r is not None for split in r.splits)
-        done[:] = done[0] + 1, done[1] + (end - taken) * len(paths), done[2] + nbytes
+        # A range is cut as full; the last one holds what is left of its file.
+        full = j + 1 < len(plans[0]) or end - taken >= asked[j > 0]
+        part = PairSplit(chunks.number, ranges[0], ranges[1] if second is not None else None)
+        yield from chunks.add(part, (end - taken) * len(paths), nbytes, full)
         taken = end
     if second is not None and cursors[1].total() != taken:
         raise _short(first, first, second)
@@ -182,60 +258,73 @@ def range_fields(source: RawBlock | RecordRange) -> ReadFields:
     if isinstance(source, RawBlock):
         return source_fields(source)
     fields = ReadFields.concat([source_fields(s) for s in source.splits])
+    if source.count is None:
+        return fields
     if len(fields) < source.skip + source.count:
         raise InputFormatError(f"reads file {source.path!r} changed while dmap read it")
     return fields.select(np.arange(source.skip, source.skip + source.count))
 
 
 def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Callable[[int, int], int],
-                    count: Counter | None = None, chunk_size: int | None = None) -> Iterator[PairBlock | PairSplit]:
+                    count: Counter | None = None, chunk_size: int | None = None) -> Iterator[PairChunk]:
     """The chunks of paired input given as lists of files (a run's lanes: ``a_1.fq,b_1.fq`` and
-    ``a_2.fq,b_2.fq``), numbered from 0: each pair of files in turn, read side by side by
-    :func:`plan_pairs` (``seconds`` None: each of ``firsts`` interleaved).  A chunk holds pairs of
-    one pair of files.
+    ``a_2.fq,b_2.fq``), in order, numbered from 0: each pair of files in turn, read side by side
+    (``seconds`` None: each of ``firsts`` interleaved).
+
+    ``next_size(reads_done, bytes_done)`` chooses each chunk's reads (two
+    per pair).  With ``chunk_size``, files that workers can cut are planned
+    as byte ranges of ``chunk_size`` reads a chunk (:func:`plan_pair_splits`,
+    their records counted by ``count``); a pair of files of one range each
+    is taken whole, its records not counted.  Other input (or where either
+    file is such) is read here as streams (:class:`PairBlock`).  A pair of
+    files that ends before its chunk is full leaves the rest of the chunk to
+    the next (:class:`PairGroup`): many small files cost a chunk's tasks per
+    chunk, not per pair of files.
 
     Raises
     ------
     InputFormatError
-        When the lists are not as long as each other, and as :func:`plan_pairs`.
+        When the lists are not as long as each other, when one file of two ends
+        before the other, or an interleaved file holds an odd number of records.
     """
     if seconds is not None and len(seconds) != len(firsts):
         raise InputFormatError(f"{len(firsts)} files of first mates but {len(seconds)} of second mates: the "
                                "two lists pair their files in order, a file of second mates for each of first")
     for path in firsts + (seconds or []):  # every file before the first is mapped
         check_path(path, "reads")
-    done = [0, 0, 0]
+    chunks = _Chunks(next_size)
     for k, first in enumerate(firsts):
-        yield from plan_pairs(first, None if seconds is None else seconds[k], next_size, count, chunk_size, done)
+        yield from _plan_pair(first, None if seconds is None else seconds[k], chunks, count, chunk_size)
+    yield from chunks.flush()
 
 
 def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], int],
-               count: Counter | None = None, chunk_size: int | None = None,
-               done: list[int] | None = None) -> Iterator[PairBlock | PairSplit]:
-    """The chunks of paired input, in order, numbered from 0: ``first`` and ``second`` read side
-    by side, or ``first`` interleaved (``second`` None).  ``next_size(reads_done, bytes_done)``
-    chooses each chunk's reads (two per pair).  With ``chunk_size``, files that workers can cut
-    are planned as byte ranges of ``chunk_size`` reads a chunk (:func:`plan_pair_splits`, their
-    records counted by ``count``); other input (or where either file is such) is read here as
-    streams.  ``done`` (chunks, reads and bytes planned before, by :func:`plan_pair_files`)
-    numbers the chunks on and is updated.
+               count: Counter | None = None, chunk_size: int | None = None) -> Iterator[PairChunk]:
+    """The chunks of one pair of files (``second`` None: ``first`` interleaved), as
+    :func:`plan_pair_files` plans them."""
+    return plan_pair_files([first], None if second is None else [second], next_size, count, chunk_size)
 
-    Raises
-    ------
-    InputFormatError
-        When one file of two ends before the other, or an interleaved file holds an odd
-        number of records.
-    """
-    for path in (first, second):
-        if path is not None:
-            check_path(path, "reads")
-    done = [0, 0, 0] if done is None else done  # chunks, reads and bytes planned so far
+
+def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter | None,
+               chunk_size: int | None) -> Iterator[PairChunk]:
+    """The parts of one pair of files, held in ``chunks`` (see :func:`plan_pair_files`)."""
     paths = [p for p in (first, second) if p is not None]
+    per_record = len(paths)  # reads per record of the first file: its mate is in the other file, or a record
     if chunk_size is not None and all(splittable(p) for p in paths):
-        per_file = chunk_size if second is None else max(1, chunk_size // 2)
-        plans = [byte_ranges(p, per_file) for p in paths]
+        asked = (max(1, chunks.wanted(chunk_size) // per_record), max(1, chunk_size // per_record))
+        plans = [byte_ranges(p, *asked) for p in paths]
         if all(plan is not None for plan in plans):
-            yield from plan_pair_splits(first, second, plans, count or local_counts, done)
+            if not any(plans):
+                return
+            yield from chunks.start(tuple(plan[0].fastq for plan in plans if plan))
+            if all(len(plan) <= 1 for plan in plans):  # whole small files: the worker checks their counts
+                ranges = [RecordRange(p, tuple(plan), 0, None) for p, plan in zip(paths, plans)]
+                records = round(plans[0][0].reads) if plans[0] else 0
+                part = PairSplit(chunks.number, ranges[0], ranges[1] if second is not None else None)
+                nbytes = sum(s.end - s.start for plan in plans for s in plan)
+                yield from chunks.add(part, records * per_record, nbytes, records >= asked[0])
+                return
+            yield from plan_pair_splits(first, second, plans, count or local_counts, chunks, asked)
             return
     pairs = [0]  # the pairs of the block being read (both files' readers ask for it)
 
@@ -244,14 +333,15 @@ def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], i
 
     with contextlib.ExitStack() as stack:
         streams, fastq = [], []
-        for path in (first, second) if second is not None else (first,):
+        for path in paths:
             f = stack.enter_context(open_reads(path))
             sniffed = sniff(f, path)
             fastq.append(sniffed is not None and sniffed[2])
             streams.append(iter(()) if sniffed is None else stream_blocks(f, path, sniffed[0], sniffed[1],
                                                                           sniffed[2], sniffed[3], wanted))
+        started = False
         while True:
-            pairs[0] = max(1, next_size(done[1], done[2]) // 2)
+            pairs[0] = max(1, chunks.wanted() // 2)
             blocks = [next(s, None) for s in streams]
             if all(b is None for b in blocks):
                 return
@@ -262,13 +352,16 @@ def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], i
                 raise _short(first if counts[0] < counts[1] else second, first, second)
             if second is None and counts[0] % 2:
                 raise _short(first, first, None)
-            raw = [RawBlock(done[0], path, offset, data, is_fastq)
-                   for path, (offset, data, _), is_fastq in zip((first, second), blocks, fastq)]
-            yield PairBlock(done[0], raw[0], raw[1] if second is not None else None)
-            done[:] = done[0] + 1, done[1] + 2 * pairs[0], done[2] + sum(b[1].size for b in blocks)
+            if not started:
+                yield from chunks.start(tuple(fastq))
+                started = True
+            raw = [RawBlock(chunks.number, path, offset, data, is_fastq)
+                   for path, (offset, data, _), is_fastq in zip(paths, blocks, fastq)]
+            part = PairBlock(chunks.number, raw[0], raw[1] if second is not None else None)
+            yield from chunks.add(part, counts[0] * per_record, sum(b[1].size for b in blocks), counts[0] >= wanted())
 
 
-def read_pair_chunk(block: PairBlock | PairSplit, alphabet: Alphabet, max_length: int | None = None,
+def read_pair_chunk(block: PairChunk, alphabet: Alphabet, max_length: int | None = None,
                     check_symbols: bool = True, strict: bool = True) -> ReadChunk:
     """The reads of a chunk of pairs, interleaved (read ``2i`` and ``2i + 1`` are pair ``i``), their
     names without a ``/1`` or ``/2`` suffix, checked as :func:`dmap.io.fastx.read_chunk` checks
@@ -278,22 +371,32 @@ def read_pair_chunk(block: PairBlock | PairSplit, alphabet: Alphabet, max_length
     ------
     InputFormatError
         When the names of a pair's mates differ other than by the suffix (naming the record),
-        and as :func:`dmap.io.fastx.read_chunk`.
+        when one file of two ends first or an interleaved file holds an odd number of
+        records, and as :func:`dmap.io.fastx.read_chunk`.
     """
-    fields = range_fields(block.first)
-    if block.second is not None:
-        second = range_fields(block.second)
+    parts = block.parts if isinstance(block, PairGroup) else (block,)
+    each = [_pair_fields(part) for part in parts]
+    fields = ReadFields.concat([f for f in each if len(f)] or each[:1])
+    chunk = ReadChunk(block.number, fields, alphabet.read_table, alphabet.name, paired=True)
+    return checked_chunk(chunk, block.path, max_length, check_symbols, strict)
+
+
+def _pair_fields(part: PairBlock | PairSplit) -> ReadFields:
+    """The records of one pair of files' part of a chunk, interleaved and their names checked."""
+    fields = range_fields(part.first)
+    if part.second is not None:
+        second = range_fields(part.second)
         if len(fields) != len(second):
-            raise InputFormatError(f"reads files {block.first.path!r} and {block.second.path!r} hold "
-                                   "different numbers of records")
+            shorter = part.first.path if len(fields) < len(second) else part.second.path
+            raise _short(shorter, part.first.path, part.second.path)
         n = len(fields)
         fields = ReadFields.concat([fields, second])
         order = np.empty(2 * n, dtype=np.int64)
         order[0::2], order[1::2] = np.arange(n), np.arange(n, 2 * n)
         fields = fields.select(order)
-    fields = _strip_mate_suffixes(fields, block)
-    chunk = ReadChunk(block.number, fields, alphabet.read_table, alphabet.name, paired=True)
-    return checked_chunk(chunk, block.path, max_length, check_symbols, strict)
+    elif len(fields) % 2:
+        raise _short(part.first.path, part.first.path, None)
+    return _strip_mate_suffixes(fields, part)
 
 
 def _strip_mate_suffixes(fields: ReadFields, block: PairBlock | PairSplit) -> ReadFields:

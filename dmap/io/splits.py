@@ -41,7 +41,7 @@ import os
 import socket
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 import numpy as np
@@ -78,6 +78,8 @@ class FileSplit:
     origin: int  # where the file's first record begins (after a byte-order mark and blank lines; inflated)
     size: int  # the file's size when it was planned
     bgzf: bool = False  # the file is BGZF: start, end and size count its compressed bytes
+    # The records it holds, estimated from the bytes per record of the file's first 64 KiB (planning).
+    reads: float = field(default=0.0, compare=False)
 
 
 @dataclass
@@ -415,8 +417,9 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
                 while at < size:
                     target = max(1, round(wanted() * per_read))
                     end = min(size, at + target)
-                    hold(FileSplit(done[0], path, at, end, fastq, origin, size, blocked is not None),
-                         (end - at) / per_read, end - at)
+                    reads = (end - at) / per_read
+                    hold(FileSplit(done[0], path, at, end, fastq, origin, size, blocked is not None, reads),
+                         reads, end - at)
                     if end - at >= target:  # the chunk is full; else the next file goes on with it
                         yield flush()
                     at = end

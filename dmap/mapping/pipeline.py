@@ -65,7 +65,7 @@ from ..format import bam, bgzf, sam
 from ..format.writer import Parts, SamWriter, direct_writes
 from ..index.store import Index, index_identity, open_index
 from ..io.output import Output, record_format
-from ..io.pairs import PairBlock, PairSplit, count_records, plan_pair_files
+from ..io.pairs import PairChunk, count_records, plan_pair_files
 from ..io.splits import STDIN, FileSplit, Source, is_url, plan_input, reads_paths
 from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
 from ..progress import Progress
@@ -491,7 +491,7 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
 
     def submit(source: Source) -> None:
         number = source.number
-        pairs = isinstance(source, PairBlock | PairSplit)
+        pairs = isinstance(source, PairChunk)
         # A chunk read here from a stream carries its bytes in its task, not scattered to a worker: the
         # scheduler keeps a task's arguments and reruns it elsewhere if its worker dies, where data
         # scattered to that worker would be lost with it (and a stream cannot be read again).

@@ -33,7 +33,7 @@ from ..format.sam import (
 from ..format.writer import Parts, write_at, write_part
 from ..index.store import Index, open_index, unseen_index_error
 from ..io.fastx import alphabet_mismatch, read_chunk
-from ..io.pairs import PairBlock, PairSplit, count_records, read_pair_chunk
+from ..io.pairs import PairChunk, count_records, read_pair_chunk
 from ..io.splits import FileSplit, Source
 from ..neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
 from ..opencl.device import current_device, device_task
@@ -72,11 +72,11 @@ class ChunkSeeds:
     seed_edits: int = 0
 
 
-def read_task(index_path: str, source: Source | PairBlock | PairSplit, max_length: int, check_symbols: bool,
+def read_task(index_path: str, source: Source | PairChunk, max_length: int, check_symbols: bool,
               strict: bool) -> ReadChunk:
     """A chunk of the input read and parsed on this worker (:func:`dmap.io.fastx.read_chunk`, or
     :func:`dmap.io.pairs.read_pair_chunk` for pairs)."""
-    read = read_pair_chunk if isinstance(source, PairBlock | PairSplit) else read_chunk
+    read = read_pair_chunk if isinstance(source, PairChunk) else read_chunk
     return read(source, cached_index(index_path).alphabet, max_length, check_symbols, strict)
 
 
@@ -333,7 +333,7 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
                        insert, _proper_primaries(paired[0].flag) if paired else 0, paired[3] if paired else 0)
 
 
-def chunk_task(index_path: str, source: Source | PairBlock | PairSplit, reading: dict, approx: Approximate | None,
+def chunk_task(index_path: str, source: Source | PairChunk, reading: dict, approx: Approximate | None,
                settings: RecordSettings, insert: InsertBounds | None = None) -> ChunkOutput:
     """A chunk against a one-block index, in one task: :func:`read_task`, :func:`block_task` and
     :func:`finish_task` in turn, as three tasks would run them on one worker.

@@ -2,15 +2,16 @@
 ranges, the ranges' records counted and joined into pairs, against the same files read as streams."""
 
 import mmap
+import re
 
 import pysam
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from readfiles import DNA, write_pairs
+from readfiles import DNA, write_as, write_pairs
 
 from dmap.errors import InputFormatError
-from dmap.io.pairs import PairSplit, plan_pairs, read_pair_chunk
+from dmap.io.pairs import PairGroup, PairSplit, plan_pair_files, plan_pairs, read_pair_chunk
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -77,8 +78,6 @@ def test_lists_of_paired_files_map_each_pair_of_files_in_turn(tmp_path):
     file of second mates, cut by bytes or read as a stream, the chunks numbered on across them."""
     import gzip
 
-    from dmap.io.pairs import plan_pair_files
-
     first, second = [f"{'ACGT' * 5}{'A' * (i % 7)}" for i in range(90)], ["GGCC" * 6] * 90
     write_pairs(tmp_path, first, second)
     lanes = []
@@ -94,3 +93,97 @@ def test_lists_of_paired_files_map_each_pair_of_files_in_turn(tmp_path):
     assert [s for c in chunks for s in c.seqs] == [s for pair in zip(first, second) for s in pair]
     with pytest.raises(InputFormatError, match="2 files of first mates but 1 of second mates"):
         list(plan_pair_files(lanes[0], lanes[1][:1], lambda *_: 16))
+
+
+def pair_records(first: list[str], second: list[str], start: int = 0) -> tuple[bytes, bytes]:
+    """Pairs ``start``, ``start + 1``, ... as the FASTQ text of their first and their second mates."""
+    return tuple("".join(f"@pair{start + i}/{m}\n{s}\n+\n{'I' * len(s)}\n" for i, s in enumerate(mates)).encode()
+                 for m, mates in ((1, first), (2, second)))
+
+
+def write_lanes(tmp_path, lanes, interleaved=False):
+    """Pairs of files (or interleaved files) of ``lanes``' (pairs, kind) in turn, the mates of pair i
+    ``ACGT``-like sequences of their own; the paths of first and of second mates (None:
+    interleaved) and the pairs' (name, sequence) of both mates in input order."""
+    firsts, seconds, want, at = [], [], [], 0
+    for k, (n, kind) in enumerate(lanes):
+        first = ["ACGT"[i % 4] * (5 + (at + i) % 7) for i in range(n)]
+        second = ["GC"[i % 2] * (3 + (at + i) % 5) for i in range(n)]
+        text = pair_records(first, second, at)
+        want += [(f"pair{at + i}", s) for i, pair in enumerate(zip(first, second)) for s in pair]
+        if interleaved:
+            lines = [t.splitlines(keepends=True) for t in text]
+            joined = b"".join(b"".join(lines[m][4 * i: 4 * i + 4]) for i in range(n) for m in (0, 1))
+            firsts.append(str(write_as(tmp_path / f"l{k}.fq", joined, kind)))
+        else:
+            firsts.append(str(write_as(tmp_path / f"l{k}_1.fq", text[0], kind)))
+            seconds.append(str(write_as(tmp_path / f"l{k}_2.fq", text[1], kind)))
+        at += n
+    return firsts, None if interleaved else seconds, want
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lanes=st.lists(st.tuples(st.integers(0, 12), st.sampled_from(["plain", "bgzf", "gzip"])), min_size=1,
+                      max_size=6),
+       chunk=st.integers(2, 40), interleaved=st.booleans(), cut=st.booleans())
+def test_chunks_of_pairs_span_pairs_of_files_and_read_every_pair_once(tmp_path, lanes, chunk, interleaved, cut):
+    """A pair of files that ends before its chunk is full leaves the rest of the chunk to the next:
+    every pair, in order, once, whatever the chunk size and the mix of plain and bgzip files (cut
+    by the workers, or taken whole), gzip (read by the client) and empty files; the chunks and
+    their parts numbered in order."""
+    for old in tmp_path.glob("l*"):
+        old.unlink()
+    firsts, seconds, want = write_lanes(tmp_path, lanes, interleaved)
+    plan = list(plan_pair_files(firsts, seconds, lambda *_: chunk, chunk_size=chunk if cut else None))
+    assert [c.number for c in plan] == list(range(len(plan)))
+    assert all(p.number == c.number for c in plan if isinstance(c, PairGroup) for p in c.parts)
+    got = [(n, s) for c in plan for r in [read_pair_chunk(c, DNA)] for n, s in zip(r.names, r.seqs)]
+    assert got == want
+
+
+@pytest.mark.parametrize("kinds", [["plain"], ["gzip"], ["plain", "bgzf", "gzip"]], ids="-".join)
+def test_small_pairs_of_files_share_chunks(tmp_path, kinds):
+    """50 pairs of files of 5 pairs in chunks of 20 reads: 25 chunks, not 50.  Plain files and
+    streams give chunks of exactly 20 reads (a small file's records are estimated from its bytes,
+    all of which its first 64 KiB hold); bgzip's from its compressed bytes."""
+    firsts, seconds, want = write_lanes(tmp_path, [(5, kinds[k % len(kinds)]) for k in range(50)])
+    plan = list(plan_pair_files(firsts, seconds, lambda *_: 20, chunk_size=20))
+    assert all(isinstance(c, PairGroup) for c in plan)
+    chunks = [read_pair_chunk(c, DNA) for c in plan]
+    if "bgzf" in kinds:
+        assert 20 <= len(chunks) <= 30 and all(10 <= len(c) <= 30 for c in chunks[:-1]), [len(c) for c in chunks]
+    else:
+        assert [len(c) for c in chunks] == [20] * 25
+    assert [(n, s) for c in chunks for n, s in zip(c.names, c.seqs)] == want
+
+
+def test_fastq_and_fasta_pairs_do_not_share_a_chunk(tmp_path):
+    (tmp_path / "a_1.fq").write_bytes(b"@p0/1\nACGT\n+\nIIII\n")
+    (tmp_path / "a_2.fq").write_bytes(b"@p0/2\nGGCC\n+\nIIII\n")
+    (tmp_path / "b_1.fa").write_bytes(b">p1/1\nACGT\n")
+    (tmp_path / "b_2.fa").write_bytes(b">p1/2\nGGCC\n")
+    (tmp_path / "c_1.fa").write_bytes(b">p2/1\nAC\nGT\n")
+    (tmp_path / "c_2.fa").write_bytes(b">p2/2\nTTTT\n")
+    firsts, seconds = ([str(tmp_path / f"{x}_{m}.{e}") for x, e in (("a", "fq"), ("b", "fa"), ("c", "fa"))]
+                       for m in (1, 2))
+    chunks = [read_pair_chunk(c, DNA) for c in plan_pair_files(firsts, seconds, lambda *_: 100, chunk_size=100)]
+    assert [(c.names, c.quals is not None) for c in chunks] == [
+        (["p0", "p0"], True), (["p1", "p1", "p2", "p2"], False)]
+
+
+@pytest.mark.parametrize("fault", ["fewer", "names"])
+def test_an_error_in_a_chunk_that_spans_pairs_of_files_names_its_files(tmp_path, fault):
+    """Small files are taken whole, their records not counted before a worker reads them: the
+    worker checks the mates, and its error names the files of the part at fault."""
+    firsts, seconds, _ = write_lanes(tmp_path, [(3, "plain"), (3, "plain")])
+    text = open(seconds[1], "rb").read()
+    if fault == "fewer":
+        open(seconds[1], "wb").write(text[: text.index(b"@pair5")])
+        error = f"reads file {seconds[1]!r} has fewer records than its mate file"
+    else:
+        open(seconds[1], "wb").write(text.replace(b"@pair4/2", b"@other/2"))
+        error = f"reads files {firsts[1]!r} and {seconds[1]!r}: the mates 'pair4/1' and 'other/2'"
+    [chunk] = plan_pair_files(firsts, seconds, lambda *_: 100, chunk_size=100)
+    assert isinstance(chunk, PairGroup)
+    with pytest.raises(InputFormatError, match=re.escape(error)):
+        read_pair_chunk(chunk, DNA)

@@ -12,7 +12,7 @@ import pytest
 from helpers import http_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from readfiles import DNA, bgzf_blocks, chunk_records, dnaio_records, fasta_files, fastq_files, split_records
+from readfiles import DNA, bgzf_blocks, chunk_records, dnaio_records, fasta_files, fastq_files, split_records, write_as
 
 from dmap.errors import InputFormatError
 from dmap.format import bgzf
@@ -249,15 +249,6 @@ def test_a_file_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
     chunks = list(iter_read_chunks(path, DNA, 1000))
     assert all(c.fields.data.flags.writeable for c in chunks)
     assert [r for c in chunks for r in zip(c.names, c.seqs, c.quals)] == want
-
-
-def write_as(path, text: bytes, kind: str):
-    """``text`` written to ``path`` plain, bgzip-compressed (cut by the workers) or gzip-compressed
-    (read by the client as a stream); the path written."""
-    path = path.with_name(path.name + {"plain": "", "bgzf": ".gz", "gzip": ".gz"}[kind])
-    path.write_bytes({"plain": text, "bgzf": bgzf_blocks(text, [len(text) // 2]),
-                      "gzip": gzip.compress(text)}[kind])
-    return path
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
