@@ -19,6 +19,7 @@ from .cluster.config import read_cluster_file
 from .errors import DmapError, DmapWarning, Interrupted, OutputError
 from .index.store import DEFAULT_MAX_QUERY_LENGTH
 from .io.output import FORMATS
+from .mapping.pairs import ESTIMATE_PAIRS, PAIR_CAP
 from .mapping.schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE
 
 
@@ -260,7 +261,7 @@ def index_info(index_path: str) -> None:
               help="READS holds paired-end reads, the two mates of each pair one after the other.")
 @click.option("--min-insert", type=int, default=None,
               help="Pairs: the shortest insert of a proper pair (from the forward mate's first base to the reverse "
-                   "mate's last) [default: estimated from the first chunk].")
+                   f"mate's last) [default: estimated from the first {ESTIMATE_PAIRS:,} pairs].")
 @click.option("--max-insert", type=int, default=None, help="Pairs: the longest insert of a proper pair.")
 @click.option("--strict", is_flag=True,
               help="Stop at the first read that cannot be searched (empty, longer than the index maps, a symbol "
@@ -280,7 +281,6 @@ def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, s
     else:
         _quiet_dask_logs()
     from .io.splits import reads_paths
-    from .mapping.pairs import PAIR_CAP
     from .mapping.pipeline import map_reads  # distributed, zarr, pyopencl: the bulk of the start
     from .progress import Progress, input_size
 

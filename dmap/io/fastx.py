@@ -168,10 +168,10 @@ def source_fields(source: Source) -> ReadFields:
     plain four-line FASTQ by :func:`split_fastq`, anything else by dnaio."""
     if isinstance(source, SourceGroup):
         return _group_fields(source)
-    return _fields(source, *_source_bytes(source))
+    return _fields(source, *source_bytes(source))
 
 
-def _source_bytes(source: FileSplit | RawBlock) -> tuple[np.ndarray, str]:
+def source_bytes(source: FileSplit | RawBlock) -> tuple[np.ndarray, str]:
     """A chunk's (or a part's) records as bytes, and where they begin in their file, in words."""
     if isinstance(source, FileSplit):
         return split_bytes(source)
@@ -191,19 +191,32 @@ def _fields(source: FileSplit | RawBlock, data: np.ndarray, where: str) -> ReadF
     return fields
 
 
+def joined_fields(parts: list[np.ndarray]) -> tuple[ReadFields, np.ndarray] | None:
+    """The records of FASTQ ``parts`` (whole records each) joined into one buffer and split into
+    fields at once, and the number of records of each part; None where they are not plain
+    four-line FASTQ, or hold a read without a name or a record over
+    :data:`dmap.io.splits.MAX_RECORD_BYTES`: parse them part by part then, so that every error
+    comes from its own part.  Many small parts cost as many numpy calls as one large one."""
+    # A part's last line may lack its newline (the end of its file).
+    ends = [np.frombuffer(b"\n", np.uint8) if data.size and data[-1] != 10 else data[:0] for data in parts]
+    fields = split_fastq(np.concatenate([a for data, end in zip(parts, ends) for a in (data, end)]))
+    if fields is None or (fields.name_len == 0).any() or (fields.seq_len > splits.MAX_RECORD_BYTES).any():
+        return None
+    # A part's records are those whose name (after its '@') begins at or after the part's first byte.
+    starts = np.cumsum([0] + [data.size + end.size for data, end in zip(parts[:-1], ends[:-1])])
+    first = np.searchsorted(fields.name_off, starts)
+    return fields, np.diff(first, append=len(fields))
+
+
 def _group_fields(group: SourceGroup) -> ReadFields:
-    """The records of a chunk that spans files.  Plain FASTQ parts are joined and split into fields
-    at once (a small file's records cost as many numpy calls as a large one's); anything else, or
-    a read without a name, is parsed part by part, so that dnaio's records and every error come
-    from the part's own file."""
-    parts = [_source_bytes(part) for part in group.parts]
+    """The records of a chunk that spans files: plain FASTQ parts joined (:func:`joined_fields`);
+    anything else, or a read without a name, parsed part by part, so that dnaio's records and
+    every error come from the part's own file."""
+    parts = [source_bytes(part) for part in group.parts]
     if group.fastq:
-        # A part's last line may lack its newline (the end of its file).
-        ends = [np.frombuffer(b"\n", np.uint8) if data.size and data[-1] != 10 else data[:0] for data, _ in parts]
-        fields = split_fastq(np.concatenate([a for (data, _), end in zip(parts, ends) for a in (data, end)]))
-        if (fields is not None and not (fields.name_len == 0).any()
-                and not (fields.seq_len > splits.MAX_RECORD_BYTES).any()):
-            return fields
+        joined = joined_fields([data for data, _ in parts])
+        if joined is not None:
+            return joined[0]
     each = [_fields(part, data, where) for part, (data, where) in zip(group.parts, parts)]
     for part, fields in zip(group.parts, each):
         check_named(fields, part.path)

@@ -24,6 +24,7 @@ chunk, not per pair of files (:func:`plan_pair_files`).
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -33,7 +34,7 @@ from ..alphabet import Alphabet
 from ..errors import InputFormatError
 from ..mapq import name_hashes
 from ..reads import ReadChunk, ReadFields
-from .fastx import checked_chunk, source_fields
+from .fastx import checked_chunk, joined_fields, source_bytes, source_fields
 from .splits import FileSplit, RawBlock, check_path, open_reads, plan_input, sniff, splittable, stream_blocks
 
 
@@ -141,12 +142,12 @@ class _Cursor:
         return self.first[-1]
 
 
-def byte_ranges(path: str, first: int, then: int) -> list[FileSplit] | None:
-    """The byte ranges :func:`dmap.io.splits.plan_input` cuts ``path`` into, of about ``first``
-    records and then ``then`` each, or None where it would read the file as a stream
-    (compressed but not BGZF, a pipe, a file system that cannot map files, a URL whose size is
-    not told): only its first block is then read."""
-    plan = plan_input([path], lambda _, bytes_done: first if bytes_done == 0 else then)
+def byte_ranges(path: str, next_size: Callable[[int, int], int]) -> list[FileSplit] | None:
+    """The byte ranges :func:`dmap.io.splits.plan_input` cuts ``path`` into, of about
+    ``next_size(records_done, bytes_done)`` records each, or None where it would read the file as
+    a stream (compressed but not BGZF, a pipe, a file system that cannot map files, a URL whose
+    size is not told): only its first block is then read."""
+    plan = plan_input([path], next_size)
     head = next(plan, None)
     if head is not None and not isinstance(head, FileSplit):
         plan.close()
@@ -158,10 +159,12 @@ class _Chunks:
     """The chunks of paired input being planned, numbered from 0.  A pair of files that ends
     before its chunk is full leaves the rest of the chunk to the next pair of files: the parts
     are held (:meth:`add`) until the chunk is full, and then planned as one chunk, a
-    :class:`PairGroup` where there are several."""
+    :class:`PairGroup` where there are several.  The first chunk holds at least ``first_pairs``
+    pairs, counted exactly (all the input's where it has fewer)."""
 
-    def __init__(self, next_size: Callable[[int, int], int]):
+    def __init__(self, next_size: Callable[[int, int], int], first_pairs: int = 0):
         self.next_size = next_size
+        self.least = 2 * first_pairs  # reads of the first chunk, at least
         self.done = [0, 0, 0]  # chunks, reads and bytes planned so far
         self.held: list[PairBlock | PairSplit] = []
         self.held_reads, self.held_bytes = 0.0, 0
@@ -172,11 +175,19 @@ class _Chunks:
         """The number of the chunk being planned."""
         return self.done[0]
 
-    def wanted(self, size: int | None = None) -> int:
-        """The reads (both mates) that the chunk being planned still asks for: ``size``, or by
-        default the schedule's size, less what is held; at least a pair's."""
-        size = self.next_size(self.done[1], self.done[2]) if size is None else size
+    def wanted(self) -> int:
+        """The reads (both mates) that the chunk being planned still asks for: the schedule's size
+        (for the first chunk, at least ``first_pairs``' reads) less what is held; at least a pair's."""
+        size = self.next_size(self.done[1], self.done[2])
+        if self.done[0] == 0:
+            size = max(size, self.least)
         return max(2, round(size - self.held_reads))
+
+    @property
+    def counted(self) -> bool:
+        """Whether the pairs planned next must be counted, not estimated: the first chunk's, up to
+        ``first_pairs``."""
+        return self.done[0] == 0 and self.held_reads < self.least
 
     def start(self, formats: tuple[bool, ...]) -> Iterator[PairChunk]:
         """Before a pair of files of ``formats`` (FASTQ or not, per file): FASTQ and FASTA
@@ -190,7 +201,7 @@ class _Chunks:
         self.held.append(part)
         self.held_reads += reads
         self.held_bytes += nbytes
-        if full:
+        if full and (self.done[0] > 0 or self.held_reads >= self.least):
             yield from self.flush()
 
     def flush(self) -> Iterator[PairChunk]:
@@ -205,10 +216,9 @@ class _Chunks:
 
 
 def plan_pair_splits(first: str, second: str | None, plans: list[list[FileSplit]], count: Counter,
-                     chunks: _Chunks, asked: tuple[int, int]) -> Iterator[PairChunk]:
+                     chunks: _Chunks, asked: list[int]) -> Iterator[PairChunk]:
     """The chunks of paired input from the byte ranges of its files (:func:`byte_ranges`;
-    ``second`` None: ``first`` interleaved), cut at ``asked`` records per file: the first range,
-    then each of the others.
+    ``second`` None: ``first`` interleaved), the first file's cut at ``asked`` records each.
 
     Mates pair by their order, so a chunk must know where its pairs begin in
     record numbers: every range's records are counted first (``count``: on
@@ -235,7 +245,7 @@ def plan_pair_splits(first: str, second: str | None, plans: list[list[FileSplit]
             raise _short(second or first, first, second)
         nbytes = sum(split.end - split.start for r in ranges if r is not None for split in r.splits)
         # A range is cut as full; the last one holds what is left of its file.
-        full = j + 1 < len(plans[0]) or end - taken >= asked[j > 0]
+        full = j + 1 < len(plans[0]) or end - taken >= asked[j]
         part = PairSplit(chunks.number, ranges[0], ranges[1] if second is not None else None)
         yield from chunks.add(part, (end - taken) * len(paths), nbytes, full)
         taken = end
@@ -266,7 +276,8 @@ def range_fields(source: RawBlock | RecordRange) -> ReadFields:
 
 
 def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Callable[[int, int], int],
-                    count: Counter | None = None, chunk_size: int | None = None) -> Iterator[PairChunk]:
+                    count: Counter | None = None, chunk_size: int | None = None,
+                    first_pairs: int = 0) -> Iterator[PairChunk]:
     """The chunks of paired input given as lists of files (a run's lanes: ``a_1.fq,b_1.fq`` and
     ``a_2.fq,b_2.fq``), in order, numbered from 0: each pair of files in turn, read side by side
     (``seconds`` None: each of ``firsts`` interleaved).
@@ -279,7 +290,9 @@ def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Cal
     file is such) is read here as streams (:class:`PairBlock`).  A pair of
     files that ends before its chunk is full leaves the rest of the chunk to
     the next (:class:`PairGroup`): many small files cost a chunk's tasks per
-    chunk, not per pair of files.
+    chunk, not per pair of files.  The first chunk holds at least
+    ``first_pairs`` pairs (all the input's where it has fewer), whatever the
+    chunk sizes and the files: the insert size is estimated from them.
 
     Raises
     ------
@@ -292,7 +305,7 @@ def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Cal
                                "two lists pair their files in order, a file of second mates for each of first")
     for path in firsts + (seconds or []):  # every file before the first is mapped
         check_path(path, "reads")
-    chunks = _Chunks(next_size)
+    chunks = _Chunks(next_size, first_pairs)
     for k, first in enumerate(firsts):
         yield from _plan_pair(first, None if seconds is None else seconds[k], chunks, count, chunk_size)
     yield from chunks.flush()
@@ -311,13 +324,33 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
     paths = [p for p in (first, second) if p is not None]
     per_record = len(paths)  # reads per record of the first file: its mate is in the other file, or a record
     if chunk_size is not None and all(splittable(p) for p in paths):
-        asked = (max(1, chunks.wanted(chunk_size) // per_record), max(1, chunk_size // per_record))
-        plans = [byte_ranges(p, *asked) for p in paths]
+        asked: list[int] = []  # records of each range of the first file, as the schedule chooses them
+
+        def cut_first(_: int, bytes_done: int) -> int:
+            """The records of the first file's next range (asked once per range, in order): what the
+            chunk being planned still asks for, then the schedule's size where each range before
+            it fills its chunk."""
+            if not asked:
+                reads = chunks.wanted()
+            else:
+                done = round(chunks.done[1] + chunks.held_reads + per_record * sum(asked))
+                reads = chunks.next_size(done, chunks.done[2] + chunks.held_bytes + len(paths) * bytes_done)
+            asked.append(max(1, reads // per_record))
+            return asked[-1]
+
+        ranges = itertools.count()
+
+        def cut_second(_: int, __: int) -> int:
+            """The second file's ranges, cut at the first's records, so that a chunk's mates lie in
+            one or two of them."""
+            return asked[min(next(ranges), len(asked) - 1)]
+
+        plans = [byte_ranges(p, cut) for p, cut in zip(paths, (cut_first, cut_second))]
         if all(plan is not None for plan in plans):
             if not any(plans):
                 return
             yield from chunks.start(tuple(plan[0].fastq for plan in plans if plan))
-            if all(len(plan) <= 1 for plan in plans):  # whole small files: the worker checks their counts
+            if all(len(plan) <= 1 for plan in plans) and not chunks.counted:  # whole: the worker checks their counts
                 ranges = [RecordRange(p, tuple(plan), 0, None) for p, plan in zip(paths, plans)]
                 records = round(plans[0][0].reads) if plans[0] else 0
                 part = PairSplit(chunks.number, ranges[0], ranges[1] if second is not None else None)
@@ -374,11 +407,61 @@ def read_pair_chunk(block: PairChunk, alphabet: Alphabet, max_length: int | None
         when one file of two ends first or an interleaved file holds an odd number of
         records, and as :func:`dmap.io.fastx.read_chunk`.
     """
-    parts = block.parts if isinstance(block, PairGroup) else (block,)
-    each = [_pair_fields(part) for part in parts]
-    fields = ReadFields.concat([f for f in each if len(f)] or each[:1])
+    fields = _joined_pair_fields(block) if isinstance(block, PairGroup) else None
+    if fields is None:
+        each = [_pair_fields(part) for part in (block.parts if isinstance(block, PairGroup) else (block,))]
+        fields = ReadFields.concat([f for f in each if len(f)] or each[:1])
     chunk = ReadChunk(block.number, fields, alphabet.read_table, alphabet.name, paired=True)
     return checked_chunk(chunk, block.path, max_length, check_symbols, strict)
+
+
+def _joined_pair_fields(group: PairGroup) -> ReadFields | None:
+    """The records of a group of plain FASTQ parts, each mate's files joined and split into fields
+    at once (:func:`dmap.io.fastx.joined_fields`: a small pair of files' records cost as many
+    numpy calls as a large one's), interleaved and their names checked; None where they are
+    not such, or a part's mates do not match: :func:`_pair_fields` then reads part by part,
+    and its errors name the part's files."""
+    mates = [[part.first for part in group.parts]]
+    if group.parts[0].second is not None:
+        mates.append([part.second for part in group.parts])
+    picked = []
+    for ranges in mates:
+        # Each range's sources: a block read by the client, or the byte ranges of a record range.
+        sources = [[r] if isinstance(r, RawBlock) else list(r.splits) for r in ranges]
+        flat = [s for each in sources for s in each]
+        if not flat or not all(s.fastq for s in flat):
+            return None
+        joined = joined_fields([source_bytes(s)[0] for s in flat])
+        if joined is None:
+            return None
+        fields, counts = joined
+        index, at, k = [], 0, 0  # at: the range's first record in fields; k: its first source
+        for r, each in zip(ranges, sources):
+            total = int(counts[k:k + len(each)].sum())
+            skip, count = (0, total) if isinstance(r, RawBlock) or r.count is None else (r.skip, r.count)
+            if skip + count > total:
+                return None  # the file changed: read part by part, which says so
+            index.append(np.arange(at + skip, at + skip + count))
+            at, k = at + total, k + len(each)
+        picked.append((fields, index))
+    sizes = [[len(i) for i in index] for _, index in picked]
+    if len(picked) == 1:
+        if any(n % 2 for n in sizes[0]):
+            return None
+        fields = picked[0][0].select(np.concatenate(picked[0][1]))
+    else:
+        if sizes[0] != sizes[1]:
+            return None
+        (first, a), (second, b) = picked
+        n = sum(sizes[0])
+        fields = ReadFields.concat([first.select(np.concatenate(a)), second.select(np.concatenate(b))])
+        order = np.empty(2 * n, dtype=np.int64)
+        order[0::2], order[1::2] = np.arange(n), np.arange(n, 2 * n)
+        fields = fields.select(order)
+    try:
+        return _strip_mate_suffixes(fields, group.parts[0])
+    except InputFormatError:
+        return None  # read part by part: the error names the part's files
 
 
 def _pair_fields(part: PairBlock | PairSplit) -> ReadFields:

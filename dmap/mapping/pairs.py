@@ -41,7 +41,12 @@ from ..search.hits import ChunkHits
 
 # Most proper pairs formed for one read pair (the others are counted, not formed).
 PAIR_CAP = 10_000
-# Pairs needed to estimate the insert size; fewer in the first chunk and the default bounds hold.
+# The insert size is estimated from the input's first pairs, this many (all where fewer): the same
+# pairs whatever the chunks and the files they come in, so the output is too.  The first chunk
+# holds them (dmap.io.pairs.plan_pair_files' ``first_pairs``).
+ESTIMATE_PAIRS = 10_000
+# Confidently placed pairs needed among them to estimate the insert size; with fewer the default
+# bounds hold.
 MIN_ESTIMATE_PAIRS = 20
 DEFAULT_BOUNDS = (1, 1000)
 # Bounds from the estimate: the quartiles widened by this many interquartile ranges (as bwa mem).
@@ -67,11 +72,13 @@ class InsertBounds:
     def describe(self) -> str:
         """One line for standard error and the SAM header's ``@CO``."""
         if self.estimated:
-            return (f"insert size estimated from {self.pairs} pairs of the first chunk: median {self.median:.0f}, "
-                    f"sd {self.sd:.1f}; proper pairs have inserts {self.low}-{self.high}")
+            return (f"insert size estimated from {self.pairs} confidently placed pairs of the first "
+                    f"{ESTIMATE_PAIRS:,}: median {self.median:.0f}, sd {self.sd:.1f}; proper pairs have inserts "
+                    f"{self.low}-{self.high}")
         if self.pairs:
-            return (f"insert size: only {self.pairs} confidently placed pairs in the first chunk, too few to "
-                    f"estimate; proper pairs have inserts {self.low}-{self.high} (set --min-insert/--max-insert)")
+            return (f"insert size: only {self.pairs} confidently placed pairs of the first {ESTIMATE_PAIRS:,}, "
+                    f"too few to estimate; proper pairs have inserts {self.low}-{self.high} "
+                    "(set --min-insert/--max-insert)")
         return f"insert size: proper pairs have inserts {self.low}-{self.high}"
 
 
@@ -190,10 +197,11 @@ def proper_pairs(aln: MateAlignments, n_pairs: int, bounds: InsertBounds, contig
 
 
 def estimate_insert(aln: MateAlignments, n_pairs: int, n_found: np.ndarray) -> InsertBounds:
-    """Insert bounds from the pairs whose two mates each have one alignment (``n_found`` per read),
-    on one contig and facing each other: the quartiles widened by :data:`IQR_WIDTH` interquartile
-    ranges; :data:`DEFAULT_BOUNDS` when fewer than :data:`MIN_ESTIMATE_PAIRS` such pairs."""
-    unique = n_found[aln.read] == 1
+    """Insert bounds from the pairs among the first :data:`ESTIMATE_PAIRS` whose two mates each have
+    one alignment (``n_found`` per read), on one contig and facing each other: the quartiles widened
+    by :data:`IQR_WIDTH` interquartile ranges; :data:`DEFAULT_BOUNDS` when fewer than
+    :data:`MIN_ESTIMATE_PAIRS` such pairs."""
+    unique = (n_found[aln.read] == 1) & (aln.read < 2 * ESTIMATE_PAIRS)
     one = np.flatnonzero(unique)
     pair_of = aln.read[one] // 2
     both = np.bincount(pair_of, minlength=n_pairs) == 2
@@ -315,7 +323,8 @@ def pair_chunk(chunk: ReadChunk, found: ChunkHits | ChunkAlignments, bounds: Ins
                contig_offsets: np.ndarray, report_all: bool, max_hits: int | None
                ) -> tuple[RecordColumns, tuple[FlatStrings, FlatStrings], InsertBounds, int]:
     """A chunk of pairs from its mates' alignments: the record columns, the CIGAR and MD strings they
-    index, the insert bounds used (estimated from this chunk when ``bounds`` is None), and the
+    index, the insert bounds used (when ``bounds`` is None, estimated from this chunk, the first, which
+    holds the input's first :data:`ESTIMATE_PAIRS` pairs), and the
     pairs whose proper pairs were capped at :data:`PAIR_CAP`."""
     aln, strings, n_best, n_found = mate_alignments(chunk, found)
     n_pairs = len(chunk) // 2

@@ -70,7 +70,7 @@ from ..io.splits import STDIN, FileSplit, Source, is_url, plan_input, reads_path
 from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
 from ..progress import Progress
 from ..search.hits import ChunkHits
-from .pairs import InsertBounds, insert_bounds
+from .pairs import ESTIMATE_PAIRS, InsertBounds, insert_bounds
 from .result import MappingResult, collect_hits
 from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, GuidedChunks, block_homes, block_priority
 from .tasks import (
@@ -141,7 +141,8 @@ def map_reads(
         ``reads`` holds paired-end reads, the two mates of each pair one after the other.
     min_insert, max_insert
         Pairs: the inserts of a proper pair, from the forward mate's first base to the
-        reverse mate's last (both or neither); by default estimated from the first chunk.
+        reverse mate's last (both or neither); by default estimated from the first
+        :data:`dmap.mapping.pairs.ESTIMATE_PAIRS` pairs (whatever the chunks).
     sam_path
         Write SAM here: a file (written under a temporary name and renamed at
         the end; an existing file is replaced only if dmap wrote it), a FIFO
@@ -276,7 +277,9 @@ def map_reads(
     # Planning reads each file's first 64 KiB: a missing file or one that is not FASTA/FASTQ is
     # an error before a cluster starts.
     counts = WorkerCounts()  # paired byte ranges: their records counted on the workers, once there are some
-    sources = (plan_pair_files(firsts, seconds, schedule or (lambda *_: chunk_size), counts, chunk_size)
+    # The insert size is estimated from the first pairs, which the first chunk holds.
+    sources = (plan_pair_files(firsts, seconds, schedule or (lambda *_: chunk_size), counts, chunk_size,
+                               first_pairs=ESTIMATE_PAIRS if insert is None else 0)
                if paired else plan_input(paths, schedule or (lambda *_: chunk_size)))
     first = next(sources, None)
     sources = _prepended([first], sources) if first is not None else iter(())
@@ -295,7 +298,8 @@ def map_reads(
         out = Output(sam_path, inputs=paths, index=idx.path)
         writer = SamWriter(out.file, name=out.name, after_failure=out.after_failure, direct=out.tmp is not None)
     def write_header(bounds: InsertBounds | None) -> None:
-        """The header, once the insert bounds of pairs are known (from the first chunk)."""
+        """The header, once the insert bounds of pairs are known (from the first chunk, which holds the
+        first pairs)."""
         if writer is not None:
             text = sam.header(idx.meta, argv, group, [bounds.describe()] if bounds is not None else [])
             head = (bam.header(text, contig_names, idx.meta.contigs.lengths.tolist()) if fmt == "bam"

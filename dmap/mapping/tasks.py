@@ -259,7 +259,7 @@ class RecordSettings:
     # "sam"; "bam": records encoded as BAM (dmap.format.bam); "sam.gz": SAM text.  Both of the
     # latter in whole BGZF blocks (dmap.format.bgzf), which concatenate in the output.
     format: str = "sam"
-    insert: InsertBounds | None = None  # pairs: the user's insert bounds (None: estimated from the first chunk)
+    insert: InsertBounds | None = None  # pairs: the user's insert bounds (None: estimated from the first pairs)
     direct: bool = True  # records written in place go to a local disk with O_DIRECT (dmap.format.writer.direct_writes)
 
 
@@ -293,7 +293,7 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
 
     A chunk of pairs is paired (:func:`dmap.mapping.pairs.pair_chunk`) with the insert bounds
     ``insert`` (those of the first chunk's output), or the user's, or, for the first chunk, its
-    own estimate."""
+    own estimate from the input's first pairs, which it holds."""
     index = cached_index(index_path)
     searched = chunk.searched
     n = len(chunk) if searched is None else searched.size

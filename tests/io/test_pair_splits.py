@@ -125,20 +125,26 @@ def write_lanes(tmp_path, lanes, interleaved=False):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lanes=st.lists(st.tuples(st.integers(0, 12), st.sampled_from(["plain", "bgzf", "gzip"])), min_size=1,
                       max_size=6),
-       chunk=st.integers(2, 40), interleaved=st.booleans(), cut=st.booleans())
-def test_chunks_of_pairs_span_pairs_of_files_and_read_every_pair_once(tmp_path, lanes, chunk, interleaved, cut):
+       chunk=st.integers(2, 40), grow=st.booleans(), interleaved=st.booleans(), cut=st.booleans(),
+       first_pairs=st.integers(0, 30))
+def test_chunks_of_pairs_span_pairs_of_files_and_read_every_pair_once(tmp_path, lanes, chunk, grow, interleaved, cut,
+                                                                      first_pairs):
     """A pair of files that ends before its chunk is full leaves the rest of the chunk to the next:
-    every pair, in order, once, whatever the chunk size and the mix of plain and bgzip files (cut
-    by the workers, or taken whole), gzip (read by the client) and empty files; the chunks and
-    their parts numbered in order."""
+    every pair, in order, once, whatever the chunk sizes (``grow``: growing with the reads done,
+    as GuidedChunks' do) and the mix of plain and bgzip files (cut by the workers, or taken
+    whole), gzip (read by the client) and empty files; the chunks and their parts numbered in
+    order; the first chunk holds at least ``first_pairs`` pairs (the insert size's sample), or
+    all of them."""
     for old in tmp_path.glob("l*"):
         old.unlink()
     firsts, seconds, want = write_lanes(tmp_path, lanes, interleaved)
-    plan = list(plan_pair_files(firsts, seconds, lambda *_: chunk, chunk_size=chunk if cut else None))
+    size = (lambda done, _: chunk + done // 3) if grow else (lambda *_: chunk)
+    plan = list(plan_pair_files(firsts, seconds, size, chunk_size=chunk if cut else None, first_pairs=first_pairs))
     assert [c.number for c in plan] == list(range(len(plan)))
     assert all(p.number == c.number for c in plan if isinstance(c, PairGroup) for p in c.parts)
-    got = [(n, s) for c in plan for r in [read_pair_chunk(c, DNA)] for n, s in zip(r.names, r.seqs)]
-    assert got == want
+    chunks = [read_pair_chunk(c, DNA) for c in plan]
+    assert [(n, s) for r in chunks for n, s in zip(r.names, r.seqs)] == want
+    assert not chunks or len(chunks[0]) >= min(2 * first_pairs, len(want))
 
 
 @pytest.mark.parametrize("kinds", [["plain"], ["gzip"], ["plain", "bgzf", "gzip"]], ids="-".join)

@@ -23,7 +23,7 @@ import dmap
 from dmap.alphabet import reverse_complement
 from dmap.format.sam import contig_name_columns, format_pair_records_device
 from dmap.io.fastx import iter_contigs
-from dmap.mapping.pairs import InsertBounds, MateAlignments, pair_chunk, proper_pairs
+from dmap.mapping.pairs import ESTIMATE_PAIRS, InsertBounds, MateAlignments, pair_chunk, proper_pairs
 from dmap.reads import ReadChunk, ReadFields
 from dmap.search.hits import ChunkHits
 from dmap.testing.approx import brute_force_alignments, brute_force_pairs
@@ -146,28 +146,44 @@ def test_interleaved_equals_two_files_and_gzip(tmp_path, client):
             == bodies["interleaved lanes"])
     names = [line.split("\t")[0] for line in bodies["files"]]
     assert "pair0" in names and not any("/" in n for n in names)  # the /1 /2 suffixes dropped
-def test_insert_size_is_estimated_from_the_first_chunk(tmp_path, client):
+def test_insert_size_is_estimated_from_the_first_pairs(tmp_path, client):
+    """The estimate comes from the input's first ESTIMATE_PAIRS pairs, whatever the chunk size and
+    the files the pairs come in (the first chunk holds them): pairs after them, of another
+    library's inserts, change neither the estimate nor any record."""
     rng = np.random.default_rng(9)
     seq = "".join(rng.choice(list("ACGT"), size=30000))
+    n = ESTIMATE_PAIRS + 600
     first, second, sizes = [], [], []
-    for _ in range(400):
-        size = int(rng.normal(250, 20))
+    for i in range(n):
+        size = int(rng.normal(250, 20) if i < ESTIMATE_PAIRS else rng.normal(600, 20))
         sizes.append(size)
         at = int(rng.integers(0, len(seq) - size))
         first.append(seq[at: at + 50])
         second.append(reverse_complement(seq[at + size - 50: at + size]))
     write_fasta(tmp_path / "ref.fa", [("chr", seq)])
     write_pairs(tmp_path, first, second)
+    for m in (1, 2):  # the same pairs as lanes: 3,000 pairs plain, then the rest gzip-compressed
+        lines = (tmp_path / f"r{m}.fq").read_bytes().splitlines(keepends=True)
+        (tmp_path / f"a{m}.fq").write_bytes(b"".join(lines[:4 * 3000]))
+        (tmp_path / f"b{m}.fq.gz").write_bytes(gzip.compress(b"".join(lines[4 * 3000:])))
     idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=60)
-    res = dmap.map_reads(idx, tmp_path / "r1.fq", tmp_path / "r2.fq", sam_path=tmp_path / "out.sam",
-                         client=client, chunk_size=100)
+    runs = {"chunks of 100": ((tmp_path / "r1.fq", tmp_path / "r2.fq"), 100),
+            "chunks of 7,000": ((tmp_path / "r1.fq", tmp_path / "r2.fq"), 7000),
+            "lanes": tuple([tuple(f"{tmp_path / f'a{m}.fq'},{tmp_path / f'b{m}.fq.gz'}" for m in (1, 2)), 3000])}
+    texts = {}
+    for label, (paths, chunk_size) in runs.items():
+        out = tmp_path / f"{label}.sam"
+        res = dmap.map_reads(idx, *paths, sam_path=out, client=client, chunk_size=chunk_size)
+        texts[label] = [line for line in out.read_text().splitlines() if not line.startswith("@PG")]
+    assert texts["chunks of 100"] == texts["chunks of 7,000"] == texts["lanes"]
     ins = res.insert
     assert ins.estimated and 240 <= ins.median <= 260 and 15 <= ins.sd <= 25
-    assert ins.low < 200 and ins.high > 300  # the spread of the data lies within the bounds
-    assert res.n_proper == sum(ins.low <= n <= ins.high for n in sizes) > 395
-    header = [line for line in (tmp_path / "out.sam").read_text().splitlines() if line.startswith("@CO")]
+    assert ins.low < 200 and 300 < ins.high < 500  # the first pairs' spread, not the last pairs'
+    assert res.n_proper == sum(ins.low <= size <= ins.high for size in sizes) > ESTIMATE_PAIRS - 10
+    header = [line for line in texts["lanes"] if line.startswith("@CO")]
     assert header == [f"@CO\t{ins.describe()}"]
-    flagstat = subprocess.run(["samtools", "flagstat", str(tmp_path / "out.sam")], capture_output=True,
+    assert f"of the first {ESTIMATE_PAIRS:,}:" in header[0]
+    flagstat = subprocess.run(["samtools", "flagstat", str(tmp_path / "lanes.sam")], capture_output=True,
                               text=True, check=True).stdout
     assert f"{2 * res.n_proper} + 0 properly paired" in flagstat
 
