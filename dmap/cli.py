@@ -212,8 +212,9 @@ def index_info(index_path: str) -> None:
                    "BAM for an output ending .bam, sam.gz for .gz or .bgz, else SAM; .cram is refused].")
 @click.option("--max-hits", "-k", type=int, default=None, help="Report at most K hits per read [default: all].")
 @click.option("--chunk-size", type=int, default=None,
-              help=f"Most reads per task; chunks grow to it [default: {DEFAULT_CHUNK_SIZE}; "
-                   f"{DEFAULT_APPROX_CHUNK_SIZE} with --max-errors].")
+              help=f"Most reads per task; chunks grow to it (the first chunk of pairs holds the first "
+                   f"{ESTIMATE_PAIRS:,} pairs, which the insert size is estimated from) [default: "
+                   f"{DEFAULT_CHUNK_SIZE}; {DEFAULT_APPROX_CHUNK_SIZE} with --max-errors].")
 @click.option("--scheduler", default=None, help="Dask scheduler address (tcp://HOST:PORT) of a running cluster.")
 @click.option("--cluster", "cluster_file", default=None, type=click.Path(dir_okay=False),
               help="cluster.yaml describing the cluster.")
