@@ -276,16 +276,16 @@ def range_fields(source: RawBlock | RecordRange) -> ReadFields:
 
 
 def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Callable[[int, int], int],
-                    count: Counter | None = None, chunk_size: int | None = None,
+                    count: Counter | None = None, split: bool = False,
                     first_pairs: int = 0) -> Iterator[PairChunk]:
     """The chunks of paired input given as lists of files (a run's lanes: ``a_1.fq,b_1.fq`` and
     ``a_2.fq,b_2.fq``), in order, numbered from 0: each pair of files in turn, read side by side
     (``seconds`` None: each of ``firsts`` interleaved).
 
     ``next_size(reads_done, bytes_done)`` chooses each chunk's reads (two
-    per pair).  With ``chunk_size``, files that workers can cut are planned
-    as byte ranges of ``chunk_size`` reads a chunk (:func:`plan_pair_splits`,
-    their records counted by ``count``); a pair of files of one range each
+    per pair).  With ``split``, files that workers can cut are planned as
+    byte ranges of those sizes (:func:`plan_pair_splits`, their records
+    counted by ``count``); a pair of files of one range each
     is taken whole, its records not counted.  Other input (or where either
     file is such) is read here as streams (:class:`PairBlock`).  A pair of
     files that ends before its chunk is full leaves the rest of the chunk to
@@ -307,23 +307,23 @@ def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Cal
         check_path(path, "reads")
     chunks = _Chunks(next_size, first_pairs)
     for k, first in enumerate(firsts):
-        yield from _plan_pair(first, None if seconds is None else seconds[k], chunks, count, chunk_size)
+        yield from _plan_pair(first, None if seconds is None else seconds[k], chunks, count, split)
     yield from chunks.flush()
 
 
 def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], int],
-               count: Counter | None = None, chunk_size: int | None = None) -> Iterator[PairChunk]:
+               count: Counter | None = None, split: bool = False) -> Iterator[PairChunk]:
     """The chunks of one pair of files (``second`` None: ``first`` interleaved), as
     :func:`plan_pair_files` plans them."""
-    return plan_pair_files([first], None if second is None else [second], next_size, count, chunk_size)
+    return plan_pair_files([first], None if second is None else [second], next_size, count, split)
 
 
 def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter | None,
-               chunk_size: int | None) -> Iterator[PairChunk]:
+               split: bool) -> Iterator[PairChunk]:
     """The parts of one pair of files, held in ``chunks`` (see :func:`plan_pair_files`)."""
     paths = [p for p in (first, second) if p is not None]
     per_record = len(paths)  # reads per record of the first file: its mate is in the other file, or a record
-    if chunk_size is not None and all(splittable(p) for p in paths):
+    if split and all(splittable(p) for p in paths):
         asked: list[int] = []  # records of each range of the first file, as the schedule chooses them
 
         def cut_first(_: int, bytes_done: int) -> int:
@@ -338,12 +338,12 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
             asked.append(max(1, reads // per_record))
             return asked[-1]
 
-        ranges = itertools.count()
+        cuts = itertools.count()
 
         def cut_second(_: int, __: int) -> int:
             """The second file's ranges, cut at the first's records, so that a chunk's mates lie in
             one or two of them."""
-            return asked[min(next(ranges), len(asked) - 1)]
+            return asked[min(next(cuts), len(asked) - 1)]
 
         plans = [byte_ranges(p, cut) for p, cut in zip(paths, (cut_first, cut_second))]
         if all(plan is not None for plan in plans):

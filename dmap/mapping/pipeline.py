@@ -278,7 +278,7 @@ def map_reads(
     # an error before a cluster starts.
     counts = WorkerCounts()  # paired byte ranges: their records counted on the workers, once there are some
     # The insert size is estimated from the first pairs, which the first chunk holds.
-    sources = (plan_pair_files(firsts, seconds, schedule or (lambda *_: chunk_size), counts, chunk_size,
+    sources = (plan_pair_files(firsts, seconds, schedule or (lambda *_: chunk_size), counts, split=True,
                                first_pairs=ESTIMATE_PAIRS if insert is None else 0)
                if paired else plan_input(paths, schedule or (lambda *_: chunk_size)))
     first = next(sources, None)

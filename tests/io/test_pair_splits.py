@@ -31,10 +31,10 @@ def test_pairs_cut_by_bytes_are_the_pairs_read_as_streams(tmp_path, lengths, chu
             pysam.tabix_compress(str(path), str(path) + ".gz", force=True)
         paths = [f"{p}.gz" for p in paths]
     paths = [str(p) for p in paths] + ([None] if interleaved else [])
-    split = list(plan_pairs(*paths, lambda *_: chunk, chunk_size=chunk))
+    split = list(plan_pairs(*paths, lambda *_: chunk, split=True))
     assert all(isinstance(s, PairSplit) for s in split)
     assert [s.number for s in split] == list(range(len(split)))
-    stream = list(plan_pairs(*paths, lambda *_: chunk))  # no chunk_size: read as streams
+    stream = list(plan_pairs(*paths, lambda *_: chunk))  # not split: read as streams
     pairs = lambda plan: [(n, q) for b in plan for c in [read_pair_chunk(b, DNA)]  # noqa: E731
                           for n, q in zip(c.names, c.seqs)]
     assert pairs(split) == pairs(stream) == [(f"pair{i}", s) for i, (a, b) in enumerate(zip(first, second))
@@ -47,13 +47,13 @@ def test_paired_files_that_cannot_be_mapped_are_read_as_streams(tmp_path, monkey
     first, second = ["ACGT" * 10] * 300, ["GGCC" * 9] * 300
     write_pairs(tmp_path, first, second)
     paths = [str(tmp_path / "r1.fq"), str(tmp_path / "r2.fq")]
-    cut = list(plan_pairs(*paths, lambda *_: 100, chunk_size=100))
+    cut = list(plan_pairs(*paths, lambda *_: 100, split=True))
 
     def refuse(*args, **kwargs):
         raise OSError(19, "No such device")
 
     monkeypatch.setattr(mmap, "mmap", refuse)
-    streamed = list(plan_pairs(*paths, lambda *_: 100, chunk_size=100))
+    streamed = list(plan_pairs(*paths, lambda *_: 100, split=True))
     assert all(isinstance(b, PairSplit) for b in cut) and not any(isinstance(b, PairSplit) for b in streamed)
     pairs = lambda plan: [n for b in plan for n in read_pair_chunk(b, DNA).names]  # noqa: E731
     assert pairs(streamed) == [f"pair{i // 2}" for i in range(600)]
@@ -70,7 +70,7 @@ def test_pairs_cut_by_bytes_check_the_counts(tmp_path, name):
     paths = [str(tmp_path / "pairs.fq"), None] if interleaved else [str(tmp_path / "r1.fq"), str(tmp_path / "r2.fq")]
     words = "odd number of records" if interleaved else f"{name}' has fewer records than its mate file"
     with pytest.raises(InputFormatError, match=words):
-        list(plan_pairs(*paths, lambda *_: 7, chunk_size=7))
+        list(plan_pairs(*paths, lambda *_: 7, split=True))
 
 
 def test_lists_of_paired_files_map_each_pair_of_files_in_turn(tmp_path):
@@ -86,7 +86,7 @@ def test_lists_of_paired_files_map_each_pair_of_files_in_turn(tmp_path):
         (tmp_path / f"a_{name}").write_bytes(b"".join(lines[:4 * 50]))
         (tmp_path / f"b_{name}.gz").write_bytes(gzip.compress(b"".join(lines[4 * 50:])))
         lanes.append([str(tmp_path / f"a_{name}"), str(tmp_path / f"b_{name}.gz")])
-    plan = list(plan_pair_files(*lanes, lambda *_: 16, chunk_size=16))
+    plan = list(plan_pair_files(*lanes, lambda *_: 16, split=True))
     assert [b.number for b in plan] == list(range(len(plan)))
     assert {b.first.path for b in plan if isinstance(b, PairSplit)} == {lanes[0][0]}
     chunks = [read_pair_chunk(b, DNA) for b in plan]
@@ -139,7 +139,7 @@ def test_chunks_of_pairs_span_pairs_of_files_and_read_every_pair_once(tmp_path, 
         old.unlink()
     firsts, seconds, want = write_lanes(tmp_path, lanes, interleaved)
     size = (lambda done, _: chunk + done // 3) if grow else (lambda *_: chunk)
-    plan = list(plan_pair_files(firsts, seconds, size, chunk_size=chunk if cut else None, first_pairs=first_pairs))
+    plan = list(plan_pair_files(firsts, seconds, size, split=cut, first_pairs=first_pairs))
     assert [c.number for c in plan] == list(range(len(plan)))
     assert all(p.number == c.number for c in plan if isinstance(c, PairGroup) for p in c.parts)
     chunks = [read_pair_chunk(c, DNA) for c in plan]
@@ -153,7 +153,7 @@ def test_small_pairs_of_files_share_chunks(tmp_path, kinds):
     streams give chunks of exactly 20 reads (a small file's records are estimated from its bytes,
     all of which its first 64 KiB hold); bgzip's from its compressed bytes."""
     firsts, seconds, want = write_lanes(tmp_path, [(5, kinds[k % len(kinds)]) for k in range(50)])
-    plan = list(plan_pair_files(firsts, seconds, lambda *_: 20, chunk_size=20))
+    plan = list(plan_pair_files(firsts, seconds, lambda *_: 20, split=True))
     assert all(isinstance(c, PairGroup) for c in plan)
     chunks = [read_pair_chunk(c, DNA) for c in plan]
     if "bgzf" in kinds:
@@ -172,7 +172,7 @@ def test_fastq_and_fasta_pairs_do_not_share_a_chunk(tmp_path):
     (tmp_path / "c_2.fa").write_bytes(b">p2/2\nTTTT\n")
     firsts, seconds = ([str(tmp_path / f"{x}_{m}.{e}") for x, e in (("a", "fq"), ("b", "fa"), ("c", "fa"))]
                        for m in (1, 2))
-    chunks = [read_pair_chunk(c, DNA) for c in plan_pair_files(firsts, seconds, lambda *_: 100, chunk_size=100)]
+    chunks = [read_pair_chunk(c, DNA) for c in plan_pair_files(firsts, seconds, lambda *_: 100, split=True)]
     assert [(c.names, c.quals is not None) for c in chunks] == [
         (["p0", "p0"], True), (["p1", "p1", "p2", "p2"], False)]
 
@@ -189,7 +189,7 @@ def test_an_error_in_a_chunk_that_spans_pairs_of_files_names_its_files(tmp_path,
     else:
         open(seconds[1], "wb").write(text.replace(b"@pair4/2", b"@other/2"))
         error = f"reads files {firsts[1]!r} and {seconds[1]!r}: the mates 'pair4/1' and 'other/2'"
-    [chunk] = plan_pair_files(firsts, seconds, lambda *_: 100, chunk_size=100)
+    [chunk] = plan_pair_files(firsts, seconds, lambda *_: 100, split=True)
     assert isinstance(chunk, PairGroup)
     with pytest.raises(InputFormatError, match=re.escape(error)):
         read_pair_chunk(chunk, DNA)
