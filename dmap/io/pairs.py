@@ -453,11 +453,7 @@ def _joined_pair_fields(group: PairGroup) -> ReadFields | None:
         if sizes[0] != sizes[1]:
             return None
         (first, a), (second, b) = picked
-        n = sum(sizes[0])
-        fields = ReadFields.concat([first.select(np.concatenate(a)), second.select(np.concatenate(b))])
-        order = np.empty(2 * n, dtype=np.int64)
-        order[0::2], order[1::2] = np.arange(n), np.arange(n, 2 * n)
-        fields = fields.select(order)
+        fields = _interleaved(first.select(np.concatenate(a)), second.select(np.concatenate(b)))
     try:
         return _strip_mate_suffixes(fields, group.parts[0])
     except InputFormatError:
@@ -472,14 +468,18 @@ def _pair_fields(part: PairBlock | PairSplit) -> ReadFields:
         if len(fields) != len(second):
             shorter = part.first.path if len(fields) < len(second) else part.second.path
             raise _short(shorter, part.first.path, part.second.path)
-        n = len(fields)
-        fields = ReadFields.concat([fields, second])
-        order = np.empty(2 * n, dtype=np.int64)
-        order[0::2], order[1::2] = np.arange(n), np.arange(n, 2 * n)
-        fields = fields.select(order)
+        fields = _interleaved(fields, second)
     elif len(fields) % 2:
         raise _short(part.first.path, part.first.path, None)
     return _strip_mate_suffixes(fields, part)
+
+
+def _interleaved(first: ReadFields, second: ReadFields) -> ReadFields:
+    """The records of two files of mates (as many in each), pair by pair: first mate, second mate."""
+    n = len(first)
+    order = np.empty(2 * n, dtype=np.int64)
+    order[0::2], order[1::2] = np.arange(n), np.arange(n, 2 * n)
+    return ReadFields.concat([first, second]).select(order)
 
 
 def _strip_mate_suffixes(fields: ReadFields, block: PairBlock | PairSplit) -> ReadFields:
