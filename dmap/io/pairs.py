@@ -417,47 +417,48 @@ def read_pair_chunk(block: PairChunk, alphabet: Alphabet, max_length: int | None
 
 def _joined_pair_fields(group: PairGroup) -> ReadFields | None:
     """The records of a group of plain FASTQ parts, each mate's files joined and split into fields
-    at once (:func:`dmap.io.fastx.joined_fields`: a small pair of files' records cost as many
-    numpy calls as a large one's), interleaved and their names checked; None where they are
-    not such, or a part's mates do not match: :func:`_pair_fields` then reads part by part,
-    and its errors name the part's files."""
-    mates = [[part.first for part in group.parts]]
-    if group.parts[0].second is not None:
-        mates.append([part.second for part in group.parts])
-    picked = []
-    for ranges in mates:
-        # Each range's sources: a block read by the client, or the byte ranges of a record range.
-        sources = [[r] if isinstance(r, RawBlock) else list(r.splits) for r in ranges]
-        flat = [s for each in sources for s in each]
-        if not flat or not all(s.fastq for s in flat):
+    at once (:func:`_joined_mates`: a small pair of files' records cost as many numpy calls as a
+    large one's), interleaved and their names checked; None where they are not such, or a
+    part's mates do not match: :func:`_pair_fields` then reads part by part, and its errors
+    name the part's files."""
+    first = _joined_mates([part.first for part in group.parts])
+    if group.parts[0].second is None:
+        if first is None or any(n % 2 for n in first[1]):
             return None
-        joined = joined_fields([source_bytes(s)[0] for s in flat])
-        if joined is None:
-            return None
-        fields, counts = joined
-        index, at, k = [], 0, 0  # at: the range's first record in fields; k: its first source
-        for r, each in zip(ranges, sources):
-            total = int(counts[k:k + len(each)].sum())
-            skip, count = (0, total) if isinstance(r, RawBlock) or r.count is None else (r.skip, r.count)
-            if skip + count > total:
-                return None  # the file changed: read part by part, which says so
-            index.append(np.arange(at + skip, at + skip + count))
-            at, k = at + total, k + len(each)
-        picked.append((fields, index))
-    sizes = [[len(i) for i in index] for _, index in picked]
-    if len(picked) == 1:
-        if any(n % 2 for n in sizes[0]):
-            return None
-        fields = picked[0][0].select(np.concatenate(picked[0][1]))
+        fields = first[0]
     else:
-        if sizes[0] != sizes[1]:
+        second = _joined_mates([part.second for part in group.parts])
+        if first is None or second is None or first[1] != second[1]:
             return None
-        (first, a), (second, b) = picked
-        fields = _interleaved(first.select(np.concatenate(a)), second.select(np.concatenate(b)))
+        fields = _interleaved(first[0], second[0])
     try:
         return _strip_mate_suffixes(fields, group.parts[0])
     except InputFormatError:
         return None  # read part by part: the error names the part's files
+
+
+def _joined_mates(ranges: list[RawBlock | RecordRange]) -> tuple[ReadFields, list[int]] | None:
+    """The records of one file of mates of each of a group's parts, in order, split into fields at
+    once (:func:`dmap.io.fastx.joined_fields`), and how many each part has; None where they are
+    not plain FASTQ or a file changed (read part by part then, which says so)."""
+    # Each range's sources: a block read by the client, or the byte ranges of a record range.
+    sources = [[r] if isinstance(r, RawBlock) else list(r.splits) for r in ranges]
+    flat = [s for each in sources for s in each]
+    if not flat or not all(s.fastq for s in flat):
+        return None
+    joined = joined_fields([source_bytes(s)[0] for s in flat])
+    if joined is None:
+        return None
+    fields, counts = joined
+    index, at, k = [], 0, 0  # at: the range's first record in fields; k: its first source
+    for r, each in zip(ranges, sources):
+        total = int(counts[k:k + len(each)].sum())
+        skip, count = (0, total) if isinstance(r, RawBlock) or r.count is None else (r.skip, r.count)
+        if skip + count > total:
+            return None
+        index.append(np.arange(at + skip, at + skip + count))
+        at, k = at + total, k + len(each)
+    return fields.select(np.concatenate(index)), [len(i) for i in index]
 
 
 def _pair_fields(part: PairBlock | PairSplit) -> ReadFields:
