@@ -267,6 +267,8 @@ def range_fields(source: RawBlock | RecordRange) -> ReadFields:
     """The records of a raw block, or of a record range (parsed from its splits)."""
     if isinstance(source, RawBlock):
         return source_fields(source)
+    if not source.splits:  # an empty file, whose mate file is not
+        return ReadFields.from_strings([], [], [])
     fields = ReadFields.concat([source_fields(s) for s in source.splits])
     if source.count is None:
         return fields
@@ -343,7 +345,8 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
         def cut_second(_: int, __: int) -> int:
             """The second file's ranges, cut at the first's records, so that a chunk's mates lie in
             one or two of them."""
-            return asked[min(next(cuts), len(asked) - 1)]
+            k = next(cuts)
+            return asked[min(k, len(asked) - 1)] if asked else max(1, chunks.wanted() // per_record)
 
         plans = [byte_ranges(p, cut) for p, cut in zip(paths, (cut_first, cut_second))]
         if all(plan is not None for plan in plans):
@@ -355,7 +358,8 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
                 records = round(plans[0][0].reads) if plans[0] else 0
                 part = PairSplit(chunks.number, ranges[0], ranges[1] if second is not None else None)
                 nbytes = sum(s.end - s.start for plan in plans for s in plan)
-                yield from chunks.add(part, records * per_record, nbytes, records >= asked[0])
+                # (An empty first file asked for nothing: its worker finds the second file longer.)
+                yield from chunks.add(part, records * per_record, nbytes, bool(asked) and records >= asked[0])
                 return
             yield from plan_pair_splits(first, second, plans, count or local_counts, chunks, asked)
             return

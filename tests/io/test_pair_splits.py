@@ -193,3 +193,16 @@ def test_an_error_in_a_chunk_that_spans_pairs_of_files_names_its_files(tmp_path,
     assert isinstance(chunk, PairGroup)
     with pytest.raises(InputFormatError, match=re.escape(error)):
         read_pair_chunk(chunk, DNA)
+
+
+@pytest.mark.parametrize("first_pairs", [0, 100], ids=["taken whole", "counted"])
+@pytest.mark.parametrize("empty", ["l1_1.fq", "l1_2.fq"])
+def test_a_pair_of_files_with_one_file_empty_is_one_clear_error(tmp_path, empty, first_pairs):
+    """One file of a pair empty, the other not (a truncated download): the error names the empty
+    file, whether its pair of files is counted while planning or taken whole and checked by its
+    worker."""
+    firsts, seconds, _ = write_lanes(tmp_path, [(3, "plain"), (3, "plain"), (3, "plain")])
+    (tmp_path / empty).write_bytes(b"")
+    with pytest.raises(InputFormatError, match=re.escape(f"reads file {str(tmp_path / empty)!r} has fewer records")):
+        for chunk in plan_pair_files(firsts, seconds, lambda *_: 100, split=True, first_pairs=first_pairs):
+            read_pair_chunk(chunk, DNA)
