@@ -168,7 +168,7 @@ class _Chunks:
         self.done = [0, 0, 0]  # chunks, reads and bytes planned so far
         self.held: list[PairBlock | PairSplit] = []
         self.held_reads, self.held_bytes = 0.0, 0
-        self.formats: tuple[bool, ...] | None = None  # FASTQ or not, per file, of the held parts
+        self.fastq: bool | None = None  # whether the held parts are FASTQ
 
     @property
     def number(self) -> int:
@@ -189,12 +189,11 @@ class _Chunks:
         ``first_pairs``."""
         return self.done[0] == 0 and self.held_reads < self.least
 
-    def start(self, formats: tuple[bool, ...]) -> Iterator[PairChunk]:
-        """Before a pair of files of ``formats`` (FASTQ or not, per file): FASTQ and FASTA
-        records do not share a chunk."""
-        if self.held and formats != self.formats:
+    def start(self, fastq: bool) -> Iterator[PairChunk]:
+        """Before a pair of files of FASTQ (or FASTA): FASTQ and FASTA records do not share a chunk."""
+        if self.held and fastq != self.fastq:
             yield from self.flush()
-        self.formats = formats
+        self.fastq = fastq
 
     def add(self, part: PairBlock | PairSplit, reads: float, nbytes: int, full: bool) -> Iterator[PairChunk]:
         """Hold ``part`` (``reads`` reads in ``nbytes`` bytes), and plan its chunk if ``full``."""
@@ -251,6 +250,18 @@ def plan_pair_splits(first: str, second: str | None, plans: list[list[FileSplit]
         taken = end
     if second is not None and cursors[1].total() != taken:
         raise _short(first, first, second)
+
+
+def _one_format(paths: list[str], fastq: list[bool | None]) -> bool:
+    """Whether a pair of files (``paths``, FASTQ or not each; None: empty) is FASTQ; one error line
+    where one file is FASTQ and the other FASTA (a chunk's records have qualities or none)."""
+    kinds = {f for f in fastq if f is not None}
+    if len(kinds) > 1:
+        name = lambda f: "FASTQ" if f else "FASTA"  # noqa: E731
+        raise InputFormatError(f"reads files {paths[0]!r} ({name(fastq[0])}) and {paths[1]!r} ({name(fastq[1])}) "
+                               "hold the two mates of each pair in different formats; give both as FASTQ "
+                               "or both as FASTA")
+    return kinds.pop() if kinds else True
 
 
 def _short(path: str, first: str, second: str | None) -> InputFormatError:
@@ -352,7 +363,7 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
         if all(plan is not None for plan in plans):
             if not any(plans):
                 return
-            yield from chunks.start(tuple(plan[0].fastq for plan in plans if plan))
+            yield from chunks.start(_one_format(paths, [plan[0].fastq if plan else None for plan in plans]))
             if all(len(plan) <= 1 for plan in plans) and not chunks.counted:  # whole: the worker checks their counts
                 ranges = [RecordRange(p, tuple(plan), 0, None) for p, plan in zip(paths, plans)]
                 records = round(plans[0][0].reads) if plans[0] else 0
@@ -373,7 +384,7 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
         for path in paths:
             f = stack.enter_context(open_reads(path))
             sniffed = sniff(f, path)
-            fastq.append(sniffed is not None and sniffed[2])
+            fastq.append(None if sniffed is None else sniffed[2])
             streams.append(iter(()) if sniffed is None else stream_blocks(f, path, sniffed[0], sniffed[1],
                                                                           sniffed[2], sniffed[3], wanted))
         started = False
@@ -390,7 +401,7 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
             if second is None and counts[0] % 2:
                 raise _short(first, first, None)
             if not started:
-                yield from chunks.start(tuple(fastq))
+                yield from chunks.start(_one_format(paths, fastq))
                 started = True
             raw = [RawBlock(chunks.number, path, offset, data, is_fastq)
                    for path, (offset, data, _), is_fastq in zip(paths, blocks, fastq)]

@@ -206,3 +206,14 @@ def test_a_pair_of_files_with_one_file_empty_is_one_clear_error(tmp_path, empty,
     with pytest.raises(InputFormatError, match=re.escape(f"reads file {str(tmp_path / empty)!r} has fewer records")):
         for chunk in plan_pair_files(firsts, seconds, lambda *_: 100, split=True, first_pairs=first_pairs):
             read_pair_chunk(chunk, DNA)
+
+
+@pytest.mark.parametrize("kind", ["plain", "gzip"])
+def test_mates_in_fastq_and_fasta_are_one_clear_error(tmp_path, kind):
+    """First mates as FASTQ and second mates as FASTA: a chunk's records have qualities or none,
+    so this is one error line naming both files, cut by the workers or read as streams."""
+    first = write_as(tmp_path / "r1.fq", b"@p0/1\nACGT\n+\nIIII\n@p1/1\nACGA\n+\nIIII\n", kind)
+    second = write_as(tmp_path / "r2.fa", b">p0/2\nGGCC\n>p1/2\nGGCA\n", kind)
+    with pytest.raises(InputFormatError, match=re.escape(f"reads files {str(first)!r} (FASTQ) and {str(second)!r} "
+                                                         "(FASTA) hold the two mates")):
+        list(plan_pairs(str(first), str(second), lambda *_: 100, split=True))
