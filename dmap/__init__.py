@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .cluster.scaling import measure_workers, part_configurations  # noqa: F401
     from .cluster.worker import device_stats  # noqa: F401
     from .errors import ClusterError, DeviceError, DmapError, IndexFormatError, InputFormatError  # noqa: F401
-    from .examples import write_example  # noqa: F401
+    from .examples import write_example, write_example_pairs  # noqa: F401
     from .index import Index, build_index, open_index  # noqa: F401
     from .mapping.pipeline import map_reads  # noqa: F401
     from .mapping.result import Hits, MappingResult  # noqa: F401
@@ -37,6 +37,7 @@ _EXPORTS = {
     "Hits": ".mapping.result",
     "LocalDeviceCluster": ".cluster.client",
     "write_example": ".examples",
+    "write_example_pairs": ".examples",
     "measure_workers": ".cluster.scaling",
     "part_configurations": ".cluster.scaling",
     "DmapError": ".errors",
