@@ -56,12 +56,13 @@ MAX_INSERT = 1_000_000  # inserts longer than this are not counted in the estima
 
 @dataclass(frozen=True)
 class InsertBounds:
-    """The inserts of a proper pair, ``low`` to ``high`` inclusive; with the estimate they come
-    from (``pairs`` used, their median and standard deviation), if estimated."""
+    """The inserts of a proper pair, ``low`` to ``high`` inclusive; where dmap estimated them, the
+    confidently placed pairs it found (``pairs``; None: the user's bounds) and, where they were
+    enough, their median and standard deviation."""
 
     low: int
     high: int
-    pairs: int = 0
+    pairs: int | None = None
     median: float | None = None
     sd: float | None = None
 
@@ -75,7 +76,7 @@ class InsertBounds:
             return (f"insert size estimated from {self.pairs} confidently placed pairs of the first "
                     f"{ESTIMATE_PAIRS:,}: median {self.median:.0f}, sd {self.sd:.1f}; proper pairs have inserts "
                     f"{self.low}-{self.high}")
-        if self.pairs:
+        if self.pairs is not None:
             return (f"insert size: only {self.pairs} confidently placed pairs of the first {ESTIMATE_PAIRS:,}, "
                     f"too few to estimate; proper pairs have inserts {self.low}-{self.high} "
                     "(set --min-insert/--max-insert)")

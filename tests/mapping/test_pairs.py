@@ -325,3 +325,13 @@ def test_max_hits_keeps_that_many_pairs_and_the_primary_first(tmp_path, client):
         assert len(primaries) == 2 * len(first)  # one primary record per mate
     assert max(counts[1].values()) == 1 and max(counts[None].values()) > 1  # a repeat gave several
     assert counts[1].keys() == counts[None].keys()
+
+
+def test_the_insert_line_says_whether_the_bounds_were_estimated():
+    """The user's bounds, an estimate, and an estimate that found too few pairs (none at all: reads
+    from another genome) each say so, on stderr and in the @CO line."""
+    assert InsertBounds(100, 200).describe() == "insert size: proper pairs have inserts 100-200"
+    assert InsertBounds(1, 1000, pairs=0).describe().startswith(
+        f"insert size: only 0 confidently placed pairs of the first {ESTIMATE_PAIRS:,}, too few to estimate")
+    assert InsertBounds(150, 450, pairs=900, median=300, sd=30).describe().startswith(
+        f"insert size estimated from 900 confidently placed pairs of the first {ESTIMATE_PAIRS:,}: median 300")
