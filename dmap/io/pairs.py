@@ -18,7 +18,10 @@ A worker parses and checks either (:func:`read_pair_chunk`).
 A run's pairs of files (lanes) are planned in turn, and a pair of files that
 ends before its chunk is full leaves the rest of the chunk to the next
 (:class:`PairGroup`), so that many small files cost a chunk's tasks per
-chunk, not per pair of files (:func:`plan_pair_files`).
+chunk, not per pair of files (:func:`plan_pair_files`).  The first chunk
+holds the input's first pairs, counted exactly, because the insert size is
+estimated from them (:data:`dmap.mapping.pairs.ESTIMATE_PAIRS`): the same
+pairs, and so the same output, whatever the chunk sizes and the files.
 """
 
 from __future__ import annotations
@@ -81,8 +84,8 @@ class PairSplit:
 @dataclass(frozen=True)
 class PairGroup:
     """A chunk of pairs that spans pairs of files: the last pairs of one and the first of the
-    next (or several small pairs of files), read one after another by one worker.  Each part
-    is read and its mates checked as a chunk of its own would be, so an error names its files."""
+    next (or several small pairs of files), read by one worker: plain FASTQ parts split into
+    fields at once, anything else (or parts at fault) part by part, so an error names its files."""
 
     number: int
     parts: tuple[PairBlock | PairSplit, ...]  # at least two
