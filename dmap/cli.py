@@ -274,9 +274,10 @@ def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, s
         workers_per_device, dashboard, threads, read_group, interleaved, min_insert, max_insert, strict, quiet) -> None:
     """Map READS (FASTQ/FASTA, optionally .gz; '-' for standard input) against INDEX and write SAM
     or BAM (to standard output without -o).  Several single-end files map as one run, in order, given as
-    one comma-separated list: a.fq,b.fq.gz.  Paired-end reads: READS and MATES (R1.fq R2.fq), or
-    READS --interleaved; lanes as two lists, each file of first mates with its file of second
-    mates: a_1.fq,b_1.fq a_2.fq,b_2.fq."""
+    one comma-separated list: a.fq,b.fq.gz, or as @FILE, a file that lists them one per line (for more
+    files than a command line holds).  Paired-end reads: READS and MATES (R1.fq R2.fq), or READS
+    --interleaved; lanes as two lists, each file of first mates with its file of second mates:
+    a_1.fq,b_1.fq a_2.fq,b_2.fq (or @firsts.txt @seconds.txt)."""
     if verbose:
         _show_dmap_logs()
     else:

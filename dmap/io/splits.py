@@ -117,19 +117,38 @@ Source = FileSplit | RawBlock | SourceGroup
 
 def reads_paths(reads: str | os.PathLike | list) -> list[str]:
     """The reads files of a run, in order: a path (``-`` for standard input), a list of paths,
-    or several paths joined by commas (a path that exists as it is is taken whole); each
-    checked to exist."""
+    several paths joined by commas, or ``@FILE``: the paths that FILE lists, one per line (blank
+    lines and lines starting with ``#`` skipped), for more files than a command line holds (a
+    path that exists as it is is taken whole); each checked to exist."""
     if isinstance(reads, list | tuple):
         paths = [os.fspath(p) for p in reads]
     else:
         path = os.fspath(reads)
-        paths = [path] if path == STDIN or _exists(path) or "," not in path else path.split(",")
+        if path.startswith("@") and path != "@" and not _exists(path):
+            paths = _listed(path[1:])
+        else:
+            paths = [path] if path == STDIN or _exists(path) or "," not in path else path.split(",")
     if not paths or any(p == "" for p in paths):
         raise InputFormatError(f"no reads file in {reads!r}")
     if STDIN in paths and len(paths) > 1:
         raise InputFormatError("standard input ('-') can only be the one reads file")
     for path in paths:  # all of them before the first is mapped
         check_path(path, "reads")
+    return paths
+
+
+def _listed(list_path: str) -> list[str]:
+    """The reads files that the text file ``list_path`` lists (see :func:`reads_paths`)."""
+    try:
+        with open(list_path, encoding="utf-8") as f:
+            lines = [line.strip() for line in f]
+    except FileNotFoundError:
+        raise InputFormatError(f"list of reads files {list_path!r} (given as '@{list_path}') does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputFormatError(f"list of reads files {list_path!r} cannot be read: {e}") from None
+    paths = [line for line in lines if line and not line.startswith("#")]
+    if not paths:
+        raise InputFormatError(f"list of reads files {list_path!r} lists no file")
     return paths
 
 

@@ -345,3 +345,28 @@ def test_a_named_pipe_is_opened_once(tmp_path, monkeypatch):
     writer.join(timeout=60)
     assert failure == [] and n == 50_000
     assert str(fifo) not in opened  # read through xopen's one open, never opened by os.open to look at
+
+
+def test_reads_listed_in_a_file(tmp_path, monkeypatch):
+    """``@FILE`` lists reads files one per line (blank lines and ``#`` comments skipped; paths as
+    written, relative to the working directory): more files than one argument holds.  A file that
+    exists under the name ``@...`` is a reads file; a missing or empty list is one clear error."""
+    monkeypatch.chdir(tmp_path)
+    for k in range(3000):  # their comma-separated list: 3000 x 60 bytes, over Linux's 128 KiB per argument
+        (tmp_path / f"{'cell' * 10}{k:05d}.fq").write_bytes(b"@r\nACGT\n+\nIIII\n")
+    names = sorted(p.name for p in tmp_path.glob("cell*.fq"))
+    assert len(",".join(str(tmp_path / n) for n in names)) > 128 * 1024
+    (tmp_path / "cells.txt").write_text("# plate 1\n\n" + "\n".join(names) + "\n")
+    assert splits.reads_paths("@cells.txt") == names
+    assert sum(len(c) for c in iter_read_chunks("@cells.txt", DNA, 1000)) == 3000
+    (tmp_path / "@odd.fq").write_bytes(b"@r\nACGT\n+\nIIII\n")
+    assert splits.reads_paths("@odd.fq") == ["@odd.fq"]
+    with pytest.raises(InputFormatError, match="list of reads files 'missing.txt' \\(given as '@missing.txt'\\) "
+                                               "does not exist"):
+        splits.reads_paths("@missing.txt")
+    (tmp_path / "empty.txt").write_text("# nothing yet\n\n")
+    with pytest.raises(InputFormatError, match="list of reads files 'empty.txt' lists no file"):
+        splits.reads_paths("@empty.txt")
+    (tmp_path / "typo.txt").write_text(f"{names[0]}\nnot-there.fq\n")
+    with pytest.raises(InputFormatError, match="reads file 'not-there.fq' does not exist"):
+        splits.reads_paths("@typo.txt")

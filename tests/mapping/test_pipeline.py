@@ -129,7 +129,8 @@ def test_the_first_chunk_is_not_kept_once_handed_out():
 def test_the_output_does_not_depend_on_how_the_input_is_cut(tmp_path, client, max_errors):
     """The same records, byte for byte (but @PG), whatever the chunk size (so wherever the file is
     split), whether the reads come as one file, several files in a comma-separated list (chunks
-    spanning them), gzip read by this process or a list of paths, and with guided or fixed chunks."""
+    spanning them) or listed in a file (@FILE), gzip read by this process or a list of paths, and
+    with guided or fixed chunks."""
     import gzip
 
     rng = np.random.default_rng(11)
@@ -163,6 +164,9 @@ def test_the_output_does_not_depend_on_how_the_input_is_cut(tmp_path, client, ma
     assert sam(tmp_path / "r.fq", chunk_size=50) == want
     assert sam(",".join(str(tmp_path / f"p{k}.fq") for k in range(3)), chunk_size=33) == want
     assert sam([tmp_path / "p0.fq", tmp_path / "p1.fq", tmp_path / "p2.fq"], chunk_size=100_000) == want
+    (tmp_path / "files.txt").write_text(f"# the parts\n{tmp_path / 'p0.fq'}\n\n{tmp_path / 'p1.fq.gz'}\n"
+                                        f"  {tmp_path / 'p2.fq'}  \n")
+    assert sam(f"@{tmp_path / 'files.txt'}", chunk_size=33) == want  # a file that lists them
     assert sam(tmp_path / "r.fq.gz", chunk_size=29) == want
     # Chunks that span files: a file's last reads with the next file's first, a gzip file read here
     # among files the workers cut.
