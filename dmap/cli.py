@@ -255,9 +255,10 @@ def index_info(index_path: str) -> None:
                    "device worker has min(N, 2) task threads on a CPU device, and N/2 (2 to 8, shared among "
                    "the GPUs, one per 2 GB of a GPU's memory) on a GPU [default: the cores this process may "
                    "run on, as SLURM, taskset or a container's cpuset allow].")
-@click.option("-R", "--read-group", default=None, metavar="LINE",
+@click.option("-R", "--read-group", multiple=True, metavar="LINE",
               help="Read group header line, as bwa's: '@RG\\tID:lane1\\tSM:sample1' (\\t for a tab).  Its ID "
-                   "tags every record (RG:Z).")
+                   "tags every record (RG:Z).  Repeated, one per reads file (per pair of files), in order: each "
+                   "file's records get their own.")
 @click.option("--interleaved", is_flag=True,
               help="READS holds paired-end reads, the two mates of each pair one after the other.")
 @click.option("--min-insert", type=int, default=None,
@@ -307,7 +308,7 @@ def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, s
                         seed_edits=None if seed_edits == "auto" else int(seed_edits),
                         chunk_size=chunk_size, in_flight=in_flight,
                         scheduler=scheduler, return_hits=False, processes=processes, guided=not fixed_chunks,
-                        strict=strict, read_group=read_group, threads=threads,
+                        strict=strict, read_group=list(read_group) or None, threads=threads,
                         dashboard=False if dashboard is None else dashboard,
                         workers_per_device=workers_per_device, progress=progress, argv=sys.argv)
     finally:

@@ -670,6 +670,60 @@ def test_read_group_and_picard_validation(tmp_path, errors, fmt):
     assert v.returncode == 0 and "No errors found" in v.stdout + v.stderr, v.stdout + v.stderr
 
 
+@pytest.mark.parametrize("paired", [False, True], ids=["single", "pairs"])
+def test_a_read_group_per_reads_file(tmp_path, paired):
+    """-R once per reads file (per pair of files), in order: each file's records carry its own read
+    group (three files of 40 reads in chunks of 100, which files of one read group would share);
+    the header has each @RG line once, and Picard finds no error."""
+    rng = np.random.default_rng(3)
+    genome = "".join(rng.choice(list("ACGT"), size=4000))
+    write_fasta(tmp_path / "ref.fa", [("g", genome)])
+    assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "-L", "80").returncode == 0
+    files = []
+    for k in range(3):
+        starts = rng.integers(0, 3500, 40)
+        first = [genome[a:a + 50] for a in starts]
+        if paired:
+            second = [genome[a + 250:a + 300].translate(str.maketrans("ACGT", "TGCA"))[::-1] for a in starts]
+            for m, mates in ((1, first), (2, second)):
+                (tmp_path / f"l{k}_{m}.fq").write_text("".join(f"@f{k}r{i}/{m}\n{s}\n+\n{'I' * len(s)}\n"
+                                                               for i, s in enumerate(mates)))
+            files.append((tmp_path / f"l{k}_1.fq", tmp_path / f"l{k}_2.fq"))
+        else:
+            (tmp_path / f"l{k}.fq").write_text("".join(f"@f{k}r{i}\n{s}\n+\n{'I' * len(s)}\n"
+                                                       for i, s in enumerate(first)))
+            files.append((tmp_path / f"l{k}.fq",))
+    lists = [",".join(str(f[m]) for f in files) for m in range(len(files[0]))]
+    groups = ["@RG\\tID:L1\\tSM:s\\tPL:ILLUMINA", "@RG\\tID:L2\\tSM:s\\tPL:ILLUMINA",
+              "@RG\\tID:L1\\tSM:s\\tPL:ILLUMINA"]  # the third file is the first's read group again
+    out = tmp_path / "o.sam"
+    r = dmap_cmd("run", tmp_path / "idx", *lists, "--chunk-size", "100", "-o", out,
+                 *[a for g in groups for a in ("-R", g)])
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert [line for line in text.splitlines() if line.startswith("@RG")] == [
+        "@RG\tID:L1\tSM:s\tPL:ILLUMINA", "@RG\tID:L2\tSM:s\tPL:ILLUMINA"]
+    body = sam_body(text)
+    assert len({f[0] for f in body}) == 120
+    assert all(f[-1] == f"RG:Z:{'L2' if f[0].startswith('f1') else 'L1'}" for f in body)
+    if have("PicardCommandLine"):
+        v = subprocess.run(["PicardCommandLine", "ValidateSamFile", "-I", str(out), "-MODE", "VERBOSE",
+                            "-IGNORE_WARNINGS", "true"], capture_output=True, text=True, timeout=300)
+        assert v.returncode == 0 and "No errors found" in v.stdout + v.stderr, v.stdout + v.stderr
+
+
+@pytest.mark.parametrize("groups, words", [
+    (["@RG\\tID:a", "@RG\\tID:b"], ["2 read groups for 3 reads files"]),
+    (["@RG\\tID:a\\tSM:x", "@RG\\tID:a\\tSM:y", "@RG\\tID:b"], ["read group ID 'a' is given with two different"]),
+])
+def test_read_groups_that_do_not_fit_the_files_are_refused(index, tmp_path, groups, words):
+    for k in range(3):
+        write_fastq(tmp_path / f"r{k}.fq", ["GCATGCAAG"])
+    reads = ",".join(str(tmp_path / f"r{k}.fq") for k in range(3))
+    options = [a for g in groups for a in ("-R", g)]
+    assert_clean_failure(dmap_cmd("run", index, reads, "-o", tmp_path / "o.sam", *options), tmp_path / "o.sam", *words)
+
+
 @pytest.mark.parametrize("line, words", [
     ("@RG\\tSM:x", ["no ID"]), ("ID:x", ["must start with '@RG"]), ("@RG\\tID:x\\nSM:y", ["line break"]),
     ("@RG\\tID:x\\tID:y", ["twice"]), ("@RG\\tIDx", ["TAG:VALUE"]),

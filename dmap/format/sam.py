@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,15 +37,14 @@ if TYPE_CHECKING:
     from ..opencl.device import Device
 
 
-def header(meta: IndexMeta, argv: list[str] | None = None, read_group: ReadGroup | None = None,
+def header(meta: IndexMeta, argv: list[str] | None = None, read_groups: Sequence[ReadGroup] = (),
            comments: list[str] | tuple[str, ...] = ()) -> str:
-    """``@HD``, one ``@SQ`` per contig, the ``@RG`` line of ``read_group``, ``@PG``, and a ``@CO``
-    line per comment (e.g. the insert size of pairs)."""
+    """``@HD``, one ``@SQ`` per contig, an ``@RG`` line per read group (each once), ``@PG``, and a
+    ``@CO`` line per comment (e.g. the insert size of pairs)."""
     lines = ["@HD\tVN:1.6\tSO:unsorted"]
     lines += [f"@SQ\tSN:{name}\tLN:{length}" for name, length in zip(meta.contigs.names,
                                                                       meta.contigs.lengths.tolist())]
-    if read_group is not None:
-        lines.append(read_group.line)
+    lines += list(dict.fromkeys(group.line for group in read_groups))
     # A tab or newline in an argument (a file name) would end the field or the line.
     cl = shlex.join(argv if argv is not None else sys.argv).replace("\t", "\\t").replace("\n", "\\n")
     lines.append(f"@PG\tID:dmap\tPN:dmap\tVN:{__version__}\tCL:{cl}")
@@ -92,6 +92,32 @@ class ReadGroup:
     def tag(self) -> str:
         """What every record ends with."""
         return f"\tRG:Z:{self.id}"
+
+
+def read_groups(lines: str | Sequence[str] | None, n_files: int) -> list[ReadGroup] | None:
+    """The read group of each of a run's ``n_files`` reads files (pairs of files for paired-end
+    reads), in order: one line for all of them, or one per file; None without any.
+
+    Raises
+    ------
+    DmapError
+        For a malformed line (:meth:`ReadGroup.parse`), as many lines as neither 1 nor
+        ``n_files``, or one ID given with two different lines.
+    """
+    if lines is None or isinstance(lines, str):
+        lines = [] if lines is None else [lines]
+    groups = [ReadGroup.parse(line) for line in lines]
+    if not groups:
+        return None
+    if len(groups) not in (1, n_files):
+        raise DmapError(f"{len(groups)} read groups for {n_files} reads files (or pairs of files): give one "
+                        "for them all, or one for each, in their order")
+    by_id: dict[str, str] = {}
+    for group in groups:
+        if by_id.setdefault(group.id, group.line) != group.line:
+            raise DmapError(f"read group ID {group.id!r} is given with two different lines; an ID names one "
+                            "read group")
+    return groups * n_files if len(groups) == 1 else groups
 
 
 def seq_letters(alphabet: str) -> np.ndarray:

@@ -171,7 +171,7 @@ class _Chunks:
         self.done = [0, 0, 0]  # chunks, reads and bytes planned so far
         self.held: list[PairBlock | PairSplit] = []
         self.held_reads, self.held_bytes = 0.0, 0
-        self.fastq: bool | None = None  # whether the held parts are FASTQ
+        self.kind: tuple | None = None  # the held parts' format (FASTQ or not) and group
 
     @property
     def number(self) -> int:
@@ -192,11 +192,12 @@ class _Chunks:
         ``first_pairs``."""
         return self.done[0] == 0 and self.held_reads < self.least
 
-    def start(self, fastq: bool) -> Iterator[PairChunk]:
-        """Before a pair of files of FASTQ (or FASTA): FASTQ and FASTA records do not share a chunk."""
-        if self.held and fastq != self.fastq:
+    def start(self, fastq: bool, group: int | None) -> Iterator[PairChunk]:
+        """Before a pair of files of FASTQ (or FASTA) and of read group ``group``: FASTQ and FASTA
+        records do not share a chunk, nor do two read groups' records."""
+        if self.held and (fastq, group) != self.kind:
             yield from self.flush()
-        self.fastq = fastq
+        self.kind = fastq, group
 
     def add(self, part: PairBlock | PairSplit, reads: float, nbytes: int, full: bool) -> Iterator[PairChunk]:
         """Hold ``part`` (``reads`` reads in ``nbytes`` bytes), and plan its chunk if ``full``."""
@@ -292,8 +293,8 @@ def range_fields(source: RawBlock | RecordRange) -> ReadFields:
 
 
 def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Callable[[int, int], int],
-                    count: Counter | None = None, split: bool = False,
-                    first_pairs: int = 0) -> Iterator[PairChunk]:
+                    count: Counter | None = None, split: bool = False, first_pairs: int = 0,
+                    groups: list[int] | None = None) -> Iterator[PairChunk]:
     """The chunks of paired input given as lists of files (a run's lanes: ``a_1.fq,b_1.fq`` and
     ``a_2.fq,b_2.fq``), in order, numbered from 0: each pair of files in turn, read side by side
     (``seconds`` None: each of ``firsts`` interleaved).
@@ -306,9 +307,10 @@ def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Cal
     file is such) is read here as streams (:class:`PairBlock`).  A pair of
     files that ends before its chunk is full leaves the rest of the chunk to
     the next (:class:`PairGroup`): many small files cost a chunk's tasks per
-    chunk, not per pair of files.  The first chunk holds at least
-    ``first_pairs`` pairs (all the input's where it has fewer), whatever the
-    chunk sizes and the files: the insert size is estimated from them.
+    chunk, not per pair of files (of the same ``groups`` value: each pair
+    of files' read group).  The first chunk holds at least ``first_pairs``
+    pairs (all the input's where it has fewer), whatever the chunk sizes and
+    the files: the insert size is estimated from them.
 
     Raises
     ------
@@ -323,7 +325,8 @@ def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Cal
         check_path(path, "reads")
     chunks = _Chunks(next_size, first_pairs)
     for k, first in enumerate(firsts):
-        yield from _plan_pair(first, None if seconds is None else seconds[k], chunks, count, split)
+        yield from _plan_pair(first, None if seconds is None else seconds[k], chunks, count, split,
+                              None if groups is None else groups[k])
     yield from chunks.flush()
 
 
@@ -335,7 +338,7 @@ def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], i
 
 
 def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter | None,
-               split: bool) -> Iterator[PairChunk]:
+               split: bool, group: int | None) -> Iterator[PairChunk]:
     """The parts of one pair of files, held in ``chunks`` (see :func:`plan_pair_files`)."""
     paths = [p for p in (first, second) if p is not None]
     per_record = len(paths)  # reads per record of the first file: its mate is in the other file, or a record
@@ -366,7 +369,7 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
         if all(plan is not None for plan in plans):
             if not any(plans):
                 return
-            yield from chunks.start(_one_format(paths, [plan[0].fastq if plan else None for plan in plans]))
+            yield from chunks.start(_one_format(paths, [plan[0].fastq if plan else None for plan in plans]), group)
             if all(len(plan) <= 1 for plan in plans) and not chunks.counted:  # whole: the worker checks their counts
                 ranges = [RecordRange(p, tuple(plan), 0, None) for p, plan in zip(paths, plans)]
                 records = round(plans[0][0].reads) if plans[0] else 0
@@ -404,7 +407,7 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
             if second is None and counts[0] % 2:
                 raise _short(first, first, None)
             if not started:
-                yield from chunks.start(_one_format(paths, fastq))
+                yield from chunks.start(_one_format(paths, fastq), group)
                 started = True
             raw = [RawBlock(chunks.number, path, offset, data, is_fastq)
                    for path, (offset, data, _), is_fastq in zip(paths, blocks, fastq)]

@@ -372,7 +372,8 @@ def sniff_head(head: np.ndarray, path: str) -> tuple[np.ndarray, int, bool, floa
     return head[origin:], origin, fastq, _bytes_per_record(head[origin:], fastq)
 
 
-def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterator[Source]:
+def plan_input(paths: list[str], next_size: Callable[[int, int], int],
+               groups: list[int] | None = None) -> Iterator[Source]:
     """The chunks of the reads files ``paths`` (checked by :func:`reads_paths`), in order, numbered from 0.
 
     ``next_size(reads_done, bytes_done)`` chooses each chunk's reads
@@ -380,7 +381,8 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
     :class:`FileSplit` s, planned without reading more than their first
     64 KiB; streams give :class:`RawBlock` s.  Empty files give nothing.
     A file that ends before its chunk holds the reads asked for leaves the
-    rest of the chunk to the next file of the same format: that chunk is a
+    rest of the chunk to the next file of the same format and of the same
+    ``groups`` value (each file's read group): that chunk is a
     :class:`SourceGroup` of both parts (or of several small files).
     """
     done = [0, 0, 0]  # chunks, reads and bytes planned so far
@@ -411,15 +413,19 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
         return asked[0]
 
     mappable: dict[int, bool] = {}  # per file system (_plain_file)
-    for path in paths:
+    held_kind: list = [None]  # the held parts' format and group
+    for k, path in enumerate(paths):
         plain = _plain_file(path, mappable)
         with open_reads(path) if plain is None else contextlib.nullcontext() as f:
             sniffed = sniff(f, path) if plain is None else sniff_head(plain[0], path)
             if sniffed is None:
                 continue  # no records
             head, origin, fastq, per_record = sniffed
-            if held and held[0].fastq != fastq:  # FASTQ and FASTA records do not share a chunk
+            # FASTQ and FASTA records do not share a chunk; nor do two read groups' records.
+            kind = (fastq, None if groups is None else groups[k])
+            if held and held_kind[0] != kind:
                 yield flush()
+            held_kind[0] = kind
             if path.endswith(COMPRESSED):  # BGZF is cut in its compressed bytes; other compression is a stream
                 blocked = _bgzf_ratio(path)
                 size = None if blocked is None else file_size(path)

@@ -116,7 +116,7 @@ def map_reads(
     guided: bool = True,
     block_major: bool = True,
     strict: bool = False,
-    read_group: str | None = None,
+    read_group: str | list[str] | None = None,
     threads: int | None = None,
     workers_per_device: int = 1,
     dashboard: bool | int = False,
@@ -206,7 +206,9 @@ def map_reads(
     read_group
         A read group's header line in bwa's ``-R`` syntax
         (``'@RG\\tID:x\\tSM:y'``): written in the header, and its ID as
-        ``RG:Z:`` on every record.
+        ``RG:Z:`` on every record; or a list of them, one per reads file (per
+        pair of files for paired-end reads), each file's records tagged with
+        its own (:func:`dmap.format.sam.read_groups`).
     threads
         For the embedded cluster: the cores it uses (:func:`dmap.cluster.client.embedded_client`).
     dashboard
@@ -249,7 +251,6 @@ def map_reads(
     if dashboard is not False and (client is not None or scheduler is not None):
         raise DmapError("--dashboard applies only to the embedded cluster (no --scheduler or --cluster); "
                         "a running cluster's scheduler serves its own dashboard")
-    group = sam.ReadGroup.parse(read_group) if read_group is not None else None
     if not 0 <= max_errors <= MAX_ERRORS_LIMIT:
         raise DmapError(f"--max-errors must be between 0 and {MAX_ERRORS_LIMIT}, not {max_errors}")
     paired = mates is not None or interleaved
@@ -273,21 +274,26 @@ def map_reads(
     firsts = _absolute(reads_paths(reads))
     seconds = _absolute(reads_paths(mates)) if mates is not None else None
     paths = firsts + (seconds or [])
+    groups = sam.read_groups(read_group, len(firsts))
+    # Each file's (or pair of files') read group as a number: a chunk holds one group's reads.
+    lines = {line: k for k, line in enumerate(dict.fromkeys(g.line for g in groups))} if groups else {}
+    group_of = [lines[g.line] for g in groups] if groups else None
+    tails = _tails(firsts, groups)
     schedule = GuidedChunks(paths, chunk_size) if guided else None
     # Planning reads each file's first 64 KiB: a missing file or one that is not FASTA/FASTQ is
     # an error before a cluster starts.
     counts = WorkerCounts()  # paired byte ranges: their records counted on the workers, once there are some
     # The insert size is estimated from the first pairs, which the first chunk holds.
     sources = (plan_pair_files(firsts, seconds, schedule or (lambda *_: chunk_size), counts, split=True,
-                               first_pairs=ESTIMATE_PAIRS if insert is None else 0)
-               if paired else plan_input(paths, schedule or (lambda *_: chunk_size)))
+                               first_pairs=ESTIMATE_PAIRS if insert is None else 0, groups=group_of)
+               if paired else plan_input(paths, schedule or (lambda *_: chunk_size), group_of))
     first = next(sources, None)
     sources = _prepended([first], sources) if first is not None else iter(())
     # An alignment with K edits spans up to m + K reference symbols, and must fit in a block overlap.
     # Exact mapping checks the symbols of every chunk but the first in the search kernel.
     reading = dict(max_length=idx.meta.max_query_length - max_errors, check_symbols=approx is not None,
                    strict=strict)
-    settings = RecordSettings(max_hits, group.tag if group is not None else "", approx, strict, return_hits,
+    settings = RecordSettings(max_hits, groups[0].tag if groups else "", approx, strict, return_hits,
                               format=fmt, insert=insert)
     parts = None
     t0 = time.perf_counter()
@@ -301,7 +307,7 @@ def map_reads(
         """The header, once the insert bounds of pairs are known (from the first chunk, which holds the
         first pairs)."""
         if writer is not None:
-            text = sam.header(idx.meta, argv, group, [bounds.describe()] if bounds is not None else [])
+            text = sam.header(idx.meta, argv, groups or (), [bounds.describe()] if bounds is not None else [])
             head = (bam.header(text, contig_names, idx.meta.contigs.lengths.tolist()) if fmt == "bam"
                     else text.encode())
             writer.write(head if fmt == "sam" else bgzf.compress(head))
@@ -345,7 +351,7 @@ def map_reads(
                     # A chunk of a stream is sent with its task (_run's submit): as large as Dask warns of.
                     with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1 TiB"}):
                         _run(c, idx, sources, writer, in_flight, result, kept if return_hits else None,
-                             block_major, reading, settings, progress, write_header)
+                             block_major, reading, settings, progress, write_header, tails)
                 except BaseException:
                     if out is not None:
                         out.discard()  # at once: closing the cluster takes a while, and a SIGKILL may follow
@@ -399,6 +405,24 @@ def map_reads(
         result.hits = collect_hits(kept, contig_names, approx is not None)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _tails(firsts: list[str], groups: list[sam.ReadGroup] | None) -> dict[str, str] | None:
+    """What ends each record, by reads file (first mates' file of a pair), where the files have
+    read groups of their own; None where every record ends alike (``RecordSettings.tail``).
+
+    Raises
+    ------
+    DmapError
+        When one file is listed twice with two read groups.
+    """
+    if not groups or len({g.id for g in groups}) == 1:
+        return None
+    tails: dict[str, str] = {}
+    for path, group in zip(firsts, groups):
+        if tails.setdefault(path, group.tag) != group.tag:
+            raise DmapError(f"reads file {path!r} is listed twice, with two read groups")
+    return tails
 
 
 def _absolute(paths: list[str]) -> list[str]:
@@ -456,8 +480,12 @@ def _prepended(first: list, rest: Iterator):
 
 
 def _run(client, idx, sources, writer, in_flight, result, kept, block_major, reading: dict,
-         settings: RecordSettings, progress: Progress | None = None, write_header=None) -> None:
+         settings: RecordSettings, progress: Progress | None = None, write_header=None,
+         tails: dict[str, str] | None = None) -> None:
     """Submit chunks from this thread; a writer thread takes results in input order.
+
+    ``tails``: where reads files have read groups of their own, what ends each record of a
+    chunk, by the chunk's (first) file (a chunk holds one read group's reads).
 
     Planning the next chunks overlaps with writing the finished ones.  The
     queue holds at most ``in_flight`` chunks, so memory stays bounded
@@ -472,7 +500,7 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
     failure: list[BaseException] = []
     stopped = threading.Event()
 
-    def submit_blocks(source, number: int):
+    def submit_blocks(source, number: int, settings: RecordSettings):
         """A chunk's read task, a task per index block, and the task that merges their hits."""
         # Reading first: a chunk's other tasks wait for it.  Reading takes no device, but asks for
         # none of it on a device worker: a task with a resource restriction is sent to a worker as
@@ -496,14 +524,15 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
     def submit(source: Source) -> None:
         number = source.number
         pairs = isinstance(source, PairChunk)
+        chunk_settings = settings if tails is None else dataclasses.replace(settings, tail=tails[source.path])
         # A chunk read here from a stream carries its bytes in its task, not scattered to a worker: the
         # scheduler keeps a task's arguments and reruns it elsewhere if its worker dies, where data
         # scattered to that worker would be lost with it (and a stream cannot be read again).
         if idx.n_blocks == 1:  # nothing to share between blocks: one task per chunk
-            finished = client.submit(chunk_task, path, source, reading, approx, settings, insert[0], resources=dev,
-                                     pure=False, priority=-number)
+            finished = client.submit(chunk_task, path, source, reading, approx, chunk_settings, insert[0],
+                                     resources=dev, pure=False, priority=-number)
         else:
-            finished = submit_blocks(source, number)
+            finished = submit_blocks(source, number, chunk_settings)
         if pairs and insert[0] is None and settings.insert is None:
             insert[0] = client.submit(insert_task, finished, pure=False, priority=-number)  # chunk 0's estimate
         # Written in place, the records stay on the worker: this process gets the counts alone.

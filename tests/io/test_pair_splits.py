@@ -217,3 +217,17 @@ def test_mates_in_fastq_and_fasta_are_one_clear_error(tmp_path, kind):
     with pytest.raises(InputFormatError, match=re.escape(f"reads files {str(first)!r} (FASTQ) and {str(second)!r} "
                                                          "(FASTA) hold the two mates")):
         list(plan_pairs(str(first), str(second), lambda *_: 100, split=True))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(groups=st.lists(st.integers(0, 2), min_size=1, max_size=6), chunk=st.integers(2, 30), cut=st.booleans())
+def test_a_chunk_of_pairs_holds_one_read_groups_pairs(tmp_path, groups, chunk, cut):
+    """Pairs of files with read groups of their own share chunks only where their read groups are one."""
+    for old in tmp_path.glob("l*"):
+        old.unlink()
+    firsts, seconds, want = write_lanes(tmp_path, [(4, "plain" if cut else "gzip")] * len(groups))
+    owner = dict(zip(firsts, groups))
+    plan = list(plan_pair_files(firsts, seconds, lambda *_: chunk, split=cut, groups=groups))
+    for c in plan:
+        assert len({owner[p.first.path] for p in (c.parts if isinstance(c, PairGroup) else (c,))}) == 1
+    assert [(n, s) for c in plan for r in [read_pair_chunk(c, DNA)] for n, s in zip(r.names, r.seqs)] == want

@@ -16,7 +16,7 @@ from readfiles import DNA, bgzf_blocks, chunk_records, dnaio_records, fasta_file
 
 from dmap.errors import InputFormatError
 from dmap.format import bgzf
-from dmap.io import splits
+from dmap.io import fastx, splits
 from dmap.io.fastx import iter_read_chunks
 
 
@@ -370,3 +370,24 @@ def test_reads_listed_in_a_file(tmp_path, monkeypatch):
     (tmp_path / "typo.txt").write_text(f"{names[0]}\nnot-there.fq\n")
     with pytest.raises(InputFormatError, match="reads file 'not-there.fq' does not exist"):
         splits.reads_paths("@typo.txt")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(groups=st.lists(st.integers(0, 2), min_size=1, max_size=8), chunk_size=st.integers(1, 30))
+def test_a_chunk_holds_the_reads_of_one_read_group(tmp_path, groups, chunk_size):
+    # Files with read groups of their own (dmap run -R per file): a file that ends before its chunk
+    # is full shares it with the next only where both have one read group.
+    for old in tmp_path.glob("g*"):
+        old.unlink()
+    paths = []
+    for k in range(len(groups)):
+        path = tmp_path / f"g{k}.fq"
+        path.write_bytes(b"".join(b"@f%dr%d\nACGT\n+\nIIII\n" % (k, i) for i in range(5)))
+        paths.append(str(path))
+    plan = list(splits.plan_input(paths, lambda *_: chunk_size, groups))
+    owner = {p: g for p, g in zip(paths, groups)}
+    for chunk in plan:
+        parts = chunk.parts if isinstance(chunk, splits.SourceGroup) else (chunk,)
+        assert len({owner[p.path] for p in parts}) == 1
+    names = [n for c in plan for n in fastx.read_chunk(c, DNA).names]
+    assert names == [f"f{k}r{i}" for k in range(len(groups)) for i in range(5)]
