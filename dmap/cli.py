@@ -296,8 +296,10 @@ def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, s
         cfg = read_cluster_file(cluster_file)
         scheduler, in_flight = cfg.scheduler_address, cfg.in_flight
         chunk_size = chunk_size or cfg.chunk_size
+    # Parsed once: a list given as @FILE may be a pipe (@<(ls *.fq)), which reads once.
     reads = reads_paths(reads)
-    inputs = reads + reads_paths(mates) if mates else reads
+    mates = reads_paths(mates) if mates else None
+    inputs = reads + mates if mates else reads
     progress = None if quiet else Progress("reads", "mapped", input_size(inputs))
     try:
         res = map_reads(index_path, reads, mates, interleaved=interleaved, min_insert=min_insert,

@@ -310,6 +310,32 @@ def test_interleaved_pairs_from_standard_input(tmp_path):
     assert sam_body(piped.stdout) == sam_body(from_file.stdout) and len(sam_body(piped.stdout)) >= 60
 
 
+def test_lists_of_pair_files_from_pipes(tmp_path):
+    """``dmap run IDX @<(ls *_1.fq) @<(ls *_2.fq)``: each list is a pipe, read once, and the run
+    gives the records of the same files listed by commas."""
+    import shlex
+    import sys
+
+    rng = np.random.default_rng(12)
+    contigs = genome(rng)
+    first, second = make_pairs(rng, contigs, 40, 0)
+    write_fasta(tmp_path / "ref.fa", contigs)
+    write_pairs(tmp_path, first, second)
+    lanes = {1: [], 2: []}
+    for m in (1, 2):
+        lines = (tmp_path / f"r{m}.fq").read_text().splitlines(keepends=True)
+        for k in range(4):
+            (tmp_path / f"l{k}_{m}.fq").write_text("".join(lines[40 * k: 40 * (k + 1)]))
+            lanes[m].append(str(tmp_path / f"l{k}_{m}.fq"))
+    assert dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx", "-L", "60").returncode == 0
+    listed = subprocess.run(["bash", "-c", f"{shlex.quote(sys.executable)} -m dmap run {tmp_path / 'idx'} "
+                             + " ".join(f"@<(printf '%s\\n' {' '.join(lanes[m])})" for m in (1, 2))],
+                            capture_output=True, text=True, timeout=120)
+    commas = dmap_cmd("run", tmp_path / "idx", ",".join(lanes[1]), ",".join(lanes[2]))
+    assert listed.returncode == commas.returncode == 0, listed.stderr + commas.stderr
+    assert sam_body(listed.stdout) == sam_body(commas.stdout) and len(sam_body(listed.stdout)) >= 80
+
+
 def test_max_hits_keeps_that_many_pairs_and_the_primary_first(tmp_path, client):
     idx, _, first, _ = pair_case(tmp_path, 42, 70, 2)
     counts = {}
