@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .alphabet import reverse_complement
+
 N_READS = 20_000
 N_PAIRS = 10_000
 READ_LENGTH = 100
@@ -40,10 +42,6 @@ def _contigs(rng: np.random.Generator) -> dict[str, str]:
 def _random_read(rng: np.random.Generator) -> str:
     """A read from nowhere in the genome."""
     return np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, READ_LENGTH)].tobytes().decode()
-
-
-def _reverse_complement(seq: str) -> str:
-    return seq.translate(str.maketrans("ACGT", "TGCA"))[::-1]
 
 
 def write_example(directory: str | os.PathLike, seed: int = 7) -> tuple[Path, Path]:
@@ -71,7 +69,7 @@ def write_example(directory: str | os.PathLike, seed: int = 7) -> tuple[Path, Pa
             if "N" in read or i % 10 == 9:
                 read = _random_read(rng)  # maps nowhere
             if i % 2:
-                read = _reverse_complement(read)
+                read = reverse_complement(read)
             f.write(f"@read{i}\n{read}\n+\n{'I' * READ_LENGTH}\n")
     return genome, reads
 
@@ -103,8 +101,8 @@ def write_example_pairs(directory: str | os.PathLike, seed: int = 7) -> tuple[Pa
             at = int(rng.integers(0, len(seq) - size))
             fragment = seq[at: at + size]
             if i % 2:
-                fragment = _reverse_complement(fragment)  # the first mate on the reverse strand
-            mates = [fragment[:READ_LENGTH], _reverse_complement(fragment[-READ_LENGTH:])]
+                fragment = reverse_complement(fragment)  # the first mate on the reverse strand
+            mates = [fragment[:READ_LENGTH], reverse_complement(fragment[-READ_LENGTH:])]
             if i % 10 == 9:
                 mates[1] = _random_read(rng)
             for f, m, read in ((f1, 1, mates[0]), (f2, 2, mates[1])):
