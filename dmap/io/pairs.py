@@ -192,7 +192,7 @@ class _Chunks:
         ``first_pairs``."""
         return self.done[0] == 0 and self.held_reads < self.least
 
-    def start(self, fastq: bool, group: int | None) -> Iterator[PairChunk]:
+    def start(self, fastq: bool, group: object) -> Iterator[PairChunk]:
         """Before a pair of files of FASTQ (or FASTA) and of read group ``group``: FASTQ and FASTA
         records do not share a chunk, nor do two read groups' records."""
         if self.held and (fastq, group) != self.kind:
@@ -294,7 +294,7 @@ def range_fields(source: RawBlock | RecordRange) -> ReadFields:
 
 def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Callable[[int, int], int],
                     count: Counter | None = None, split: bool = False, first_pairs: int = 0,
-                    groups: list[int] | None = None) -> Iterator[PairChunk]:
+                    groups: list | None = None) -> Iterator[PairChunk]:
     """The chunks of paired input given as lists of files (a run's lanes: ``a_1.fq,b_1.fq`` and
     ``a_2.fq,b_2.fq``), in order, numbered from 0: each pair of files in turn, read side by side
     (``seconds`` None: each of ``firsts`` interleaved).
@@ -338,7 +338,7 @@ def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], i
 
 
 def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter | None,
-               split: bool, group: int | None) -> Iterator[PairChunk]:
+               split: bool, group: object) -> Iterator[PairChunk]:
     """The parts of one pair of files, held in ``chunks`` (see :func:`plan_pair_files`)."""
     paths = [p for p in (first, second) if p is not None]
     per_record = len(paths)  # reads per record of the first file: its mate is in the other file, or a record

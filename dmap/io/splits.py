@@ -373,7 +373,7 @@ def sniff_head(head: np.ndarray, path: str) -> tuple[np.ndarray, int, bool, floa
 
 
 def plan_input(paths: list[str], next_size: Callable[[int, int], int],
-               groups: list[int] | None = None) -> Iterator[Source]:
+               groups: list | None = None) -> Iterator[Source]:
     """The chunks of the reads files ``paths`` (checked by :func:`reads_paths`), in order, numbered from 0.
 
     ``next_size(reads_done, bytes_done)`` chooses each chunk's reads
@@ -440,6 +440,8 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int],
                 at, per_byte = (origin, 1.0) if blocked is None else (0, blocked)
                 per_read = per_record * per_byte  # the file's bytes per read
                 while at < size:
+                    # Asked once per range, in order: dmap.io.pairs cuts a second file of mates at the
+                    # sizes it asked for the first.
                     target = max(1, round(wanted() * per_read))
                     end = min(size, at + target)
                     reads = (end - at) / per_read

@@ -275,9 +275,7 @@ def map_reads(
     seconds = _absolute(reads_paths(mates)) if mates is not None else None
     paths = firsts + (seconds or [])
     groups = sam.read_groups(read_group, len(firsts))
-    # Each file's (or pair of files') read group as a number: a chunk holds one group's reads.
-    lines = {line: k for k, line in enumerate(dict.fromkeys(g.line for g in groups))} if groups else {}
-    group_of = [lines[g.line] for g in groups] if groups else None
+    group_of = [g.id for g in groups] if groups else None  # a chunk holds one read group's reads
     tails = _tails(firsts, groups)
     schedule = GuidedChunks(paths, chunk_size) if guided else None
     # Planning reads each file's first 64 KiB: a missing file or one that is not FASTA/FASTQ is
