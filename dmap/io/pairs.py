@@ -37,7 +37,7 @@ from ..alphabet import Alphabet
 from ..errors import InputFormatError
 from ..mapq import name_hashes
 from ..reads import ReadChunk, ReadFields
-from .fastx import checked_chunk, joined_fields, source_bytes, source_fields
+from .fastx import check_named, checked_chunk, joined_fields, source_bytes, source_fields
 from .splits import FileSplit, RawBlock, check_path, open_reads, plan_input, sniff, splittable, stream_blocks
 
 
@@ -485,8 +485,10 @@ def _joined_mates(ranges: list[RawBlock | RecordRange]) -> tuple[ReadFields, lis
 def _pair_fields(part: PairBlock | PairSplit) -> ReadFields:
     """The records of one pair of files' part of a chunk, interleaved and their names checked."""
     fields = range_fields(part.first)
+    check_named(fields, part.first.path)  # here, so that the error names this part's file
     if part.second is not None:
         second = range_fields(part.second)
+        check_named(second, part.second.path)
         if len(fields) != len(second):
             shorter = part.first.path if len(fields) < len(second) else part.second.path
             raise _short(shorter, part.first.path, part.second.path)

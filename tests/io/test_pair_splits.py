@@ -177,7 +177,7 @@ def test_fastq_and_fasta_pairs_do_not_share_a_chunk(tmp_path):
         (["p0", "p0"], True), (["p1", "p1", "p2", "p2"], False)]
 
 
-@pytest.mark.parametrize("fault", ["fewer", "names"])
+@pytest.mark.parametrize("fault", ["fewer", "names", "nameless"])
 def test_an_error_in_a_chunk_that_spans_pairs_of_files_names_its_files(tmp_path, fault):
     """Small files are taken whole, their records not counted before a worker reads them: the
     worker checks the mates, and its error names the files of the part at fault."""
@@ -186,9 +186,12 @@ def test_an_error_in_a_chunk_that_spans_pairs_of_files_names_its_files(tmp_path,
     if fault == "fewer":
         open(seconds[1], "wb").write(text[: text.index(b"@pair5")])
         error = f"reads file {seconds[1]!r} has fewer records than its mate file"
-    else:
+    elif fault == "names":
         open(seconds[1], "wb").write(text.replace(b"@pair4/2", b"@other/2"))
         error = f"reads files {firsts[1]!r} and {seconds[1]!r}: the mates 'pair4/1' and 'other/2'"
+    else:
+        open(seconds[1], "wb").write(text.replace(b"@pair4/2", b"@"))
+        error = f"reads file {seconds[1]!r}: a read has no name (the read after 'pair3/2')"
     [chunk] = plan_pair_files(firsts, seconds, lambda *_: 100, split=True)
     assert isinstance(chunk, PairGroup)
     with pytest.raises(InputFormatError, match=re.escape(error)):
