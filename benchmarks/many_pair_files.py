@@ -5,11 +5,11 @@
 
 Pairs come from ``mason_simulator`` on E. coli (``benchmarks/pairs_vs_peers.py``'s
 ``mason_pairs``: 100-bp mates, fragments of 300 +- 30 bp), cut into
-``--files`` pairs of files of consecutive pairs (``part00000_1.fq`` with
-``part00000_2.fq``, ...).  In alternating rounds:
+``--files`` pairs of files of consecutive pairs (``part00000.fq`` of the
+first mates' folder with ``part00000.fq`` of the second's, ...).  In alternating rounds:
 
     dmap run INDEX R1 R2 -e K -o OUT                                 one pair of files
-    dmap run INDEX part00000_1.fq,... part00000_2.fq,... -e K -o OUT  the run's lanes
+    dmap run INDEX R1_in_N/part00000.fq,... R2_in_N/part00000.fq,... -e K -o OUT  the run's lanes
 
 Prints the median wall time and peak RSS of each, and checks that the two SAM
 files are the same but for their ``@PG`` line (a chunk of pairs spans pairs of
@@ -25,26 +25,21 @@ import subprocess
 from pathlib import Path
 
 from allmap_vs_peers import reference
-from exact_vs_bowtie import DMAP, compile_dmap, measure
+from exact_vs_bowtie import DMAP, compile_dmap, measure, reads_files
 from pairs_vs_peers import mason_pairs
 
 
 def cut(work: Path, mates: list[Path], n: int, compress: str) -> list[list[Path]]:
-    """Each file of ``mates`` cut into ``n`` files of consecutive records, as many in each (the
-    last takes the rest), compressed with ``gzip -1`` where asked; made once."""
-    folder = work / f"{mates[0].stem}_in_{n}_{compress}"
-    suffix = ".fq.gz" if compress == "gzip" else ".fq"
-    lanes = [[folder / f"part{k:05d}_{m}{suffix}" for k in range(n)] for m in (1, 2)]
-    if all(p.exists() for lane in lanes for p in lane):
+    """Each file of ``mates`` cut into ``n`` files of consecutive records (``exact_vs_bowtie.reads_files``),
+    compressed with ``gzip -1`` where asked; made once."""
+    lanes = [reads_files(work, path, n) for path in mates]
+    if compress == "none":
         return lanes
-    folder.mkdir(exist_ok=True)
-    for path, lane in zip(mates, lanes):
-        lines = path.read_bytes().splitlines(keepends=True)
-        per_file = len(lines) // 4 // n * 4
-        for k, out in enumerate(lane):
-            text = b"".join(lines[k * per_file: (k + 1) * per_file if k < n - 1 else len(lines)])
-            out.write_bytes(gzip.compress(text, compresslevel=1) if compress == "gzip" else text)
-    return lanes
+    zipped = [[p.with_name(p.name + ".gz") for p in lane] for lane in lanes]
+    for src, dst in zip((p for lane in lanes for p in lane), (p for lane in zipped for p in lane)):
+        if not dst.exists():
+            dst.write_bytes(gzip.compress(src.read_bytes(), compresslevel=1))
+    return zipped
 
 
 def whole(work: Path, mates: list[Path], compress: str) -> list[Path]:
