@@ -2,8 +2,9 @@
 # dmap's benchmarks on a machine with an NVIDIA GPU, through its OpenCL driver
 # (docs/performance.md, "GPU"), with the other mappers on every CPU core.
 #
-#   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap writes buffers timeline heap ab start
-#                                           # threads spawn bytecode (bytecode: for the sections after it)
+#   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap pairs writes buffers
+#                                           # timeline heap ab start threads spawn outputs
+#                                           # bytecode (bytecode: for the sections after it)
 #
 # Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
 # mason_simulator on PATH (or in /usr/lib/seqan/bin); E. coli as
@@ -54,6 +55,9 @@ dmap devices || exit 1
 # Python often runs with PYTHONDONTWRITEBYTECODE and packages installed without it, so every start
 # compiles numpy, Dask and dmap again); then, for the sections after it, bytecode written once
 # under /tmp/dmap-pycache (PYTHONPYCACHEPREFIX), as an installed environment has it beside its sources.
+# "outputs": a digest of each search path's records on fixed inputs (benchmarks/same_outputs.sh),
+# to compare with PoCL's on a CPU. "pairs": 500,000 mason pairs of E. coli, `-e 3`, against
+# Yara, bwa mem and bowtie2 on every core (benchmarks/pairs_vs_peers.py, two rounds).
 # "ab": versions of dmap in turn on 10M reads (benchmarks/ab_packages.py), for each of
 # DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3".
 # "spawn": what the spawned workers of `dmap run --workers-per-device 8` cost to start (about
@@ -150,6 +154,8 @@ for name in ('numpy', 'distributed', 'pynvml', 'pyopencl', 'zarr', 'dmap'):
               python3 -c "import dmap.cli, dmap.mapping.pipeline, dmap.cluster.worker, pyopencl, distributed.cli.dask_worker"
               TIMEFORMAT='imports with bytecode: %R s'
               for _ in 1 2 3; do time python3 -c "$client_imports"; done ;;
+    outputs) bash benchmarks/same_outputs.sh $W/outputs ;;
+    pairs) python3 benchmarks/pairs_vs_peers.py --threads "$threads" --refs ecoli --pairs 500000 --repeat 2 ;;
     writes) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 ;;
     buffers) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 --chunk-mib 19 \
                --modes pwrite write_at "write_at, preallocated" --buffer-mib 8 32 64 ;;
