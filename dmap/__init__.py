@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time, __getattr_
     from .errors import ClusterError, DeviceError, DmapError, IndexFormatError, InputFormatError  # noqa: F401
     from .examples import write_example, write_example_pairs  # noqa: F401
     from .index import Index, build_index, open_index  # noqa: F401
+    from .io.manifest import Manifest, read_manifest  # noqa: F401
     from .mapping.pipeline import map_reads  # noqa: F401
     from .mapping.result import Hits, MappingResult  # noqa: F401
     from .neighborhood.params import NeighborhoodSpec  # noqa: F401
@@ -32,6 +33,8 @@ _EXPORTS = {
     "Index": ".index",
     "NeighborhoodSpec": ".neighborhood.params",
     "map_reads": ".mapping.pipeline",
+    "read_manifest": ".io.manifest",
+    "Manifest": ".io.manifest",
     "device_stats": ".cluster.worker",
     "MappingResult": ".mapping.result",
     "Hits": ".mapping.result",

@@ -202,7 +202,7 @@ def index_info(index_path: str) -> None:
 
 @main.command()
 @click.argument("index_path", metavar="INDEX", type=click.Path())
-@click.argument("reads", type=click.Path(dir_okay=False))
+@click.argument("reads", type=click.Path(dir_okay=False), required=False)
 @click.argument("mates", type=click.Path(dir_okay=False), required=False)
 @click.option("-o", "--output", default="-", show_default=True, type=click.Path(dir_okay=False),
               help="SAM, BAM or compressed SAM (.sam.gz) file to write, or '-' for standard output (a FIFO or "
@@ -259,6 +259,10 @@ def index_info(index_path: str) -> None:
               help="Read group header line, as bwa's: '@RG\\tID:lane1\\tSM:sample1' (\\t for a tab).  Its ID "
                    "tags every record (RG:Z).  Repeated, one per reads file (per pair of files), in order: each "
                    "file's records get their own.")
+@click.option("--manifest", type=click.Path(dir_okay=False), default=None,
+              help="A tab-separated file listing the reads files instead of READS and MATES, one per line: the "
+                   "reads file, its mates' file or '-', and optionally its read group (ID:lane1<TAB>SM:s1, or "
+                   "just the ID), as STAR's --readFilesManifest.")
 @click.option("--interleaved", is_flag=True,
               help="READS holds paired-end reads, the two mates of each pair one after the other.")
 @click.option("--min-insert", type=int, default=None,
@@ -272,17 +276,20 @@ def index_info(index_path: str) -> None:
 @_user_errors
 def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, scheduler, cluster_file, max_errors,
         report_all, eqx, engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes,
-        workers_per_device, dashboard, threads, read_group, interleaved, min_insert, max_insert, strict, quiet) -> None:
+        workers_per_device, dashboard, threads, read_group, manifest, interleaved, min_insert, max_insert, strict,
+        quiet) -> None:
     """Map READS (FASTQ/FASTA, optionally .gz; '-' for standard input) against INDEX and write SAM
     or BAM (to standard output without -o).  Several single-end files map as one run, in order, given as
     one comma-separated list: a.fq,b.fq.gz, or as @FILE, a file that lists them one per line (for more
     files than a command line holds).  Paired-end reads: READS and MATES (R1.fq R2.fq), or READS
     --interleaved; lanes as two lists, each file of first mates with its file of second mates:
-    a_1.fq,b_1.fq a_2.fq,b_2.fq (or @firsts.txt @seconds.txt)."""
+    a_1.fq,b_1.fq a_2.fq,b_2.fq (or @firsts.txt @seconds.txt).  Or --manifest: files and read groups
+    listed in one file."""
     if verbose:
         _show_dmap_logs()
     else:
         _quiet_dask_logs()
+    from .io.manifest import read_manifest
     from .io.splits import reads_paths
     from .mapping.pipeline import map_reads  # distributed, zarr, pyopencl: the bulk of the start
     from .progress import Progress, input_size
@@ -296,9 +303,18 @@ def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, s
         cfg = read_cluster_file(cluster_file)
         scheduler, in_flight = cfg.scheduler_address, cfg.in_flight
         chunk_size = chunk_size or cfg.chunk_size
-    # Parsed once: a list given as @FILE may be a pipe (@<(ls *.fq)), which reads once.
-    reads = reads_paths(reads)
-    mates = reads_paths(mates) if mates else None
+    # Parsed once: a list given as @FILE, or a manifest, may be a pipe (@<(ls *.fq)), which reads once.
+    if manifest is not None:
+        if reads is not None or read_group:
+            raise DmapError("give the reads files and their read groups in --manifest, or as READS [MATES] and "
+                            "-R, not both")
+        listed = read_manifest(manifest)
+        reads, mates, read_group = listed.reads, listed.mates, listed.read_groups or ()
+    elif reads is None:
+        raise DmapError("no reads: give READS [MATES] or --manifest FILE (see dmap run --help)")
+    else:
+        reads = reads_paths(reads)
+        mates = reads_paths(mates) if mates else None
     inputs = reads + mates if mates else reads
     progress = None if quiet else Progress("reads", "mapped", input_size(inputs))
     try:

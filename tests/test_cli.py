@@ -712,6 +712,48 @@ def test_a_read_group_per_reads_file(tmp_path, paired):
         assert v.returncode == 0 and "No errors found" in v.stdout + v.stderr, v.stdout + v.stderr
 
 
+@pytest.mark.parametrize("paired", [False, True])
+def test_a_manifest_maps_as_lists_and_one_read_group_per_file(index, tmp_path, paired):
+    """--manifest lanes.tsv gives the SAM of comma-separated lists with one -R per file (but @PG),
+    read through a pipe too; one mixed with READS or -R is one error line."""
+    lanes = []
+    for k in range(3):
+        seqs = ["GCATGCAAG", "GGGGCCCC", "ACGTTGCAT"][k:] + ["TTTTGGGG"]
+        write_fastq(tmp_path / f"l{k}_1.fq", seqs, names=[f"l{k}r{i}" for i in range(len(seqs))])
+        if paired:
+            write_fastq(tmp_path / f"l{k}_2.fq", seqs[::-1], names=[f"l{k}r{i}" for i in range(len(seqs))])
+        lanes.append([tmp_path / f"l{k}_1.fq", tmp_path / f"l{k}_2.fq" if paired else "-"])
+    groups = [["ID:L1", "SM:s", "PL:ILLUMINA"], ["L2"], ["@RG", "ID:L1", "SM:s", "PL:ILLUMINA"]]
+    manifest = tmp_path / "lanes.tsv"
+    manifest.write_text("# first\tsecond\tread group\n" + "".join(
+        "\t".join(map(str, [*files, *group])) + "\n" for files, group in zip(lanes, groups)))
+    lists = [",".join(str(files[m]) for files in lanes) for m in range(2 if paired else 1)]
+    options = ["-R", "@RG\\tID:L1\\tSM:s\\tPL:ILLUMINA", "-R", "@RG\\tID:L2", "-R", "@RG\\tID:L1\\tSM:s\\tPL:ILLUMINA"]
+    pairs = ["--min-insert", "1", "--max-insert", "100"] if paired else []
+    r = dmap_cmd("run", index, *lists, *options, *pairs, "-o", tmp_path / "lists.sam")
+    assert r.returncode == 0, r.stderr
+    r = dmap_cmd("run", index, "--manifest", manifest, *pairs, "-o", tmp_path / "manifest.sam")
+    assert r.returncode == 0, r.stderr
+    expected = [line for line in (tmp_path / "lists.sam").read_text().splitlines() if not line.startswith("@PG")]
+    got = [line for line in (tmp_path / "manifest.sam").read_text().splitlines() if not line.startswith("@PG")]
+    assert got == expected
+    assert [line for line in got if line.startswith("@RG")] == ["@RG\tID:L1\tSM:s\tPL:ILLUMINA", "@RG\tID:L2"]
+    assert {f[-1] for f in sam_body("\n".join(got))} == {"RG:Z:L1", "RG:Z:L2"}
+    piped = subprocess.run(f"{sys.executable} -m dmap run {index} --manifest <(cat {manifest}) {' '.join(pairs)} "
+                           f"-o {tmp_path / 'piped.sam'}", shell=True, executable="/bin/bash", capture_output=True,
+                           text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert [line for line in (tmp_path / "piped.sam").read_text().splitlines() if not line.startswith("@PG")] == got
+    for extra, words in (([lists[0]], ["not both"]), (["-R", "@RG\\tID:x"], ["not both"])):
+        assert_clean_failure(dmap_cmd("run", index, "--manifest", manifest, *extra, "-o", tmp_path / "o.sam"),
+                             tmp_path / "o.sam", *words)
+
+
+def test_no_reads_and_no_manifest_is_one_clear_line(index, tmp_path):
+    assert_clean_failure(dmap_cmd("run", index, "-o", tmp_path / "o.sam"), tmp_path / "o.sam", "no reads",
+                         "--manifest")
+
+
 @pytest.mark.parametrize("groups, words", [
     (["@RG\\tID:a", "@RG\\tID:b"], ["2 read groups for 3 reads files"]),
     (["@RG\\tID:a\\tSM:x", "@RG\\tID:a\\tSM:y", "@RG\\tID:b"], ["read group ID 'a' is given with two different"]),

@@ -92,7 +92,7 @@ from .tasks import (
 def map_reads(
     index: str | os.PathLike | Index,
     reads: str | os.PathLike | list,
-    mates: str | os.PathLike | None = None,
+    mates: str | os.PathLike | list | None = None,
     *,
     interleaved: bool = False,
     min_insert: int | None = None,
@@ -134,7 +134,8 @@ def map_reads(
         several files, mapped as one run in order (a list, or paths joined by commas).
     mates
         The second mates of paired-end reads, in the order of their first mates in
-        ``reads`` (one file each; :mod:`dmap.mapping.pairs` says what is reported).  The result's
+        ``reads`` (one file each, given as ``reads`` is; :func:`dmap.read_manifest` reads both,
+        and the read groups, from one file; :mod:`dmap.mapping.pairs` says what is reported).  The result's
         hits are then each mate's alignments (every locus within K), read ``2i`` and ``2i + 1``
         being pair ``i``'s mates.
     interleaved
