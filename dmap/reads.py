@@ -57,13 +57,15 @@ class ReadFields:
 
     @classmethod
     def concat(cls, parts: list[ReadFields]) -> ReadFields:
-        """One buffer holding the records of ``parts``, in order."""
+        """One buffer holding the records of ``parts``, in order (without qualities where a part has
+        none: FASTA and FASTQ records share no chunk, but may share the first pairs that the
+        insert size is estimated from, :class:`dmap.io.pairs.FirstPairs`)."""
         if len(parts) == 1:
             return parts[0]
         shift = np.cumsum([0] + [p.data.size for p in parts[:-1]])
         moved = lambda name: np.concatenate([getattr(p, name) + s for p, s in zip(parts, shift)])  # noqa: E731
         joined = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
-        fasta = parts[0].qual_off is None
+        fasta = any(p.qual_off is None for p in parts)
         return cls(joined("data"), moved("name_off"), joined("name_len"), moved("seq_off"), joined("seq_len"),
                    None if fasta else moved("qual_off"))
 

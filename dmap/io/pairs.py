@@ -98,6 +98,15 @@ class PairGroup:
 
 PairChunk = PairBlock | PairSplit | PairGroup
 
+
+@dataclass(frozen=True)
+class FirstPairs:
+    """The input's first pairs as one chunk, whatever their read groups, for the insert size
+    alone: planned (by :func:`plan_pair_files`) before the chunks that hold them, where those are
+    several because read groups (or FASTQ and FASTA) do not share a chunk."""
+
+    source: PairGroup
+
 Counter = Callable[[list[FileSplit]], Iterator[int]]
 
 
@@ -163,7 +172,9 @@ class _Chunks:
     before its chunk is full leaves the rest of the chunk to the next pair of files: the parts
     are held (:meth:`add`) until the chunk is full, and then planned as one chunk, a
     :class:`PairGroup` where there are several.  The first chunk holds at least ``first_pairs``
-    pairs, counted exactly (all the input's where it has fewer)."""
+    pairs, counted exactly (all the input's where it has fewer), unless a read group or format
+    ends it first: the chunks that hold those pairs are then held back until they are planned,
+    and come after their :class:`FirstPairs`."""
 
     def __init__(self, next_size: Callable[[int, int], int], first_pairs: int = 0):
         self.next_size = next_size
@@ -172,6 +183,8 @@ class _Chunks:
         self.held: list[PairBlock | PairSplit] = []
         self.held_reads, self.held_bytes = 0.0, 0
         self.kind: tuple | None = None  # the held parts' format (FASTQ or not) and group
+        # The chunks planned before the first `first_pairs` pairs were (None after them).
+        self.leading: list[PairChunk] | None = [] if first_pairs else None
 
     @property
     def number(self) -> int:
@@ -188,18 +201,19 @@ class _Chunks:
 
     @property
     def counted(self) -> bool:
-        """Whether the pairs planned next must be counted, not estimated: the first chunk's, up to
+        """Whether the pairs planned next must be counted, not estimated: the input's first
         ``first_pairs``."""
-        return self.done[0] == 0 and self.held_reads < self.least
+        return self.done[1] + self.held_reads < self.least
 
-    def start(self, fastq: bool, group: object) -> Iterator[PairChunk]:
+    def start(self, fastq: bool, group: object) -> Iterator[PairChunk | FirstPairs]:
         """Before a pair of files of FASTQ (or FASTA) and of read group ``group``: FASTQ and FASTA
         records do not share a chunk, nor do two read groups' records."""
         if self.held and (fastq, group) != self.kind:
             yield from self.flush()
         self.kind = fastq, group
 
-    def add(self, part: PairBlock | PairSplit, reads: float, nbytes: int, full: bool) -> Iterator[PairChunk]:
+    def add(self, part: PairBlock | PairSplit, reads: float, nbytes: int,
+            full: bool) -> Iterator[PairChunk | FirstPairs]:
         """Hold ``part`` (``reads`` reads in ``nbytes`` bytes), and plan its chunk if ``full``."""
         self.held.append(part)
         self.held_reads += reads
@@ -207,7 +221,7 @@ class _Chunks:
         if full and (self.done[0] > 0 or self.held_reads >= self.least):
             yield from self.flush()
 
-    def flush(self) -> Iterator[PairChunk]:
+    def flush(self) -> Iterator[PairChunk | FirstPairs]:
         """The chunk of the held parts, if any: one part as it is, several as a group."""
         if not self.held:
             return
@@ -215,11 +229,30 @@ class _Chunks:
         self.done[:] = self.done[0] + 1, self.done[1] + round(self.held_reads), self.done[2] + self.held_bytes
         self.held.clear()
         self.held_reads, self.held_bytes = 0.0, 0
-        yield chunk
+        if self.leading is None:
+            yield chunk
+            return
+        self.leading.append(chunk)
+        if self.done[1] >= self.least:
+            yield from self._first_pairs()
+
+    def finish(self) -> Iterator[PairChunk | FirstPairs]:
+        """The chunks still held at the end of the input."""
+        yield from self.flush()
+        if self.leading:
+            yield from self._first_pairs()
+
+    def _first_pairs(self) -> Iterator[PairChunk | FirstPairs]:
+        """The chunks that hold the first pairs, after their :class:`FirstPairs` where they are several."""
+        leading, self.leading = self.leading, None
+        if len(leading) > 1:
+            parts = [part for chunk in leading for part in (chunk.parts if isinstance(chunk, PairGroup) else (chunk,))]
+            yield FirstPairs(PairGroup(0, tuple(parts)))
+        yield from leading
 
 
 def plan_pair_splits(first: str, second: str | None, plans: list[list[FileSplit]], count: Counter,
-                     chunks: _Chunks, asked: list[int]) -> Iterator[PairChunk]:
+                     chunks: _Chunks, asked: list[int]) -> Iterator[PairChunk | FirstPairs]:
     """The chunks of paired input from the byte ranges of its files (:func:`byte_ranges`;
     ``second`` None: ``first`` interleaved), the first file's cut at ``asked`` records each.
 
@@ -294,7 +327,7 @@ def range_fields(source: RawBlock | RecordRange) -> ReadFields:
 
 def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Callable[[int, int], int],
                     count: Counter | None = None, split: bool = False, first_pairs: int = 0,
-                    groups: list | None = None) -> Iterator[PairChunk]:
+                    groups: list | None = None) -> Iterator[PairChunk | FirstPairs]:
     """The chunks of paired input given as lists of files (a run's lanes: ``a_1.fq,b_1.fq`` and
     ``a_2.fq,b_2.fq``), in order, numbered from 0: each pair of files in turn, read side by side
     (``seconds`` None: each of ``firsts`` interleaved).
@@ -310,7 +343,9 @@ def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Cal
     chunk, not per pair of files (of the same ``groups`` value: each pair
     of files' read group).  The first chunk holds at least ``first_pairs``
     pairs (all the input's where it has fewer), whatever the chunk sizes and
-    the files: the insert size is estimated from them.
+    the files: the insert size is estimated from them.  Where read groups (or
+    FASTQ and FASTA) cut those pairs across chunks, a :class:`FirstPairs`
+    holding them comes first, then their chunks.
 
     Raises
     ------
@@ -327,7 +362,7 @@ def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Cal
     for k, first in enumerate(firsts):
         yield from _plan_pair(first, None if seconds is None else seconds[k], chunks, count, split,
                               None if groups is None else groups[k])
-    yield from chunks.flush()
+    yield from chunks.finish()
 
 
 def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], int],
@@ -338,7 +373,7 @@ def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], i
 
 
 def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter | None,
-               split: bool, group: object) -> Iterator[PairChunk]:
+               split: bool, group: object) -> Iterator[PairChunk | FirstPairs]:
     """The parts of one pair of files, held in ``chunks`` (see :func:`plan_pair_files`)."""
     paths = [p for p in (first, second) if p is not None]
     per_record = len(paths)  # reads per record of the first file: its mate is in the other file, or a record

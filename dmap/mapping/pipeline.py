@@ -65,7 +65,7 @@ from ..format import bam, bgzf, sam
 from ..format.writer import Parts, SamWriter, direct_writes
 from ..index.store import Index, index_identity, open_index
 from ..io.output import Output, record_format
-from ..io.pairs import PairChunk, count_records, plan_pair_files
+from ..io.pairs import FirstPairs, PairChunk, PairGroup, count_records, plan_pair_files
 from ..io.splits import STDIN, FileSplit, Source, is_url, plan_input, reads_paths
 from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
 from ..progress import Progress
@@ -82,6 +82,7 @@ from .tasks import (
     chunk_task,
     count_task,
     finish_task,
+    first_pairs_insert_task,
     insert_task,
     read_task,
     summary_task,
@@ -282,11 +283,15 @@ def map_reads(
     # Planning reads each file's first 64 KiB: a missing file or one that is not FASTA/FASTQ is
     # an error before a cluster starts.
     counts = WorkerCounts()  # paired byte ranges: their records counted on the workers, once there are some
-    # The insert size is estimated from the first pairs, which the first chunk holds.
+    # The insert size is estimated from the first pairs: those the first chunk holds or, where read
+    # groups cut them across chunks, those of the FirstPairs planned before them.
     sources = (plan_pair_files(firsts, seconds, schedule or (lambda *_: chunk_size), counts, split=True,
                                first_pairs=ESTIMATE_PAIRS if insert is None else 0, groups=group_of)
                if paired else plan_input(paths, schedule or (lambda *_: chunk_size), group_of))
     first = next(sources, None)
+    first_pairs = None
+    if isinstance(first, FirstPairs):
+        first_pairs, first = first.source, next(sources, None)
     sources = _prepended([first], sources) if first is not None else iter(())
     # An alignment with K edits spans up to m + K reference symbols, and must fit in a block overlap.
     # Exact mapping checks the symbols of every chunk but the first in the search kernel.
@@ -350,7 +355,7 @@ def map_reads(
                     # A chunk of a stream is sent with its task (_run's submit): as large as Dask warns of.
                     with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1 TiB"}):
                         _run(c, idx, sources, writer, in_flight, result, kept if return_hits else None,
-                             block_major, reading, settings, progress, write_header, tails)
+                             block_major, reading, settings, progress, write_header, tails, first_pairs)
                 except BaseException:
                     if out is not None:
                         out.discard()  # at once: closing the cluster takes a while, and a SIGKILL may follow
@@ -480,11 +485,13 @@ def _prepended(first: list, rest: Iterator):
 
 def _run(client, idx, sources, writer, in_flight, result, kept, block_major, reading: dict,
          settings: RecordSettings, progress: Progress | None = None, write_header=None,
-         tails: dict[str, str] | None = None) -> None:
+         tails: dict[str, str] | None = None, first_pairs: PairGroup | None = None) -> None:
     """Submit chunks from this thread; a writer thread takes results in input order.
 
     ``tails``: where reads files have read groups of their own, what ends each record of a
     chunk, by the chunk's (first) file (a chunk holds one read group's reads).
+    ``first_pairs``: where read groups cut the input's first pairs across chunks, those pairs,
+    mapped first for the insert bounds of every chunk (:class:`dmap.io.pairs.FirstPairs`).
 
     Planning the next chunks overlaps with writing the finished ones.  The
     queue holds at most ``in_flight`` chunks, so memory stays bounded
@@ -540,6 +547,9 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
 
     placed: list = []  # (write_at_task, finish_task, offset) of the chunks being written in place
     insert: list = [None]  # pairs: the future of the first chunk's insert bounds, for the others
+    if first_pairs is not None:
+        insert[0] = client.submit(first_pairs_insert_task, path, first_pairs, reading, approx, settings,
+                                  resources=dev, pure=False, priority=1)
 
     def place(wait: bool) -> None:
         """Take the finished writes in place (all of them with ``wait``); a chunk whose worker

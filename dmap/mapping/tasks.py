@@ -90,6 +90,17 @@ def insert_task(out: ChunkOutput) -> InsertBounds:
     return out.insert
 
 
+def first_pairs_insert_task(index_path: str, source: PairChunk, reading: dict, approx: Approximate | None,
+                            settings: RecordSettings) -> InsertBounds:
+    """The insert bounds of a run whose read groups cut its first pairs across chunks (a chunk
+    holds one read group's reads): ``source``, those pairs planned as one chunk whatever their
+    read groups, mapped and paired as a first chunk is, so that the bounds are those of a run
+    without read groups.  Its records are dropped: the chunks map these pairs again."""
+    chunk = read_task(index_path, source, **reading)
+    parts = [block_task(index_path, b, chunk, approx) for b in range(cached_index(index_path).n_blocks)]
+    return finish_task(index_path, chunk, parts, dataclasses.replace(settings, parts=None, keep_hits=False)).insert
+
+
 def chunk_seeds(chunk: ReadChunk, approx: Approximate) -> ChunkSeeds:
     """The seeds (or neighborhood patterns) of a chunk's searched reads, made once per chunk on
     a worker for all of its block tasks there (:meth:`dmap.reads.ReadChunk.derived`)."""

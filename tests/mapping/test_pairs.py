@@ -10,6 +10,7 @@ in block overlaps and at contig ends.
 from __future__ import annotations
 
 import gzip
+import re
 import subprocess
 
 import numpy as np
@@ -151,8 +152,9 @@ def test_interleaved_equals_two_files_and_gzip(tmp_path, client):
     assert "pair0" in names and not any("/" in n for n in names)  # the /1 /2 suffixes dropped
 def test_insert_size_is_estimated_from_the_first_pairs(tmp_path, client):
     """The estimate comes from the input's first ESTIMATE_PAIRS pairs, whatever the chunk size and
-    the files the pairs come in (the first chunk holds them): pairs after them, of another
-    library's inserts, change neither the estimate nor any record."""
+    the files the pairs come in (the first chunk holds them; where read groups cut them across
+    chunks, they are mapped apart for it): pairs after them, of another library's inserts, change
+    neither the estimate nor any record."""
     rng = np.random.default_rng(9)
     seq = "".join(rng.choice(list("ACGT"), size=30000))
     n = ESTIMATE_PAIRS + 600
@@ -169,16 +171,23 @@ def test_insert_size_is_estimated_from_the_first_pairs(tmp_path, client):
         lines = (tmp_path / f"r{m}.fq").read_bytes().splitlines(keepends=True)
         (tmp_path / f"a{m}.fq").write_bytes(b"".join(lines[:4 * 3000]))
         (tmp_path / f"b{m}.fq.gz").write_bytes(gzip.compress(b"".join(lines[4 * 3000:])))
+        # Lanes of read groups of their own: a chunk holds one read group's reads, so the first
+        # chunk holds the first lane's 40 pairs alone.
+        (tmp_path / f"x{m}.fq").write_bytes(b"".join(lines[:4 * 40]))
+        (tmp_path / f"y{m}.fq").write_bytes(b"".join(lines[4 * 40:]))
     idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=60)
     runs = {"chunks of 100": ((tmp_path / "r1.fq", tmp_path / "r2.fq"), 100),
             "chunks of 7,000": ((tmp_path / "r1.fq", tmp_path / "r2.fq"), 7000),
-            "lanes": tuple([tuple(f"{tmp_path / f'a{m}.fq'},{tmp_path / f'b{m}.fq.gz'}" for m in (1, 2)), 3000])}
+            "lanes": tuple([tuple(f"{tmp_path / f'a{m}.fq'},{tmp_path / f'b{m}.fq.gz'}" for m in (1, 2)), 3000]),
+            "read groups": tuple([tuple(f"{tmp_path / f'x{m}.fq'},{tmp_path / f'y{m}.fq'}" for m in (1, 2)), 3000])}
     texts = {}
     for label, (paths, chunk_size) in runs.items():
         out = tmp_path / f"{label}.sam"
-        res = dmap.map_reads(idx, *paths, sam_path=out, client=client, chunk_size=chunk_size)
-        texts[label] = [line for line in out.read_text().splitlines() if not line.startswith("@PG")]
+        groups = ["@RG\tID:x", "@RG\tID:y"] if label == "read groups" else None
+        res = dmap.map_reads(idx, *paths, sam_path=out, client=client, chunk_size=chunk_size, read_group=groups)
+        texts[label] = [line for line in out.read_text().splitlines() if not line.startswith(("@PG", "@RG"))]
     assert texts["chunks of 100"] == texts["chunks of 7,000"] == texts["lanes"]
+    assert [re.sub(r"\tRG:Z:[xy]$", "", line) for line in texts["read groups"]] == texts["lanes"]
     ins = res.insert
     assert ins.estimated and 240 <= ins.median <= 260 and 15 <= ins.sd <= 25
     assert ins.low < 200 and 300 < ins.high < 500  # the first pairs' spread, not the last pairs'
