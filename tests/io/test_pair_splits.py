@@ -194,6 +194,12 @@ def test_fastq_and_fasta_pairs_do_not_share_a_chunk(tmp_path):
     chunks = [read_pair_chunk(c, DNA) for c in plan_pair_files(firsts, seconds, lambda *_: 100, split=True)]
     assert [(c.names, c.quals is not None) for c in chunks] == [
         (["p0", "p0"], True), (["p1", "p1", "p2", "p2"], False)]
+    # The insert size's first pairs span both formats: read together, without qualities.
+    plan = list(plan_pair_files(firsts, seconds, lambda *_: 100, split=True, first_pairs=3))
+    assert isinstance(plan[0], FirstPairs) and len(plan) == 3
+    first = read_pair_chunk(plan[0].source, DNA)
+    assert first.names == ["p0", "p0", "p1", "p1", "p2", "p2"] and first.quals is None
+    assert first.seqs == ["ACGT", "GGCC", "ACGT", "GGCC", "ACGT", "TTTT"]
 
 
 @pytest.mark.parametrize("fault", ["fewer", "names", "nameless"])
