@@ -67,14 +67,16 @@ inline size_t put_mate_tags(__global uchar *out, size_t o, uint flag, uint mate,
 // Mapped forward records go through `letters` only if `mapped_letters`:
 // a mapped DNA read holds letters alone (the search refused the rest), and
 // a plain copy is faster than a lookup per base.
-// `tail` ends every record (a read group's RG:Z tag), `tail_len` bytes.
+// Read r's records end with tail `t` (a read group's RG:Z tag, or nothing): `tail_len[t]`
+// bytes from `tail + tail_off[t]`, where t = `tail_of[r]` if `tails_per_read`, else 0.
 __kernel void sam_records(__global const uchar *reads, __global const uint *name_off,
                           __global const uint *name_len, __global const uint *seq_off,
                           __global const uint *seq_len, __global const uint *qual_off, const uint has_qual,
                           __global const uchar *rnames, __global const uint *rname_off,
                           __global const uint *rname_len, __global const uchar *letters,
                           __global const uchar *complement, const uint mapped_letters,
-                          __global const uchar *tail, const uint tail_len,
+                          __global const uchar *tail, __global const uint *tail_off,
+                          __global const uint *tail_len, __global const uint *tail_of, const uint tails_per_read,
                           __global const uint *rec_read, __global const uint *rec_flag,
                           __global const uint *rec_contig, __global const uint *rec_pos,
                           __global const uint *rec_mapq, __global const uint *rec_nh,
@@ -90,6 +92,7 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
     if (gid >= n_records) return;
     const uint r = rec_read[gid], flag = rec_flag[gid];
     const uint len = seq_len[r];
+    const uint t = tails_per_read ? tail_of[r] : 0u;
     __global const uchar *seq = reads + seq_off[r];
     __global const uchar *qual = reads + qual_off[r];
     size_t o = put_bytes(out, rec_start[gid], reads + name_off[r], name_len[r]);
@@ -123,7 +126,7 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
 #if PAIRED
         o = put_mate_tags(out, o, flag, rec_mate_aln[gid], rec_mate_mapq[gid], cigars, cigar_off, cigar_len);
 #endif
-        o = put_bytes(out, o, tail, tail_len);
+        o = put_bytes(out, o, tail + tail_off[t], tail_len[t]);
         out[o] = '\n';
         return;
     }
@@ -198,6 +201,6 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
 #if PAIRED
     o = put_mate_tags(out, o, flag, rec_mate_aln[gid], rec_mate_mapq[gid], cigars, cigar_off, cigar_len);
 #endif
-    o = put_bytes(out, o, tail, tail_len);
+    o = put_bytes(out, o, tail + tail_off[t], tail_len[t]);
     out[o] = '\n';
 }

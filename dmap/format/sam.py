@@ -94,6 +94,29 @@ class ReadGroup:
         return f"\tRG:Z:{self.id}"
 
 
+@dataclass(frozen=True)
+class RecordTails:
+    """What ends each read's records: ``strings[of_read[r]]`` for read ``r`` (a read group's
+    ``RG:Z`` tag, :attr:`ReadGroup.tag`, or nothing); with ``of_read`` None, ``strings[0]`` for
+    every read.  A chunk may hold the reads of several files, each of its own read group."""
+
+    strings: tuple[str, ...] = ("",)
+    of_read: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, tail: str | RecordTails) -> RecordTails:
+        """``tail`` as tails: one string ends every record."""
+        return tail if isinstance(tail, RecordTails) else cls((tail,))
+
+    def of_reads(self, reads: np.ndarray) -> np.ndarray:
+        """Which of :attr:`strings` ends the records of ``reads`` (read numbers)."""
+        return np.zeros(reads.size, np.int64) if self.of_read is None else self.of_read[reads]
+
+    def for_read(self, read: int) -> str:
+        """The string that ends read ``read``'s records."""
+        return self.strings[0 if self.of_read is None else int(self.of_read[read])]
+
+
 def read_groups(lines: str | Sequence[str] | None, n_files: int) -> list[ReadGroup] | None:
     """The read group of each of a run's ``n_files`` reads files (pairs of files for paired-end
     reads), in order: one line for all of them, or one per file; None without any.
@@ -234,10 +257,11 @@ def _digits(x: np.ndarray) -> np.ndarray:
 
 
 def record_lengths(cols: RecordColumns, name_len: np.ndarray, seq_len: np.ndarray, rname_len: np.ndarray,
-                   has_qual: bool, tail: int = 0, strings: tuple[FlatStrings, FlatStrings] | None = None
-                   ) -> np.ndarray:
+                   has_qual: bool, tail: int | np.ndarray = 0,
+                   strings: tuple[FlatStrings, FlatStrings] | None = None) -> np.ndarray:
     """Byte length of each record exactly as ``sam_records.cl`` writes it (``tail``: bytes that end
-    each; ``strings``: the CIGAR and MD strings ``cols.alignment`` indexes, for approximate mapping)."""
+    each, or each record's; ``strings``: the CIGAR and MD strings ``cols.alignment`` indexes, for
+    approximate mapping)."""
     r = cols.read
     n = r.size
     L = seq_len[r].astype(np.int64)
@@ -264,8 +288,8 @@ def record_lengths(cols: RecordColumns, name_len: np.ndarray, seq_len: np.ndarra
 
 
 def _pair_lengths(cols: RecordColumns, name_len: np.ndarray, L: np.ndarray, unmapped_seq_qual: np.ndarray,
-                  seq_qual: np.ndarray, rname_len: np.ndarray, cigar: np.ndarray, tags: np.ndarray, tail: int,
-                  cigars: FlatStrings) -> np.ndarray:
+                  seq_qual: np.ndarray, rname_len: np.ndarray, cigar: np.ndarray, tags: np.ndarray,
+                  tail: int | np.ndarray, cigars: FlatStrings) -> np.ndarray:
     """:func:`record_lengths` of the records of pairs: RNAME or RNEXT ``*`` (NONE) and ``=``,
     PNEXT, a signed TLEN, and ``MC``/``MQ`` where the mate is mapped."""
     none = cols.contig == NONE
@@ -294,7 +318,8 @@ def contig_name_columns(contig_names: list[str]) -> tuple[np.ndarray, np.ndarray
 def format_records_device(device: Device, chunk: ReadChunk, hits: ChunkHits, contig_names: list[str],
                           max_hits: int | None = None,
                           name_columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-                          tail: str = "", pick: np.ndarray | None = None, scratch: bool = False) -> np.ndarray:
+                          tail: str | RecordTails = "", pick: np.ndarray | None = None,
+                          scratch: bool = False) -> np.ndarray:
     """SAM records of a chunk, written by ``kernels/sam_records.cl``: the bytes of
     :func:`dmap.testing.sam.format_records` as a uint8 array, at a third of the host CPU time
     (building each line in Python was the largest host cost of a run).
@@ -329,7 +354,7 @@ def alignment_record_columns(alns: ChunkAlignments) -> RecordColumns:
 
 def format_alignment_records_device(device: Device, chunk: ReadChunk, alns: ChunkAlignments,
                                     name_columns: tuple[np.ndarray, np.ndarray, np.ndarray],
-                                    tail: str = "", scratch: bool = False) -> np.ndarray:
+                                    tail: str | RecordTails = "", scratch: bool = False) -> np.ndarray:
     """The bytes of :func:`dmap.testing.sam.format_alignment_records`, written by ``kernels/sam_records.cl``
     with the alignments' CIGAR and MD strings as they are, no Python string per record
     (``scratch`` as in :func:`_write_records`)."""
@@ -339,7 +364,7 @@ def format_alignment_records_device(device: Device, chunk: ReadChunk, alns: Chun
 
 def format_pair_records_device(device: Device, chunk: ReadChunk, cols: RecordColumns,
                                strings: tuple[FlatStrings, FlatStrings],
-                               name_columns: tuple[np.ndarray, np.ndarray, np.ndarray], tail: str = "",
+                               name_columns: tuple[np.ndarray, np.ndarray, np.ndarray], tail: str | RecordTails = "",
                                scratch: bool = False) -> np.ndarray:
     """The records of a chunk of pairs (``cols`` from :func:`dmap.mapping.pairs.pair_record_columns`,
     ``strings`` the CIGAR and MD strings they index), by ``sam_records.cl``; the reference is
@@ -348,9 +373,10 @@ def format_pair_records_device(device: Device, chunk: ReadChunk, cols: RecordCol
 
 
 def _write_records(device: Device, chunk: ReadChunk, cols: RecordColumns,
-                   name_columns: tuple[np.ndarray, np.ndarray, np.ndarray], tail: str,
+                   name_columns: tuple[np.ndarray, np.ndarray, np.ndarray], tail: str | RecordTails,
                    strings: tuple[FlatStrings, FlatStrings] | None = None, scratch: bool = False) -> np.ndarray:
-    """``cols`` as SAM records by ``sam_records.cl`` (``strings``: CIGAR and MD of approximate alignments).
+    """``cols`` as SAM records by ``sam_records.cl`` (``strings``: CIGAR and MD of approximate alignments;
+    ``tail``: what ends each read's records).
 
     With ``scratch``, inside :meth:`Device.scratch <dmap.opencl.device.Device.scratch>`, the
     records lie in the device's pooled host memory (:meth:`~dmap.opencl.device.Device.host_array`),
@@ -361,8 +387,11 @@ def _write_records(device: Device, chunk: ReadChunk, cols: RecordColumns,
     f = chunk.fields
     has_qual = f.qual_off is not None
     rnames, rname_off, rname_len = name_columns
-    tail_bytes = np.frombuffer(tail.encode() or b"\0", np.uint8)  # OpenCL buffers are never empty
-    ends = np.cumsum(record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual, len(tail), strings),
+    tails = RecordTails.of(tail)
+    tail_data, tail_off, tail_len = flat_strings(list(tails.strings))
+    per_read = tails.of_read is not None
+    ends = np.cumsum(record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual,
+                                    tail_len[tails.of_reads(cols.read)] if per_read else int(tail_len[0]), strings),
                      dtype=np.uint64)
     starts = np.zeros(n, dtype=np.uint64)
     starts[1:] = ends[:-1]
@@ -384,7 +413,12 @@ def _write_records(device: Device, chunk: ReadChunk, cols: RecordColumns,
                                            f.qual_off if has_qual else f.seq_off)]
         args += [np.uint32(has_qual)]
         args += [device.upload(a) for a in (rnames, rname_off, rname_len, letters, _COMPLEMENT[letters])]
-        args += [np.uint32(translates_mapped(chunk.alphabet)), device.upload(tail_bytes), np.uint32(len(tail))]
+        args += [np.uint32(translates_mapped(chunk.alphabet))]
+        # OpenCL buffers are never empty: no tail is one zero byte, no read's tail one index.
+        args += [device.upload(a) for a in (tail_data if tail_data.size else np.zeros(1, np.uint8),
+                                            tail_off.astype(np.uint32), tail_len.astype(np.uint32),
+                                            tails.of_read.astype(np.uint32) if per_read else np.zeros(1, np.uint32))]
+        args += [np.uint32(per_read)]
         unused = device.upload(np.zeros(1, dtype=np.uint64)) if approx is None or mates is None else None
         args += [device.upload(a) for a in columns]
         args += [unused] * 9 if approx is None else [device.upload(a) for a in approx]

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..alphabet import reverse_complement
 from ..approx.alignments import ChunkAlignments
-from ..format.sam import UNMAPPED, RecordColumns, record_columns, seq_letters, translates_mapped
+from ..format.sam import UNMAPPED, RecordColumns, RecordTails, record_columns, seq_letters, translates_mapped
 from ..reads import FlatStrings, ReadChunk
 from ..search.hits import ChunkHits
 
@@ -26,16 +26,18 @@ def seq_qual_strings(chunk: ReadChunk) -> tuple[list[str], list[str], list[str],
 
 
 def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], max_hits: int | None = None,
-                   tail: str = "", pick: np.ndarray | None = None) -> str:
+                   tail: str | RecordTails = "", pick: np.ndarray | None = None) -> str:
     """SAM records of a chunk in Python: the reference for ``sam_records.cl``.
-    ``tail`` ends every record (:attr:`ReadGroup.tag`); ``pick`` as in :func:`record_columns`."""
+    ``tail`` ends every record (:attr:`ReadGroup.tag`), or each read's (:class:`RecordTails`);
+    ``pick`` as in :func:`record_columns`."""
     cols = record_columns(hits, max_hits, pick)
+    tails = RecordTails.of(tail)
     names = chunk.names
     seqs, mapped, reverse, quals = seq_qual_strings(chunk)
 
     def record(r: int, f: int, c: int, p: int, q: int, k: int, x0: int) -> str:
         if f & 4:
-            return f"{names[r]}{UNMAPPED}{seqs[r]}\t{quals[r]}{tail}\n"
+            return f"{names[r]}{UNMAPPED}{seqs[r]}\t{quals[r]}{tails.for_read(r)}\n"
         if f & 256:
             seq_qual = "*\t*"
         elif f & 16:  # only DNA has a reverse strand
@@ -43,7 +45,7 @@ def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], m
         else:
             seq_qual = f"{mapped[r]}\t{quals[r]}"
         return (f"{names[r]}\t{f}\t{contig_names[c]}\t{p}\t{q}\t{len(seqs[r])}M\t*\t0\t0\t{seq_qual}\tNM:i:0"
-                f"\tNH:i:{k}\tX0:i:{x0}\tX1:i:0{tail}\n")
+                f"\tNH:i:{k}\tX0:i:{x0}\tX1:i:0{tails.for_read(r)}\n")
 
     return "".join([
         record(*row) for row in zip(cols.read.tolist(), cols.flag.tolist(), cols.contig.tolist(), cols.pos.tolist(),
@@ -54,7 +56,7 @@ def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], m
 
 
 def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_names: list[str],
-                             tail: str = "") -> str:
+                             tail: str | RecordTails = "") -> str:
     """SAM records of a chunk mapped with ``--max-errors K``, in Python: the reference for
     :func:`format_alignment_records_device`.
 
@@ -63,8 +65,9 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
     reads with flag 4.  Tags: ``NM`` (edit distance), ``MD``, ``AS`` (minus
     the edit distance: higher is better), ``NH`` (records of the read),
     ``X0`` and ``X1`` (alignments found at the best distance, and others:
-    :mod:`dmap.mapq`), and ``tail`` (:attr:`ReadGroup.tag`).
+    :mod:`dmap.mapq`), and ``tail`` (:attr:`ReadGroup.tag`, or each read's).
     """
+    tails = RecordTails.of(tail)
     names = chunk.names
     seqs, mapped, reverse, quals = seq_qual_strings(chunk)
     cigars, mds = alns.cigar.tolist(), alns.md.tolist()
@@ -78,7 +81,7 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
     for r in range(len(chunk)):
         n = int(counts[r])
         if n == 0:
-            lines.append(f"{names[r]}{UNMAPPED}{seqs[r]}\t{quals[r]}{tail}\n")
+            lines.append(f"{names[r]}{UNMAPPED}{seqs[r]}\t{quals[r]}{tails.for_read(r)}\n")
             continue
         for a in range(first[r], first[r] + n):
             flag = (16 if strand[a] else 0) | (256 if a > first[r] else 0)
@@ -91,16 +94,17 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
             d = dist[a]
             lines.append(f"{names[r]}\t{flag}\t{contig_names[contig[a]]}\t{pos[a] + 1}\t{mq[a]}\t{cigars[a]}"
                          f"\t*\t0\t0\t{seq_qual}\tNM:i:{d}\tMD:Z:{mds[a]}\tAS:i:{-d}\tNH:i:{n}"
-                         f"\tX0:i:{x0[r]}\tX1:i:{x1[r]}{tail}\n")
+                         f"\tX0:i:{x0[r]}\tX1:i:{x1[r]}{tails.for_read(r)}\n")
     return "".join(lines)
 
 
 def format_pair_records(chunk: ReadChunk, cols: RecordColumns, cigar: FlatStrings, md: FlatStrings,
-                        contig_names: list[str], tail: str = "") -> str:
+                        contig_names: list[str], tail: str | RecordTails = "") -> str:
     """SAM records of a chunk of pairs from their columns
     (:func:`dmap.mapping.pairs.pair_record_columns`), in Python: mate fields (RNEXT ``=``
     on the record's own contig), ``MC`` and ``MQ`` where the mate is mapped, and an
     unmapped mate placed at its mate's position."""
+    tails = RecordTails.of(tail)
     names = chunk.names
     seqs, mapped, reverse, quals = seq_qual_strings(chunk)
     cigars, mds = cigar.tolist(), md.tolist()
@@ -113,7 +117,7 @@ def format_pair_records(chunk: ReadChunk, cols: RecordColumns, cigar: FlatString
         mate = "" if f & 8 else f"\tMC:Z:{cigars[cols.mate_alignment[i]]}\tMQ:i:{cols.mate_mapq[i]}"
         fields = f"{names[r]}\t{f}\t{rname}\t{cols.pos[i]}"
         if f & 4:
-            lines.append(f"{fields}\t0\t*\t{rnext}\t{cols.pnext[i]}\t0\t{seqs[r]}\t{quals[r]}{mate}{tail}\n")
+            lines.append(f"{fields}\t0\t*\t{rnext}\t{cols.pnext[i]}\t0\t{seqs[r]}\t{quals[r]}{mate}{tails.for_read(r)}\n")
             continue
         if f & 256:
             seq_qual = "*\t*"
@@ -124,5 +128,5 @@ def format_pair_records(chunk: ReadChunk, cols: RecordColumns, cigar: FlatString
         a, d = int(cols.alignment[i]), int(cols.nm[i])
         lines.append(f"{fields}\t{cols.mapq[i]}\t{cigars[a]}\t{rnext}\t{cols.pnext[i]}\t{cols.tlen[i]}"
                      f"\t{seq_qual}\tNM:i:{d}\tMD:Z:{mds[a]}\tAS:i:{-d}\tNH:i:{cols.nh[i]}\tX0:i:{cols.x0[i]}"
-                     f"\tX1:i:{cols.x1[i]}{mate}{tail}\n")
+                     f"\tX1:i:{cols.x1[i]}{mate}{tails.for_read(r)}\n")
     return "".join(lines)

@@ -7,11 +7,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmap.alphabet import get_alphabet
-from dmap.format.sam import format_records_device, record_columns
+from dmap.approx.alignments import ChunkAlignments
+from dmap.format.sam import (
+    RecordTails,
+    contig_name_columns,
+    format_alignment_records_device,
+    format_records_device,
+    record_columns,
+)
 from dmap.mapq import mapping_quality
-from dmap.reads import ReadChunk, ReadFields
+from dmap.reads import FlatStrings, ReadChunk, ReadFields, flat_strings
 from dmap.search.hits import ChunkHits
-from dmap.testing.sam import format_records
+from dmap.testing.sam import format_alignment_records, format_records
 
 
 def make_chunk(seqs, quals, names):
@@ -50,7 +57,10 @@ def chunks_and_hits(draw):
 def test_device_formatter_equals_python(device, case):
     chunk, hits, max_hits, pick = case
     contigs = ["chr1", "a_much_longer_contig_name|with:symbols", "c"]
-    for tail in ("", "\tRG:Z:lane1"):
+    # Reads of several files in one chunk, each file's read group its own (one without any).
+    per_read = RecordTails(("\tRG:Z:lane1", "", "\tRG:Z:a_longer_read_group_id"),
+                           np.arange(len(chunk)) * 3 // max(len(chunk), 1))
+    for tail in ("", "\tRG:Z:lane1", per_read):
         want = format_records(chunk, hits, contigs, max_hits, tail, pick).encode()
         got = format_records_device(device, chunk, hits, contigs, max_hits, tail=tail, pick=pick)
         assert got.tobytes() == want
@@ -109,3 +119,24 @@ def test_digits_count_decimal_digits(dtype):
     x = np.array(values, dtype=dtype)
     assert _digits(x).tolist() == [len(str(v)) for v in values]
     assert _digits(np.zeros(0, dtype=dtype)).size == 0
+
+
+def test_alignment_records_device_equal_python(device):
+    """Approximate alignments' records (CIGAR, MD, NM/AS, secondaries, an unmapped read, the
+    reverse strand), with one tail for all reads and with each read's own."""
+    chunk = make_chunk(["ACGTACGTAA", "GGGGCCCC", "ACGTTTGCA", "TTAACCGG"], ["IIIIIIIIII", "!!!!!!!!", "ABCDEFGHI",
+                                                                           "########"], ["r0", "r1", "r2", "r3"])
+    cigars, mds = (FlatStrings(*flat_strings(x)) for x in (["10M", "4M1I5M", "9M", "8M"],
+                                                          ["10", "9", "3A5", "8"]))
+    alns = ChunkAlignments(read=np.array([0, 0, 2, 3]), strand=np.array([0, 1, 1, 0], np.int8),
+                           contig=np.array([0, 1, 0, 2]), position=np.array([5, 100, 7, 0]),
+                           distance=np.array([0, 1, 1, 0]), rank=np.array([0, 1, 0, 0]),
+                           mapq=np.array([3, 3, 60, 60]), n_found=np.array([2, 0, 1, 1]), n_best=np.array([1, 0, 1, 1]),
+                           cigar=cigars, md=mds, n_reads=4)
+    contigs = ["chr1", "chr2", "c"]
+    for tail in ("", "\tRG:Z:x", RecordTails(("\tRG:Z:x", "\tRG:Z:y"), np.array([0, 1, 1, 0]))):
+        want = format_alignment_records(chunk, alns, contigs, tail)
+        got = format_alignment_records_device(device, chunk, alns, contig_name_columns(contigs), tail)
+        assert got.tobytes().decode() == want
+    assert [line.rsplit("\t", 1)[1] for line in want.splitlines()] == ["RG:Z:x", "RG:Z:x", "RG:Z:y", "RG:Z:y",
+                                                                       "RG:Z:x"]

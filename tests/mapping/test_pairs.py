@@ -22,7 +22,7 @@ from readfiles import write_pairs
 
 import dmap
 from dmap.alphabet import reverse_complement
-from dmap.format.sam import contig_name_columns, format_pair_records_device
+from dmap.format.sam import RecordTails, contig_name_columns, format_pair_records_device
 from dmap.io.fastx import iter_contigs
 from dmap.mapping.pairs import ESTIMATE_PAIRS, InsertBounds, MateAlignments, pair_chunk, proper_pairs
 from dmap.reads import ReadChunk, ReadFields
@@ -225,6 +225,14 @@ def test_pair_records_kernel_equals_python(device, monkeypatch, copies):
         got = format_pair_records_device(device, chunk, cols, strings, contig_name_columns(contigs), "\tRG:Z:x",
                                          scratch=copies).tobytes()
     assert got.decode() == want
+    # Pairs of two files in one chunk, each of its own read group.
+    tails = RecordTails(("\tRG:Z:x", "\tRG:Z:lane2"), np.array([0, 0, 0, 0, 1, 1, 1, 1]))
+    with device.scratch():
+        got = format_pair_records_device(device, chunk, cols, strings, contig_name_columns(contigs), tails,
+                                         scratch=copies).tobytes()
+    assert got.decode() == format_pair_records(chunk, cols, *strings, contigs, tails)
+    assert {(f[0], f[-1]) for f in sam_body(got.decode())} == {
+        ("p0", "RG:Z:x"), ("p1", "RG:Z:x"), ("p2", "RG:Z:lane2"), ("p3", "RG:Z:lane2")}
     body = sam_body(want)
     assert [int(f[1]) for f in body] == [99, 355, 147, 403, 97, 145, 89, 165, 77, 141]
     assert body[0][6] == "=" and body[0][7] == body[2][3] and int(body[0][8]) == -int(body[2][8]) > 0
