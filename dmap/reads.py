@@ -195,6 +195,9 @@ class ReadChunk:
     skipped: np.ndarray | None = None
     unmappable: dict[str, int] = field(default_factory=dict)
     paired: bool = False  # reads 2i and 2i + 1 are the mates of pair i (dmap.io.pairs)
+    # The reads files its reads came from, in order, and how many reads each gave (a chunk may
+    # span files): what ends a read's records may depend on its file (dmap.format.sam.RecordTails).
+    files: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self):
         self.fields = self.fields.as_uint32()

@@ -166,9 +166,16 @@ def _low_bytes(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def source_fields(source: Source) -> ReadFields:
     """The records of a chunk of the input (:mod:`dmap.io.splits`), parsed where the chunk is read:
     plain four-line FASTQ by :func:`split_fastq`, anything else by dnaio."""
+    return source_records(source)[0]
+
+
+def source_records(source: Source) -> tuple[ReadFields, tuple[tuple[str, int], ...]]:
+    """The records of a chunk of the input (as :func:`source_fields`), and its reads files with
+    how many records each gave, in order (:attr:`dmap.reads.ReadChunk.files`)."""
     if isinstance(source, SourceGroup):
         return _group_fields(source)
-    return _fields(source, *source_bytes(source))
+    fields = _fields(source, *source_bytes(source))
+    return fields, ((source.path, len(fields)),)
 
 
 def source_bytes(source: FileSplit | RawBlock) -> tuple[np.ndarray, str]:
@@ -208,19 +215,20 @@ def joined_fields(parts: list[np.ndarray]) -> tuple[ReadFields, np.ndarray] | No
     return fields, np.diff(first, append=len(fields))
 
 
-def _group_fields(group: SourceGroup) -> ReadFields:
-    """The records of a chunk that spans files: plain FASTQ parts joined (:func:`joined_fields`);
-    anything else, or a read without a name, parsed part by part, so that dnaio's records and
-    every error come from the part's own file."""
+def _group_fields(group: SourceGroup) -> tuple[ReadFields, tuple[tuple[str, int], ...]]:
+    """The records of a chunk that spans files, and each part's file and records: plain FASTQ
+    parts joined (:func:`joined_fields`); anything else, or a read without a name, parsed part by
+    part, so that dnaio's records and every error come from the part's own file."""
     parts = [source_bytes(part) for part in group.parts]
     if group.fastq:
         joined = joined_fields([data for data, _ in parts])
         if joined is not None:
-            return joined[0]
+            return joined[0], tuple((part.path, int(n)) for part, n in zip(group.parts, joined[1]))
     each = [_fields(part, data, where) for part, (data, where) in zip(group.parts, parts)]
     for part, fields in zip(group.parts, each):
         check_named(fields, part.path)
-    return ReadFields.concat([f for f in each if len(f)] or each[:1])
+    return (ReadFields.concat([f for f in each if len(f)] or each[:1]),
+            tuple((part.path, len(fields)) for part, fields in zip(group.parts, each)))
 
 
 def read_chunk(source: Source, alphabet: Alphabet, max_length: int | None = None, check_symbols: bool = True,
@@ -243,7 +251,8 @@ def read_chunk(source: Source, alphabet: Alphabet, max_length: int | None = None
         than SAM allows, and (``strict``) a read with an unknown symbol, an
         empty read, or a read longer than ``max_length``.
     """
-    chunk = ReadChunk(source.number, source_fields(source), alphabet.read_table, alphabet.name)
+    fields, files = source_records(source)
+    chunk = ReadChunk(source.number, fields, alphabet.read_table, alphabet.name, files=files)
     return checked_chunk(chunk, source.path, max_length, check_symbols, strict)
 
 

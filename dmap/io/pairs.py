@@ -101,9 +101,9 @@ PairChunk = PairBlock | PairSplit | PairGroup
 
 @dataclass(frozen=True)
 class FirstPairs:
-    """The input's first pairs as one chunk, whatever their read groups, for the insert size
-    alone: planned (by :func:`plan_pair_files`) before the chunks that hold them, where those are
-    several because read groups (or FASTQ and FASTA) do not share a chunk."""
+    """The input's first pairs as one chunk, whatever their format, for the insert size alone:
+    planned (by :func:`plan_pair_files`) before the chunks that hold them, where those are
+    several because FASTQ and FASTA records do not share a chunk."""
 
     source: PairGroup
 
@@ -172,7 +172,7 @@ class _Chunks:
     before its chunk is full leaves the rest of the chunk to the next pair of files: the parts
     are held (:meth:`add`) until the chunk is full, and then planned as one chunk, a
     :class:`PairGroup` where there are several.  The first chunk holds at least ``first_pairs``
-    pairs, counted exactly (all the input's where it has fewer), unless a read group or format
+    pairs, counted exactly (all the input's where it has fewer), unless a change of format
     ends it first: the chunks that hold those pairs are then held back until they are planned,
     and come after their :class:`FirstPairs`."""
 
@@ -182,7 +182,7 @@ class _Chunks:
         self.done = [0, 0, 0]  # chunks, reads and bytes planned so far
         self.held: list[PairBlock | PairSplit] = []
         self.held_reads, self.held_bytes = 0.0, 0
-        self.kind: tuple | None = None  # the held parts' format (FASTQ or not) and group
+        self.fastq: bool | None = None  # the held parts' format: FASTQ or not
         # The chunks planned before the first `first_pairs` pairs were (None after them).
         self.leading: list[PairChunk] | None = [] if first_pairs else None
 
@@ -205,12 +205,11 @@ class _Chunks:
         ``first_pairs``."""
         return self.done[1] + self.held_reads < self.least
 
-    def start(self, fastq: bool, group: object) -> Iterator[PairChunk | FirstPairs]:
-        """Before a pair of files of FASTQ (or FASTA) and of read group ``group``: FASTQ and FASTA
-        records do not share a chunk, nor do two read groups' records."""
-        if self.held and (fastq, group) != self.kind:
+    def start(self, fastq: bool) -> Iterator[PairChunk | FirstPairs]:
+        """Before a pair of files of FASTQ (or FASTA): FASTQ and FASTA records do not share a chunk."""
+        if self.held and fastq != self.fastq:
             yield from self.flush()
-        self.kind = fastq, group
+        self.fastq = fastq
 
     def add(self, part: PairBlock | PairSplit, reads: float, nbytes: int,
             full: bool) -> Iterator[PairChunk | FirstPairs]:
@@ -326,8 +325,8 @@ def range_fields(source: RawBlock | RecordRange) -> ReadFields:
 
 
 def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Callable[[int, int], int],
-                    count: Counter | None = None, split: bool = False, first_pairs: int = 0,
-                    groups: list | None = None) -> Iterator[PairChunk | FirstPairs]:
+                    count: Counter | None = None, split: bool = False,
+                    first_pairs: int = 0) -> Iterator[PairChunk | FirstPairs]:
     """The chunks of paired input given as lists of files (a run's lanes: ``a_1.fq,b_1.fq`` and
     ``a_2.fq,b_2.fq``), in order, numbered from 0: each pair of files in turn, read side by side
     (``seconds`` None: each of ``firsts`` interleaved).
@@ -339,13 +338,12 @@ def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Cal
     is taken whole, its records not counted.  Other input (or where either
     file is such) is read here as streams (:class:`PairBlock`).  A pair of
     files that ends before its chunk is full leaves the rest of the chunk to
-    the next (:class:`PairGroup`): many small files cost a chunk's tasks per
-    chunk, not per pair of files (of the same ``groups`` value: each pair
-    of files' read group).  The first chunk holds at least ``first_pairs``
-    pairs (all the input's where it has fewer), whatever the chunk sizes and
-    the files: the insert size is estimated from them.  Where read groups (or
-    FASTQ and FASTA) cut those pairs across chunks, a :class:`FirstPairs`
-    holding them comes first, then their chunks.
+    the next (:class:`PairGroup`), whatever their read groups: many small
+    files cost a chunk's tasks per chunk, not per pair of files.  The first
+    chunk holds at least ``first_pairs`` pairs (all the input's where it has
+    fewer), whatever the chunk sizes and the files: the insert size is
+    estimated from them.  Where FASTQ and FASTA files cut those pairs across
+    chunks, a :class:`FirstPairs` holding them comes first, then their chunks.
 
     Raises
     ------
@@ -360,8 +358,7 @@ def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Cal
         check_path(path, "reads")
     chunks = _Chunks(next_size, first_pairs)
     for k, first in enumerate(firsts):
-        yield from _plan_pair(first, None if seconds is None else seconds[k], chunks, count, split,
-                              None if groups is None else groups[k])
+        yield from _plan_pair(first, None if seconds is None else seconds[k], chunks, count, split)
     yield from chunks.finish()
 
 
@@ -373,7 +370,7 @@ def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], i
 
 
 def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter | None,
-               split: bool, group: object) -> Iterator[PairChunk | FirstPairs]:
+               split: bool) -> Iterator[PairChunk | FirstPairs]:
     """The parts of one pair of files, held in ``chunks`` (see :func:`plan_pair_files`)."""
     paths = [p for p in (first, second) if p is not None]
     per_record = len(paths)  # reads per record of the first file: its mate is in the other file, or a record
@@ -404,7 +401,7 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
         if all(plan is not None for plan in plans):
             if not any(plans):
                 return
-            yield from chunks.start(_one_format(paths, [plan[0].fastq if plan else None for plan in plans]), group)
+            yield from chunks.start(_one_format(paths, [plan[0].fastq if plan else None for plan in plans]))
             if all(len(plan) <= 1 for plan in plans) and not chunks.counted:  # whole: the worker checks their counts
                 ranges = [RecordRange(p, tuple(plan), 0, None) for p, plan in zip(paths, plans)]
                 records = round(plans[0][0].reads) if plans[0] else 0
@@ -442,7 +439,7 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
             if second is None and counts[0] % 2:
                 raise _short(first, first, None)
             if not started:
-                yield from chunks.start(_one_format(paths, fastq), group)
+                yield from chunks.start(_one_format(paths, fastq))
                 started = True
             raw = [RawBlock(chunks.number, path, offset, data, is_fastq)
                    for path, (offset, data, _), is_fastq in zip(paths, blocks, fastq)]
@@ -463,32 +460,36 @@ def read_pair_chunk(block: PairChunk, alphabet: Alphabet, max_length: int | None
         when one file of two ends first or an interleaved file holds an odd number of
         records, and as :func:`dmap.io.fastx.read_chunk`.
     """
-    fields = _joined_pair_fields(block) if isinstance(block, PairGroup) else None
-    if fields is None:
-        each = [_pair_fields(part) for part in (block.parts if isinstance(block, PairGroup) else (block,))]
-        fields = ReadFields.concat([f for f in each if len(f)] or each[:1])
-    chunk = ReadChunk(block.number, fields, alphabet.read_table, alphabet.name, paired=True)
+    parts = block.parts if isinstance(block, PairGroup) else (block,)
+    joined = _joined_pair_fields(block) if isinstance(block, PairGroup) else None
+    if joined is not None:
+        fields, reads = joined
+    else:
+        each = [_pair_fields(part) for part in parts]
+        fields, reads = ReadFields.concat([f for f in each if len(f)] or each[:1]), [len(f) for f in each]
+    chunk = ReadChunk(block.number, fields, alphabet.read_table, alphabet.name, paired=True,
+                      files=tuple((part.path, int(n)) for part, n in zip(parts, reads)))
     return checked_chunk(chunk, block.path, max_length, check_symbols, strict)
 
 
-def _joined_pair_fields(group: PairGroup) -> ReadFields | None:
+def _joined_pair_fields(group: PairGroup) -> tuple[ReadFields, list[int]] | None:
     """The records of a group of plain FASTQ parts, each mate's files joined and split into fields
     at once (:func:`_joined_mates`: a small pair of files' records cost as many numpy calls as a
-    large one's), interleaved and their names checked; None where they are not such, or a
-    part's mates do not match: :func:`_pair_fields` then reads part by part, and its errors
-    name the part's files."""
+    large one's), interleaved and their names checked, and each part's reads; None where they
+    are not such, or a part's mates do not match: :func:`_pair_fields` then reads part by part,
+    and its errors name the part's files."""
     first = _joined_mates([part.first for part in group.parts])
     if group.parts[0].second is None:
         if first is None or any(n % 2 for n in first[1]):
             return None
-        fields = first[0]
+        fields, reads = first[0], first[1]
     else:
         second = _joined_mates([part.second for part in group.parts])
         if first is None or second is None or first[1] != second[1]:
             return None
-        fields = _interleaved(first[0], second[0])
+        fields, reads = _interleaved(first[0], second[0]), [2 * n for n in first[1]]
     try:
-        return _strip_mate_suffixes(fields, group.parts[0])
+        return _strip_mate_suffixes(fields, group.parts[0]), reads
     except InputFormatError:
         return None  # read part by part: the error names the part's files
 

@@ -372,8 +372,7 @@ def sniff_head(head: np.ndarray, path: str) -> tuple[np.ndarray, int, bool, floa
     return head[origin:], origin, fastq, _bytes_per_record(head[origin:], fastq)
 
 
-def plan_input(paths: list[str], next_size: Callable[[int, int], int],
-               groups: list | None = None) -> Iterator[Source]:
+def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterator[Source]:
     """The chunks of the reads files ``paths`` (checked by :func:`reads_paths`), in order, numbered from 0.
 
     ``next_size(reads_done, bytes_done)`` chooses each chunk's reads
@@ -381,9 +380,9 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int],
     :class:`FileSplit` s, planned without reading more than their first
     64 KiB; streams give :class:`RawBlock` s.  Empty files give nothing.
     A file that ends before its chunk holds the reads asked for leaves the
-    rest of the chunk to the next file of the same format and of the same
-    ``groups`` value (each file's read group): that chunk is a
-    :class:`SourceGroup` of both parts (or of several small files).
+    rest of the chunk to the next file of the same format (FASTQ or FASTA),
+    whatever their read groups: that chunk is a :class:`SourceGroup` of both
+    parts (or of several small files).
     """
     done = [0, 0, 0]  # chunks, reads and bytes planned so far
     held: list[FileSplit | RawBlock] = []  # parts of the chunk being planned, whose files ended before it was full
@@ -413,19 +412,18 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int],
         return asked[0]
 
     mappable: dict[int, bool] = {}  # per file system (_plain_file)
-    held_kind: list = [None]  # the held parts' format and group
-    for k, path in enumerate(paths):
+    held_kind: list = [None]  # the held parts' format
+    for path in paths:
         plain = _plain_file(path, mappable)
         with open_reads(path) if plain is None else contextlib.nullcontext() as f:
             sniffed = sniff(f, path) if plain is None else sniff_head(plain[0], path)
             if sniffed is None:
                 continue  # no records
             head, origin, fastq, per_record = sniffed
-            # FASTQ and FASTA records do not share a chunk; nor do two read groups' records.
-            kind = (fastq, None if groups is None else groups[k])
-            if held and held_kind[0] != kind:
+            # FASTQ and FASTA records do not share a chunk.
+            if held and held_kind[0] != fastq:
                 yield flush()
-            held_kind[0] = kind
+            held_kind[0] = fastq
             if path.endswith(COMPRESSED):  # BGZF is cut in its compressed bytes; other compression is a stream
                 blocked = _bgzf_ratio(path)
                 size = None if blocked is None else file_size(path)

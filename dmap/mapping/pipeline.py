@@ -66,7 +66,7 @@ from ..format.writer import Parts, SamWriter, direct_writes
 from ..index.store import Index, index_identity, open_index
 from ..io.output import Output, record_format
 from ..io.pairs import FirstPairs, PairChunk, PairGroup, count_records, plan_pair_files
-from ..io.splits import STDIN, FileSplit, Source, is_url, plan_input, reads_paths
+from ..io.splits import STDIN, FileSplit, Source, SourceGroup, is_url, plan_input, reads_paths
 from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
 from ..progress import Progress
 from ..search.hits import ChunkHits
@@ -277,17 +277,16 @@ def map_reads(
     seconds = _absolute(reads_paths(mates)) if mates is not None else None
     paths = firsts + (seconds or [])
     groups = sam.read_groups(read_group, len(firsts))
-    group_of = [g.id for g in groups] if groups else None  # a chunk holds one read group's reads
     tails = _tails(firsts, groups)
     schedule = GuidedChunks(paths, chunk_size) if guided else None
     # Planning reads each file's first 64 KiB: a missing file or one that is not FASTA/FASTQ is
     # an error before a cluster starts.
     counts = WorkerCounts()  # paired byte ranges: their records counted on the workers, once there are some
-    # The insert size is estimated from the first pairs: those the first chunk holds or, where read
-    # groups cut them across chunks, those of the FirstPairs planned before them.
+    # The insert size is estimated from the first pairs: those the first chunk holds or, where FASTQ
+    # and FASTA files cut them across chunks, those of the FirstPairs planned before them.
     sources = (plan_pair_files(firsts, seconds, schedule or (lambda *_: chunk_size), counts, split=True,
-                               first_pairs=ESTIMATE_PAIRS if insert is None else 0, groups=group_of)
-               if paired else plan_input(paths, schedule or (lambda *_: chunk_size), group_of))
+                               first_pairs=ESTIMATE_PAIRS if insert is None else 0)
+               if paired else plan_input(paths, schedule or (lambda *_: chunk_size)))
     first = next(sources, None)
     first_pairs = None
     if isinstance(first, FirstPairs):
@@ -411,6 +410,11 @@ def map_reads(
     return result
 
 
+def _source_paths(source: Source | PairChunk) -> list[str]:
+    """The reads files (first mates' files) of a chunk's parts."""
+    return [part.path for part in source.parts] if isinstance(source, SourceGroup | PairGroup) else [source.path]
+
+
 def _tails(firsts: list[str], groups: list[sam.ReadGroup] | None) -> dict[str, str] | None:
     """What ends each record, by reads file (first mates' file of a pair), where the files have
     read groups of their own; None where every record ends alike (``RecordSettings.tail``).
@@ -488,10 +492,10 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
          tails: dict[str, str] | None = None, first_pairs: PairGroup | None = None) -> None:
     """Submit chunks from this thread; a writer thread takes results in input order.
 
-    ``tails``: where reads files have read groups of their own, what ends each record of a
-    chunk, by the chunk's (first) file (a chunk holds one read group's reads).
-    ``first_pairs``: where read groups cut the input's first pairs across chunks, those pairs,
-    mapped first for the insert bounds of every chunk (:class:`dmap.io.pairs.FirstPairs`).
+    ``tails``: where reads files have read groups of their own, what ends their reads' records,
+    by file (a chunk may span files of several read groups: :attr:`RecordSettings.tails`).
+    ``first_pairs``: where FASTQ and FASTA files cut the input's first pairs across chunks, those
+    pairs, mapped first for the insert bounds of every chunk (:class:`dmap.io.pairs.FirstPairs`).
 
     Planning the next chunks overlaps with writing the finished ones.  The
     queue holds at most ``in_flight`` chunks, so memory stays bounded
@@ -530,7 +534,8 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
     def submit(source: Source) -> None:
         number = source.number
         pairs = isinstance(source, PairChunk)
-        chunk_settings = settings if tails is None else dataclasses.replace(settings, tail=tails[source.path])
+        chunk_settings = settings if tails is None else dataclasses.replace(
+            settings, tails={p: tails[p] for p in _source_paths(source)})  # the chunk's files' alone
         # A chunk read here from a stream carries its bytes in its task, not scattered to a worker: the
         # scheduler keeps a task's arguments and reruns it elsewhere if its worker dies, where data
         # scattered to that worker would be lost with it (and a stream cannot be read again).

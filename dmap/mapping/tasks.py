@@ -24,6 +24,7 @@ from ..approx.settings import Approximate
 from ..format import bgzf
 from ..format.bam import References, encode_records_device
 from ..format.sam import (
+    RecordTails,
     contig_name_columns,
     format_alignment_records_device,
     format_pair_records_device,
@@ -92,10 +93,10 @@ def insert_task(out: ChunkOutput) -> InsertBounds:
 
 def first_pairs_insert_task(index_path: str, source: PairChunk, reading: dict, approx: Approximate | None,
                             settings: RecordSettings) -> InsertBounds:
-    """The insert bounds of a run whose read groups cut its first pairs across chunks (a chunk
-    holds one read group's reads): ``source``, those pairs planned as one chunk whatever their
-    read groups, mapped and paired as a first chunk is, so that the bounds are those of a run
-    without read groups.  Its records are dropped: the chunks map these pairs again."""
+    """The insert bounds of a run whose first pairs lie in several chunks (FASTQ and FASTA
+    records share none): ``source``, those pairs planned as one chunk, mapped and paired as a
+    first chunk is, so that the bounds come from the input's first pairs whatever their files.
+    Its records are dropped: the chunks map these pairs again."""
     chunk = read_task(index_path, source, **reading)
     parts = [block_task(index_path, b, chunk, approx) for b in range(cached_index(index_path).n_blocks)]
     return finish_task(index_path, chunk, parts, dataclasses.replace(settings, parts=None, keep_hits=False)).insert
@@ -272,6 +273,9 @@ class RecordSettings:
     format: str = "sam"
     insert: InsertBounds | None = None  # pairs: the user's insert bounds (None: estimated from the first pairs)
     direct: bool = True  # records written in place go to a local disk with O_DIRECT (dmap.format.writer.direct_writes)
+    # Where reads files have read groups of their own: what ends the records of each of the chunk's
+    # files (instead of `tail`), by path (ReadChunk.files).
+    tails: dict[str, str] | None = None
 
 
 @dataclass
@@ -437,17 +441,31 @@ def _records(index: Index, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments, 
     device = current_device()
     compressed = settings.format != "sam"
     scratch = compressed or not kept  # the records are compressed or written before the task ends
+    tail = _record_tails(chunk, settings)
     if paired is not None:
-        text = format_pair_records_device(device, chunk, paired[0], paired[1], columns, settings.tail, scratch)
+        text = format_pair_records_device(device, chunk, paired[0], paired[1], columns, tail, scratch)
     elif isinstance(hits, ChunkAlignments):
-        text = format_alignment_records_device(device, chunk, hits, columns, settings.tail, scratch)
+        text = format_alignment_records_device(device, chunk, hits, columns, tail, scratch)
     else:
         text = format_records_device(device, chunk, hits, index.meta.contigs.names, settings.max_hits, columns,
-                                     tail=settings.tail, pick=primaries(chunk, hits.counts()), scratch=scratch)
+                                     tail=tail, pick=primaries(chunk, hits.counts()), scratch=scratch)
     if not compressed:
         return text
     records = encode_records_device(device, text, _references(index)) if settings.format == "bam" else text
     return np.frombuffer(bgzf.compress(records), np.uint8)
+
+
+def _record_tails(chunk: ReadChunk, settings: RecordSettings) -> str | RecordTails:
+    """What ends the records of ``chunk``'s reads: one tail, or where its files have read groups of
+    their own (``settings.tails``), each read's file's."""
+    if settings.tails is None:
+        return settings.tail
+    strings = tuple(dict.fromkeys(settings.tails[path] for path, _ in chunk.files))
+    if len(strings) == 1:
+        return strings[0]
+    number = {tail: k for k, tail in enumerate(strings)}
+    return RecordTails(strings, np.repeat([number[settings.tails[path]] for path, _ in chunk.files],
+                                          [n for _, n in chunk.files]))
 
 
 @lru_cache(maxsize=8)

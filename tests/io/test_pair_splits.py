@@ -4,7 +4,6 @@ ranges, the ranges' records counted and joined into pairs, against the same file
 import mmap
 import re
 
-import numpy as np
 import pysam
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -127,43 +126,25 @@ def write_lanes(tmp_path, lanes, interleaved=False):
 @given(lanes=st.lists(st.tuples(st.integers(0, 12), st.sampled_from(["plain", "bgzf", "gzip"])), min_size=1,
                       max_size=6),
        chunk=st.integers(2, 40), grow=st.booleans(), interleaved=st.booleans(), cut=st.booleans(),
-       first_pairs=st.integers(0, 30), group_of=st.one_of(st.none(), st.lists(st.integers(0, 2), min_size=6,
-                                                                                max_size=6)))
+       first_pairs=st.integers(0, 30))
 def test_chunks_of_pairs_span_pairs_of_files_and_read_every_pair_once(tmp_path, lanes, chunk, grow, interleaved, cut,
-                                                                      first_pairs, group_of):
+                                                                      first_pairs):
     """A pair of files that ends before its chunk is full leaves the rest of the chunk to the next:
     every pair, in order, once, whatever the chunk sizes (``grow``: growing with the reads done,
     as GuidedChunks' do) and the mix of plain and bgzip files (cut by the workers, or taken
     whole), gzip (read by the client) and empty files; the chunks and their parts numbered in
-    order; no chunk holds two read groups (``group_of``: each pair of files'); the first chunk
-    holds at least ``first_pairs`` pairs (the insert size's sample), or all of them, or where
-    read groups cut them, a FirstPairs before it holds them and nothing else."""
+    order; the first chunk holds at least ``first_pairs`` pairs (the insert size's sample), or
+    all of them."""
     for old in tmp_path.glob("l*"):
         old.unlink()
     firsts, seconds, want = write_lanes(tmp_path, lanes, interleaved)
-    groups = None if group_of is None else group_of[:len(firsts)]
     size = (lambda done, _: chunk + done // 3) if grow else (lambda *_: chunk)
-    plan = list(plan_pair_files(firsts, seconds, size, split=cut, first_pairs=first_pairs, groups=groups))
-    first = plan.pop(0).source if plan and isinstance(plan[0], FirstPairs) else None
-    assert not any(isinstance(c, FirstPairs) for c in plan)
+    plan = list(plan_pair_files(firsts, seconds, size, split=cut, first_pairs=first_pairs))
     assert [c.number for c in plan] == list(range(len(plan)))
     assert all(p.number == c.number for c in plan if isinstance(c, PairGroup) for p in c.parts)
     chunks = [read_pair_chunk(c, DNA) for c in plan]
     assert [(n, s) for r in chunks for n, s in zip(r.names, r.seqs)] == want
-    if groups is not None:
-        group_at = {f"pair{i}": groups[k] for k, (n, _) in enumerate(lanes) for i in
-                    range(sum(m for m, _ in lanes[:k]), sum(m for m, _ in lanes[:k + 1]))}
-        assert all(len({group_at[n] for n in r.names}) <= 1 for r in chunks)
-    enough = min(2 * first_pairs, len(want))
-    if first is None:
-        assert not chunks or len(chunks[0]) >= enough
-    else:  # only where the first chunk falls short: the reads of the chunks before the enough-th read
-        assert groups is not None and len(chunks[0]) < enough
-        got = read_pair_chunk(first, DNA)
-        assert got.number == 0 and len(got) >= enough
-        assert [(n, s) for n, s in zip(got.names, got.seqs)] == want[:len(got)]
-        ends = np.cumsum([len(r) for r in chunks])
-        assert len(got) == ends[np.searchsorted(ends, enough)]
+    assert not chunks or len(chunks[0]) >= min(2 * first_pairs, len(want))
 
 
 @pytest.mark.parametrize("kinds", [["plain"], ["gzip"], ["plain", "bgzf", "gzip"]], ids="-".join)
@@ -248,14 +229,17 @@ def test_mates_in_fastq_and_fasta_are_one_clear_error(tmp_path, kind):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(groups=st.lists(st.integers(0, 2), min_size=1, max_size=6), chunk=st.integers(2, 30), cut=st.booleans())
-def test_a_chunk_of_pairs_holds_one_read_groups_pairs(tmp_path, groups, chunk, cut):
-    """Pairs of files with read groups of their own share chunks only where their read groups are one."""
+@given(sizes=st.lists(st.integers(0, 5), min_size=1, max_size=6), chunk=st.integers(2, 30), cut=st.booleans(),
+       interleaved=st.booleans())
+def test_a_chunk_of_pairs_knows_the_file_of_each_read(tmp_path, sizes, chunk, cut, interleaved):
+    """Pairs of files share chunks whatever their read groups, and a chunk says which pair of
+    files each read came from (ReadChunk.files: the first mates' file), read joined or part by part."""
     for old in tmp_path.glob("l*"):
         old.unlink()
-    firsts, seconds, want = write_lanes(tmp_path, [(4, "plain" if cut else "gzip")] * len(groups))
-    owner = dict(zip(firsts, groups))
-    plan = list(plan_pair_files(firsts, seconds, lambda *_: chunk, split=cut, groups=groups))
-    for c in plan:
-        assert len({owner[p.first.path] for p in (c.parts if isinstance(c, PairGroup) else (c,))}) == 1
-    assert [(n, s) for c in plan for r in [read_pair_chunk(c, DNA)] for n, s in zip(r.names, r.seqs)] == want
+    firsts, seconds, want = write_lanes(tmp_path, [(n, "plain" if cut else "gzip") for n in sizes], interleaved)
+    chunks = [read_pair_chunk(c, DNA) for c in plan_pair_files(firsts, seconds, lambda *_: chunk, split=cut)]
+    assert [(n, s) for r in chunks for n, s in zip(r.names, r.seqs)] == want
+    lane = {f"pair{sum(sizes[:k]) + i}": k for k, n in enumerate(sizes) for i in range(n)}
+    for r in chunks:
+        assert sum(n for _, n in r.files) == len(r)
+        assert [firsts.index(p) for p, n in r.files for _ in range(n)] == [lane[name] for name in r.names]

@@ -373,21 +373,26 @@ def test_reads_listed_in_a_file(tmp_path, monkeypatch):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(groups=st.lists(st.integers(0, 2), min_size=1, max_size=8), chunk_size=st.integers(1, 30))
-def test_a_chunk_holds_the_reads_of_one_read_group(tmp_path, groups, chunk_size):
-    # Files with read groups of their own (dmap run -R per file): a file that ends before its chunk
-    # is full shares it with the next only where both have one read group.
+@given(sizes=st.lists(st.integers(0, 7), min_size=1, max_size=8), chunk_size=st.integers(1, 30),
+       gzipped=st.booleans())
+def test_a_chunk_knows_the_file_of_each_read(tmp_path, sizes, chunk_size, gzipped):
+    """Small files share chunks whatever their read groups, and a chunk says which file each of
+    its reads came from (ReadChunk.files, whose read groups end the reads' records)."""
     for old in tmp_path.glob("g*"):
         old.unlink()
     paths = []
-    for k in range(len(groups)):
-        path = tmp_path / f"g{k}.fq"
-        path.write_bytes(b"".join(b"@f%dr%d\nACGT\n+\nIIII\n" % (k, i) for i in range(5)))
+    for k, n in enumerate(sizes):
+        text = b"".join(b"@f%dr%d\nACGT\n+\nIIII\n" % (k, i) for i in range(n))
+        path = tmp_path / (f"g{k}.fq.gz" if gzipped else f"g{k}.fq")
+        path.write_bytes(gzip.compress(text) if gzipped else text)
         paths.append(str(path))
-    plan = list(splits.plan_input(paths, lambda *_: chunk_size, groups))
-    owner = {p: g for p, g in zip(paths, groups)}
-    for chunk in plan:
-        parts = chunk.parts if isinstance(chunk, splits.SourceGroup) else (chunk,)
-        assert len({owner[p.path] for p in parts}) == 1
-    names = [n for c in plan for n in fastx.read_chunk(c, DNA).names]
-    assert names == [f"f{k}r{i}" for k in range(len(groups)) for i in range(5)]
+    chunks = [fastx.read_chunk(c, DNA) for c in splits.plan_input(paths, lambda *_: chunk_size)]
+    names = [n for c in chunks for n in c.names]
+    assert names == [f"f{k}r{i}" for k, n in enumerate(sizes) for i in range(n)]
+    for chunk in chunks:
+        assert sum(n for _, n in chunk.files) == len(chunk)
+        of_read = [path for path, n in chunk.files for _ in range(n)]
+        assert [paths.index(p) for p in of_read] == [int(name[1:name.index("r")]) for name in chunk.names]
+    full = [n for n in sizes if n]
+    if len(full) > 1 and full[0] < chunk_size:  # a small first file shares its chunk with the next
+        assert len(chunks[0].files) > 1
