@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pysam
 import pytest
 from helpers import assert_clean_failure, dmap_cmd, have, http_server, sam_body, write_fasta, write_fastq
 
@@ -673,8 +674,8 @@ def test_read_group_and_picard_validation(tmp_path, errors, fmt):
 @pytest.mark.parametrize("paired", [False, True], ids=["single", "pairs"])
 def test_a_read_group_per_reads_file(tmp_path, paired):
     """-R once per reads file (per pair of files), in order: each file's records carry its own read
-    group (three files of 40 reads in chunks of 100, which files of one read group would share);
-    the header has each @RG line once, and Picard finds no error."""
+    group (three files of 40 reads in chunks of 100: files of several read groups share a chunk),
+    in SAM and in BAM; the header has each @RG line once, and Picard finds no error."""
     rng = np.random.default_rng(3)
     genome = "".join(rng.choice(list("ACGT"), size=4000))
     write_fasta(tmp_path / "ref.fa", [("g", genome)])
@@ -706,6 +707,13 @@ def test_a_read_group_per_reads_file(tmp_path, paired):
     body = sam_body(text)
     assert len({f[0] for f in body}) == 120
     assert all(f[-1] == f"RG:Z:{'L2' if f[0].startswith('f1') else 'L1'}" for f in body)
+    bam = tmp_path / "o.bam"
+    r = dmap_cmd("run", tmp_path / "idx", *lists, "--chunk-size", "100", "-o", bam,
+                 *[a for g in groups for a in ("-R", g)])
+    assert r.returncode == 0, r.stderr
+    with pysam.AlignmentFile(str(bam), "rb") as f:
+        tags = [(rec.query_name, rec.get_tag("RG")) for rec in f]
+    assert tags == [(f[0], f[-1][5:]) for f in body]
     if have("PicardCommandLine"):
         v = subprocess.run(["PicardCommandLine", "ValidateSamFile", "-I", str(out), "-MODE", "VERBOSE",
                             "-IGNORE_WARNINGS", "true"], capture_output=True, text=True, timeout=300)
