@@ -171,15 +171,18 @@ def test_insert_size_is_estimated_from_the_first_pairs(tmp_path, client):
         lines = (tmp_path / f"r{m}.fq").read_bytes().splitlines(keepends=True)
         (tmp_path / f"a{m}.fq").write_bytes(b"".join(lines[:4 * 3000]))
         (tmp_path / f"b{m}.fq.gz").write_bytes(gzip.compress(b"".join(lines[4 * 3000:])))
-        # Lanes of read groups of their own: a chunk holds one read group's reads, so the first
-        # chunk holds the first lane's 40 pairs alone.
+        # Lanes of read groups of their own, which share chunks.
         (tmp_path / f"x{m}.fq").write_bytes(b"".join(lines[:4 * 40]))
         (tmp_path / f"y{m}.fq").write_bytes(b"".join(lines[4 * 40:]))
+        # A FASTA lane first: FASTQ and FASTA records share no chunk, so the first chunk holds its 40
+        # pairs alone, and the estimate's pairs are mapped apart (FirstPairs).
+        (tmp_path / f"x{m}.fa").write_bytes(b"".join(b">" + lines[i][1:] + lines[i + 1] for i in range(0, 4 * 40, 4)))
     idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=60)
     runs = {"chunks of 100": ((tmp_path / "r1.fq", tmp_path / "r2.fq"), 100),
             "chunks of 7,000": ((tmp_path / "r1.fq", tmp_path / "r2.fq"), 7000),
             "lanes": tuple([tuple(f"{tmp_path / f'a{m}.fq'},{tmp_path / f'b{m}.fq.gz'}" for m in (1, 2)), 3000]),
-            "read groups": tuple([tuple(f"{tmp_path / f'x{m}.fq'},{tmp_path / f'y{m}.fq'}" for m in (1, 2)), 3000])}
+            "read groups": tuple([tuple(f"{tmp_path / f'x{m}.fq'},{tmp_path / f'y{m}.fq'}" for m in (1, 2)), 3000]),
+            "fasta first": tuple([tuple(f"{tmp_path / f'x{m}.fa'},{tmp_path / f'y{m}.fq'}" for m in (1, 2)), 3000])}
     texts = {}
     for label, (paths, chunk_size) in runs.items():
         out = tmp_path / f"{label}.sam"
@@ -188,6 +191,9 @@ def test_insert_size_is_estimated_from_the_first_pairs(tmp_path, client):
         texts[label] = [line for line in out.read_text().splitlines() if not line.startswith(("@PG", "@RG"))]
     assert texts["chunks of 100"] == texts["chunks of 7,000"] == texts["lanes"]
     assert [re.sub(r"\tRG:Z:[xy]$", "", line) for line in texts["read groups"]] == texts["lanes"]
+    # The same bounds, pairs, flags and places; the FASTA lane's records have QUAL '*'.
+    assert [line.split("\t")[:10] for line in texts["fasta first"]] == [line.split("\t")[:10]
+                                                                      for line in texts["lanes"]]
     ins = res.insert
     assert ins.estimated and 240 <= ins.median <= 260 and 15 <= ins.sd <= 25
     assert ins.low < 200 and 300 < ins.high < 500  # the first pairs' spread, not the last pairs'
