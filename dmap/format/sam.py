@@ -108,10 +108,6 @@ class RecordTails:
         """``tail`` as tails: one string ends every record."""
         return tail if isinstance(tail, RecordTails) else cls((tail,))
 
-    def of_reads(self, reads: np.ndarray) -> np.ndarray:
-        """Which of :attr:`strings` ends the records of ``reads`` (read numbers)."""
-        return np.zeros(reads.size, np.int64) if self.of_read is None else self.of_read[reads]
-
     def for_read(self, read: int) -> str:
         """The string that ends read ``read``'s records."""
         return self.strings[0 if self.of_read is None else int(self.of_read[read])]
@@ -391,7 +387,7 @@ def _write_records(device: Device, chunk: ReadChunk, cols: RecordColumns,
     tail_data, tail_off, tail_len = flat_strings(list(tails.strings))
     per_read = tails.of_read is not None
     ends = np.cumsum(record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual,
-                                    tail_len[tails.of_reads(cols.read)] if per_read else int(tail_len[0]), strings),
+                                    tail_len[tails.of_read[cols.read]] if per_read else int(tail_len[0]), strings),
                      dtype=np.uint64)
     starts = np.zeros(n, dtype=np.uint64)
     starts[1:] = ends[:-1]
