@@ -78,12 +78,18 @@ __kernel void myers(__global const uchar *text, __global const ulong *peq,
 // processes text column s - w, taking the horizontal carry that word w-1
 // produced for that column one step earlier (local memory, double-buffered,
 // one barrier per step).  The top word of each pattern keeps the score.
-// Local size must be WORDS * REGIONS_PER_GROUP.
+// Local size must be WORDS * REGIONS_PER_GROUP.  With RUNS = 1 the top word
+// finds the runs instead of writing the distances, as myers_lanes does
+// (below): a GPU then sends back five numbers per region, not one byte per
+// end, and the host no longer scans every distance.
 __kernel void myers_cooperative(__global const uchar *text, __global const ulong *peq,
                                 __global const uint *pattern_length,
                                 __global const uint *region_start, __global const uint *region_length,
                                 __global const uint *region_pattern, __global const uint *out_offset,
-                                const uint n_regions, __global uchar *out) {
+                                const uint n_regions, __global uchar *out, const uint max_errors,
+                                const long own_from, const long own_until,
+                                __global uchar *run_count, __global uint *run_best, __global uchar *run_dist,
+                                __global uint *run_first, __global uint *run_last) {
     __local int carry[2][REGIONS_PER_GROUP][WORDS];
     __local uint steps;
     const uint lid = get_local_id(0);
@@ -110,6 +116,12 @@ __kernel void myers_cooperative(__global const uchar *text, __global const ulong
 
     ulong Pv = ~0UL, Mv = 0UL;
     int score = (int)m;
+#if RUNS
+    // The top word's work-item follows the runs, as myers_lanes' lanes do (below).
+    const long shift = (long)m + (long)max_errors - 1L - (live ? (long)region_start[r] : 0L);
+    const int own_lo = (int)clamp(own_from + shift, 0L, (long)n), own_hi = (int)clamp(own_until + shift, 0L, (long)n);
+    int in_run = 0, count = 0, best_j = 0, best_d = 0, first_j = 0, last_j = 0;
+#endif
     for (uint s = 0; s < total; s++) {
         const uint j = s - w;  // wraps (huge) before this word's first column
         const int active = mine && s >= w && j < n;
@@ -133,12 +145,36 @@ __kernel void myers_cooperative(__global const uchar *text, __global const ulong
             Mv = ph & xv;
             if (w + 1u == nw) {
                 score += hout;
+#if !RUNS
                 o[j] = (uchar)min(score, 255);
+#else
+                const int ok = score <= (int)max_errors && (int)j >= own_lo && (int)j < own_hi;
+                const int opens = ok && !in_run;
+                count += opens;
+                if (ok && count == 1) {
+                    if (opens) first_j = (int)j;
+                    if (opens || score < best_d) {
+                        best_d = score;
+                        best_j = (int)j;
+                    }
+                    last_j = (int)j;
+                }
+                in_run = ok;
+#endif
             }
         }
         carry[s & 1u][slot][w] = hout;
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#if RUNS
+    if (mine && w + 1u == nw) {
+        run_count[r] = (uchar)min(count, 255);
+        run_best[r] = (uint)best_j;
+        run_dist[r] = (uchar)best_d;
+        run_first[r] = (uint)first_j;
+        run_last[r] = (uint)last_j;
+    }
+#endif
 }
 
 // LANES regions per work-item, in the lanes of 64-bit vectors: for a CPU.

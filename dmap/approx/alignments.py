@@ -152,19 +152,18 @@ def verified_runs(
     """Myers' kernel over the regions, then :func:`best_of_runs`' result: the best end of
     each run of owned ends within K.
 
-    On a GPU the thread-cooperative kernel (a work-item per 64-bit word, paper
-    001) writes the distances and :func:`best_of_runs` reads them: 1.7-3.5x the
-    per-region kernel on an H100.  On a CPU ``myers_lanes`` (four regions per
-    work-item in vector lanes: 2.2-3.0x the per-region kernel on PoCL) finds
-    the runs itself without writing the distances, and runs again, writing
-    them, over the few regions with more than one run (docs/performance.md).
+    The kernel finds each region's runs itself and writes no distances; it
+    runs again, writing them, over the few regions with more than one run,
+    and :func:`runs_from_first` completes those on the host.  On a GPU that
+    kernel is the thread-cooperative one (a work-item per 64-bit word, paper
+    001: 1.7-3.5x the per-region kernel on an H100); on a CPU ``myers_lanes``
+    (four regions per work-item in vector lanes: 2.2-3.0x the per-region
+    kernel on PoCL; docs/performance.md).
     """
-    if device.is_gpu:
-        dist = myers_distances(device, text.buffer, patterns, sigma, regions, kernel="myers_cooperative")
-        return best_of_runs(dist, regions, patterns.lengths, max_errors, own_from, own_until)
-    first = myers_runs(device, text.buffer, patterns, sigma, regions, max_errors, own_from, own_until)
+    kernel = "myers_cooperative" if device.is_gpu else "myers_lanes"
+    first = myers_runs(device, text.buffer, patterns, sigma, regions, max_errors, own_from, own_until, kernel=kernel)
     return runs_from_first(first, regions, patterns.lengths, max_errors, own_from, own_until, lambda which: (
-        myers_distances(device, text.buffer, patterns, sigma, regions.subset(which), kernel="myers_lanes")))
+        myers_distances(device, text.buffer, patterns, sigma, regions.subset(which), kernel=kernel)))
 
 
 def align_block(

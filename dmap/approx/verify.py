@@ -21,6 +21,8 @@ LANES = 4
 # The kernels of myers.cl, all with the same output: a work-item per region; four regions per
 # work-item in vector lanes (a CPU); a work-item per 64-bit word of a pattern (a GPU).
 MYERS_KERNELS = ("myers", "myers_lanes", "myers_cooperative")
+# Those that can also find each region's runs themselves (RUNS): the one a CPU and the one a GPU uses.
+RUN_KERNELS = ("myers_lanes", "myers_cooperative")
 
 
 def region_offsets(lengths: np.ndarray) -> np.ndarray:
@@ -95,13 +97,17 @@ def myers_runs(
     max_errors: int,
     own_from: int | None,
     own_until: int | None,
+    kernel: str = "myers_lanes",
 ) -> FirstRuns:
-    """Each region's :class:`FirstRuns`, from ``myers_lanes`` (which writes no distances then).
+    """Each region's :class:`FirstRuns`, from ``myers_lanes`` or ``myers_cooperative``
+    (which write no distances then).
 
     ``own_from``/``own_until``: the block-local owned range of a read of length 0
     (None: unbounded), as :func:`dmap.approx.alignments.best_of_runs` takes them.
     """
-    return _myers(device, text_buffer, patterns, sigma, regions, "myers_lanes", (max_errors, own_from, own_until))[1]
+    if kernel not in RUN_KERNELS:
+        raise ValueError(f"{kernel!r} does not find runs: one of {RUN_KERNELS}")
+    return _myers(device, text_buffer, patterns, sigma, regions, kernel, (max_errors, own_from, own_until))[1]
 
 
 def _myers(device: Device, text_buffer: cl.Buffer, patterns: DevicePatterns, sigma: int, regions: Regions, kernel: str,
@@ -129,7 +135,7 @@ def _myers(device: Device, text_buffer: cl.Buffer, patterns: DevicePatterns, sig
     if kernel == "myers_cooperative":
         local = per_group * words
         size = ((n + per_group - 1) // per_group * local,), (local,)
-    if kernel == "myers_lanes":
+    if kernel in RUN_KERNELS:
         max_errors, own_from, own_until = (0, None, None) if runs is None else runs
         # (without RUNS the kernel takes the run buffers but never writes them)
         run_hosts = list(vars(first).values()) if first is not None else [np.zeros(1, np.uint32)] * 5

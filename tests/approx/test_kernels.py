@@ -10,7 +10,7 @@ from dmap.approx.alignments import best_of_runs, runs_from_first
 from dmap.approx.candidates import Regions
 from dmap.approx.patterns import match_masks, oriented_patterns, pattern_matrix, pattern_rows, upload_patterns
 from dmap.approx.traceback import OP_INS, OP_MATCH, PAD, cigar_and_md, traceback, traceback_device
-from dmap.approx.verify import MYERS_KERNELS, myers_distances, myers_runs, region_offsets
+from dmap.approx.verify import MYERS_KERNELS, RUN_KERNELS, myers_distances, myers_runs, region_offsets
 from dmap.opencl.device import BlockText
 from dmap.testing.approx import edit_distance, semiglobal_row
 
@@ -88,9 +88,10 @@ def test_myers_kernels_on_mixed_regions(device, kernel):
         at += length[r]
 
 
+@pytest.mark.parametrize("kernel", RUN_KERNELS)
 @pytest.mark.parametrize("max_errors", [0, 2, 5])
-def test_lanes_kernel_finds_the_runs_best_of_runs_finds(device, max_errors):
-    """myers_lanes' own runs, completed by runs_from_first, equal best_of_runs on the distances,
+def test_kernel_finds_the_runs_best_of_runs_finds(device, max_errors, kernel):
+    """A kernel's own runs, completed by runs_from_first, equal best_of_runs on the distances,
     for every owned range (none, either side, both, empty), on text of short tandem repeats
     (regions with many runs) and random text (most with one or none)."""
     rng = np.random.default_rng(max_errors)
@@ -120,7 +121,7 @@ def test_lanes_kernel_finds_the_runs_best_of_runs_finds(device, max_errors):
     at = region_offsets(length)
     for own_from, own_until in [(None, None), (1000, None), (None, 4000), (500, 2500), (3000, 3000)]:
         expected = best_of_runs(dist, regions, lengths, max_errors, own_from, own_until)
-        first = myers_runs(device, text_buffer, patterns, sigma, regions, max_errors, own_from, own_until)
+        first = myers_runs(device, text_buffer, patterns, sigma, regions, max_errors, own_from, own_until, kernel)
         got = runs_from_first(first, regions, lengths, max_errors, own_from, own_until, lambda which: np.concatenate(
             [dist[at[r] : at[r] + length[r]] for r in which]))
         assert got[5] == expected[5]

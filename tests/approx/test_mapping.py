@@ -155,9 +155,9 @@ def test_eqx_and_max_hits(tmp_path, client):
 
 @pytest.mark.parametrize("gpu, kernel", [(True, "myers_cooperative"), (False, "myers_lanes")], ids=["gpu", "cpu"])
 def test_verify_kernel_suits_the_device(tmp_path, client, monkeypatch, gpu, kernel):
-    """A GPU verifies with myers_cooperative and finds the runs on the host, a CPU with
-    myers_lanes finding the runs itself (each the faster there); the loci stay the oracle's.
-    The CPU device here is made to say whether it is a GPU."""
+    """A GPU verifies with myers_cooperative, a CPU with myers_lanes (each the faster there),
+    each finding the runs itself; the loci stay the oracle's.  The CPU device here is made to
+    say whether it is a GPU."""
     import dmap.approx.alignments as alignments
     from dmap.opencl.device import Device
 
@@ -168,9 +168,9 @@ def test_verify_kernel_suits_the_device(tmp_path, client, monkeypatch, gpu, kern
         used.append(kernel)
         return distances(*args, kernel=kernel, **kwargs)
 
-    def spy_runs(*args, **kwargs):
-        used.append("myers_lanes")
-        return runs(*args, **kwargs)
+    def spy_runs(*args, kernel="myers_lanes", **kwargs):
+        used.append(kernel)
+        return runs(*args, kernel=kernel, **kwargs)
 
     monkeypatch.setattr(Device, "is_gpu", property(lambda self: gpu))
     monkeypatch.setattr(alignments, "myers_distances", spy_distances)
