@@ -6,6 +6,7 @@ slice of the run, with each process's CPU.
     python3 benchmarks/timeline.py INDEX READS [--workers 8] [--threads 2] [--repeat 2]
                                    [--output FILE|/dev/null] [--chunk-size C] [--bins 10]
                                    [--embedded] [--cold | --warm-up READS]
+                                   [--mates MATES] [--max-errors K]
 
 For each round (after one warm-up run of the reads, or of ``--warm-up``'s, unless
 ``--cold``: the first round is then what a ``dmap run`` of the reads gets): the run's wall
@@ -143,6 +144,8 @@ def main() -> None:
     ap.add_argument("--output", help="where the records go (default: a new file beside the reads)")
     ap.add_argument("--chunk-size", type=int)
     ap.add_argument("--bins", type=int, default=10)
+    ap.add_argument("--mates", help="the mates of READS: map pairs")
+    ap.add_argument("--max-errors", type=int, default=0, help="map within K edits (dmap run -e K)")
     ap.add_argument("--embedded", action="store_true",
                     help="the cluster dmap run starts without one (one worker in this process: 2 threads "
                          "on a CPU device, up to 8 on a GPU) instead of --workers dask worker processes of "
@@ -153,6 +156,9 @@ def main() -> None:
     args = ap.parse_args()
     output = args.output or str(Path(args.reads).with_suffix(".timeline.sam"))
     me = psutil.Process()
+    if args.mates and args.warm_up:
+        ap.error("--warm-up takes no mates: give --cold, or let the pairs warm up")
+    options = {"chunk_size": args.chunk_size, "max_errors": args.max_errors}
     with ExitStack() as stack:
         if args.embedded:
             client = stack.enter_context(embedded_client())
@@ -164,19 +170,19 @@ def main() -> None:
             processes = [psutil.Process(p.pid) for p in procs]  # the scheduler, then the workers
             workers, threads = args.workers, args.threads
         if not args.cold:  # each worker loads the index and its kernels
-            map_reads(args.index, args.warm_up or args.reads, sam_path=output, client=client, return_hits=False,
-                      chunk_size=args.chunk_size)
+            map_reads(args.index, args.warm_up or args.reads, args.mates, sam_path=output, client=client,
+                      return_hits=False, **options)
         for r in range(args.repeat):
             if output != os.devnull:
                 Path(output).unlink(missing_ok=True)
             os.sync()
-            read_through([Path(args.reads)])
+            read_through([Path(p) for p in (args.reads, args.mates) if p])
             before = [own_cpu(me), *(cpu(p) for p in processes)]
             metrics = fine_metrics(client)
             with get_task_stream(client) as ts:
                 start = time.time()
-                result = map_reads(args.index, args.reads, sam_path=output, client=client, return_hits=False,
-                                   chunk_size=args.chunk_size)
+                result = map_reads(args.index, args.reads, args.mates, sam_path=output, client=client,
+                                   return_hits=False, **options)
                 stop = time.time()
             used = [own_cpu(me) - before[0], *(cpu(p) - b for p, b in zip(processes, before[1:]))]
             where = ("the embedded cluster (this process)" if args.embedded
