@@ -111,9 +111,7 @@ def oriented_patterns(device: Device, codes: np.ndarray, offsets: np.ndarray, le
     n = int(which.size)
     prg = device.program("patterns.cl", {"SIGMA": sigma, "WIDTH": width, "N_STRANDS": n_strands,
                                          "NO_MATCH": NO_MATCH})
-    mf = device.cl.mem_flags
-    rows = device.cl.Buffer(device.context, mf.READ_WRITE, max(1, n * width))
-    peq = device.cl.Buffer(device.context, mf.READ_WRITE, max(1, n * sigma * width // 8))
+    rows, peq = device.buffer(n * width), device.buffer(n * sigma * width // 8)
     with device.timed("dmap-transfer"):
         ins = [device.upload(np.ascontiguousarray(a, dtype=dt)) for a, dt in (
             (codes, np.uint8), (offsets, np.uint32), (lengths, np.uint32), (which, np.uint32))]

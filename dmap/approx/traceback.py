@@ -213,7 +213,7 @@ def traceback_device(
         with device.timed("dmap-transfer"):
             ins = [device.upload(np.ascontiguousarray(a[lo:hi])) for a in (
                 row.astype(np.uint32), pattern_length, end.astype(np.uint32), min_start.astype(np.uint32), want)]
-        outs = [cl.Buffer(device.context, cl.mem_flags.READ_WRITE, max(1, size)) for size in (
+        outs = [device.buffer(size) for size in (
             c * (maxops + 1) * (2 * k + 1), c * maxops, 4 * c, 4 * c, 4 * c, 4 * c, 4 * c)]
         device.run(prg, "traceback", [text.buffer, np.uint32(text.host.size), patterns.rows, np.uint32(width), *ins,
                                       np.uint32(c), letters_buf, *outs], c, "dmap-traceback-kernel")
@@ -228,7 +228,7 @@ def traceback_device(
         for off, lengths in zip(offsets, (cigar_len[lo:hi], md_len[lo:hi])):
             np.cumsum(lengths[:-1], out=off[1:])
         strings = [np.empty(int(lengths.sum()), dtype=np.uint8) for lengths in (cigar_len[lo:hi], md_len[lo:hi])]
-        string_bufs = [cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, max(1, x.nbytes)) for x in strings]
+        string_bufs = [device.buffer(x.nbytes) for x in strings]
         device.run(prg, "alignment_strings", [text.buffer, letters_buf, outs[1], outs[4], outs[2],
                                               *(device.upload(o) for o in offsets), np.uint32(c), *string_bufs],
                    c, "dmap-traceback-kernel")

@@ -280,8 +280,19 @@ class Device:
         mf = self.cl.mem_flags
         if self.zero_copy and host.nbytes:
             return self.cl.Buffer(self.context, mf.WRITE_ONLY | mf.USE_HOST_PTR, hostbuf=host)
-        buffer = self._take(max(host.nbytes, 1))
-        return self.cl.Buffer(self.context, mf.WRITE_ONLY, max(host.nbytes, 1)) if buffer is None else buffer
+        return self.buffer(host.nbytes)
+
+    def buffer(self, nbytes: int) -> cl.Buffer:
+        """A device buffer of at least ``nbytes`` (never empty), its contents undefined, for
+        kernels to write and read: pooled inside :meth:`scratch`.
+
+        Made afresh, a buffer is made and let go with the interpreter lock held (pyopencl
+        keeps it through ``clCreateBuffer`` and ``clReleaseMemObject``), and on a discrete
+        GPU each costs more than a copy into a pooled one (:meth:`scratch`)."""
+        buffer = self._take(max(nbytes, 1))
+        if buffer is None:
+            return self.cl.Buffer(self.context, self.cl.mem_flags.READ_WRITE, max(nbytes, 1))
+        return buffer
 
     def read_back(self, buffer: cl.Buffer, host: np.ndarray) -> None:
         """Wait for the kernels writing ``buffer`` (from :meth:`output`) and make ``host`` hold their results."""

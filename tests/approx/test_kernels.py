@@ -131,10 +131,26 @@ def test_kernel_finds_the_runs_best_of_runs_finds(device, max_errors, kernel):
             assert (first.count > 1).any() and (first.count == 1).any()
 
 
+@pytest.fixture
+def poisoned(device, monkeypatch):
+    """The device, its :meth:`~dmap.opencl.device.Device.buffer` filled with 0xA5 bytes: a pooled
+    buffer holds an earlier task's bytes, so a kernel must write all that it reads back."""
+    fresh = type(device).buffer
+
+    def buffer(self, nbytes):
+        made = fresh(self, nbytes)
+        self.cl.enqueue_copy(self.queue, made, np.full(made.size, 0xA5, dtype=np.uint8))
+        return made
+
+    monkeypatch.setattr(type(device), "buffer", buffer)
+    return device
+
+
 @pytest.mark.parametrize("sigma, n_strands", [(4, 2), (4, 1), (20, 1)], ids=["dna", "one-strand", "protein"])
-def test_patterns_kernel_equals_numpy(device, sigma, n_strands):
+def test_patterns_kernel_equals_numpy(poisoned, sigma, n_strands):
     """Rows and match masks built on the device are pattern_rows' and match_masks', for reads of
     every length up to two words, symbols that match nothing, and any subset of (read, strand)."""
+    device = poisoned
     rng = np.random.default_rng(sigma + n_strands)
     lengths = rng.integers(1, 140, 300)
     codes = rng.integers(0, sigma, int(lengths.sum())).astype(np.uint8)
@@ -163,10 +179,11 @@ def test_pattern_matrix_reverse_complement():
 
 
 @pytest.mark.parametrize("k, m", [(1, 70), (3, 70), (6, 70), (2, 150), (4, 37)])
-def test_traceback_kernel_equals_numpy_and_alignments_are_optimal(device, k, m):
+def test_traceback_kernel_equals_numpy_and_alignments_are_optimal(poisoned, k, m):
     """Alignments of patterns of 37-150 symbols (16-symbol blocks and a tail), with symbols that
     match nothing in pattern and text, the last one ending at the text's end; CIGAR (M and =/X)
-    and MD equal the numpy reference's."""
+    and MD equal the numpy reference's (the kernels' buffers filled with other bytes first)."""
+    device = poisoned
     rng = np.random.default_rng(k * 1000 + m)
     sigma, n = 4, 60
     letters = np.full(256, ord("N"), dtype=np.uint8)
