@@ -2,6 +2,7 @@
 
     python3 benchmarks/ab_packages.py READS OLD=DIR[:INDEX] NEW=DIR[:INDEX] [--pairs 10]
         [--index /tmp/dmap-bench/ecoli.dmap] [--workers N [--threads T]] [--output PATH]
+        [--mates MATES] [--options "-e 3"]
 
 Each DIR holds a ``dmap`` package and its ``kernels`` (e.g. ``git archive
 HEAD dmap kernels | tar -x -C DIR``); runs put it first on PYTHONPATH and
@@ -50,7 +51,10 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=0, help="a standing cluster of N worker processes per version")
     ap.add_argument("--threads", type=int, default=2, help="with --workers: threads per worker process")
     ap.add_argument("--output", help="the records' destination (default: a new file)")
+    ap.add_argument("--mates", help="the mates of READS: both versions map pairs")
+    ap.add_argument("--options", default="", help="more options of dmap run for both, e.g. \"-e 3\"")
     args = ap.parse_args()
+    reads = [str(Path(p).resolve()) for p in (args.reads, args.mates) if p]
     versions = {}
     for v in args.versions:
         name, _, spec = v.partition("=")
@@ -68,12 +72,12 @@ def main() -> None:
             # In front of any PYTHONPATH already set (a lent machine's packages: benchmarks/gpu.sh).
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [folder, os.environ.get("PYTHONPATH")])))
             module = "dmap" if (Path(folder) / "dmap" / "__main__.py").exists() else "dmap.cli"
-            cmd = [sys.executable, "-m", module, "run", index, args.reads, "-o", str(out)]
+            cmd = [sys.executable, "-m", module, "run", index, *reads, "-o", str(out), *args.options.split()]
             if args.workers:
                 address = stack.enter_context(device_workers(args.workers, threads=args.threads, env=env))[0]
                 cmd += ["--scheduler", address]
                 measure(cmd, env=env, cwd="/")  # each worker builds its kernels and loads the index
-            commands[name] = (cmd, env, [Path(index), Path(args.reads)])
+            commands[name] = (cmd, env, [Path(index), *map(Path, reads)])
         for i in range(args.pairs):
             for name in list(versions) if i % 2 == 0 else list(versions)[::-1]:
                 cmd, env, inputs = commands[name]

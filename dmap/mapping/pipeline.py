@@ -72,7 +72,14 @@ from ..progress import Progress
 from ..search.hits import ChunkHits
 from .pairs import ESTIMATE_PAIRS, InsertBounds, insert_bounds
 from .result import MappingResult, collect_hits
-from .schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, GuidedChunks, block_homes, block_priority
+from .schedule import (
+    DEFAULT_APPROX_CHUNK_SIZE,
+    DEFAULT_APPROX_GPU_CHUNK_SIZE,
+    DEFAULT_CHUNK_SIZE,
+    GuidedChunks,
+    block_homes,
+    block_priority,
+)
 from .tasks import (
     ChunkOutput,
     OutputNotSeen,
@@ -186,7 +193,8 @@ def map_reads(
         (:func:`dmap.approx.seeds.choose_seed_edits`).
     chunk_size
         Reads per task (the largest chunk when ``guided``); by default
-        200,000 for exact mapping and 50,000 with ``max_errors``.
+        200,000 for exact mapping and 50,000 with ``max_errors`` (200,000 where
+        every device is a GPU).
     guided
         Shrink chunks toward the end of an uncompressed input so that devices
         of unequal speed finish together (:class:`dmap.mapping.schedule.GuidedChunks`;
@@ -269,6 +277,7 @@ def map_reads(
                         f"length {idx.meta.max_query_length}")
     contig_names = idx.meta.contigs.names
     fmt = record_format(sam_path, output_format, idx.alphabet.name) if sam_path is not None else "sam"
+    chunk_given = chunk_size is not None
     if chunk_size is None:
         chunk_size = DEFAULT_CHUNK_SIZE if approx is None else DEFAULT_APPROX_CHUNK_SIZE
     if chunk_size < 1:
@@ -334,7 +343,8 @@ def map_reads(
                 counts.client = c
                 # Workers in other processes write the records themselves; those in this
                 # process (the embedded cluster) hand them over in memory, without a copy.
-                if writer is not None and any(pid != os.getpid() for pid in c.run(os.getpid).values()):
+                apart = any(pid != os.getpid() for pid in c.run(os.getpid).values())  # workers in other processes
+                if writer is not None and apart:
                     parts = Parts.create(out.tmp)
                     settings = dataclasses.replace(settings, parts=parts, in_place=out.tmp is not None)
                 if schedule is not None:
@@ -346,6 +356,11 @@ def map_reads(
                 before = device_stats(c, idx.path)
                 require_same_code(before)
                 require_same_index(before, idx.path, index_identity(idx.path))
+                if approx is not None and not chunk_given and all(st["gpu"] for st in before.values()):
+                    # (the planner's next chunks take it: `schedule`, or the closure over chunk_size)
+                    chunk_size = DEFAULT_APPROX_GPU_CHUNK_SIZE
+                    if schedule is not None:
+                        schedule.max_size = chunk_size
                 if not direct_writes([st["gpu"] for st in before.values()]):
                     settings = dataclasses.replace(settings, direct=False)
                     if writer is not None:
@@ -354,7 +369,7 @@ def map_reads(
                     # A chunk of a stream is sent with its task (_run's submit): as large as Dask warns of.
                     with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1 TiB"}):
                         _run(c, idx, sources, writer, in_flight, result, kept if return_hits else None,
-                             block_major, reading, settings, progress, write_header, tails, first_pairs)
+                             block_major, reading, settings, progress, write_header, tails, first_pairs, apart)
                 except BaseException:
                     if out is not None:
                         out.discard()  # at once: closing the cluster takes a while, and a SIGKILL may follow
@@ -489,13 +504,14 @@ def _prepended(first: list, rest: Iterator):
 
 def _run(client, idx, sources, writer, in_flight, result, kept, block_major, reading: dict,
          settings: RecordSettings, progress: Progress | None = None, write_header=None,
-         tails: dict[str, str] | None = None, first_pairs: PairGroup | None = None) -> None:
+         tails: dict[str, str] | None = None, first_pairs: PairGroup | None = None, apart: bool = False) -> None:
     """Submit chunks from this thread; a writer thread takes results in input order.
 
     ``tails``: where reads files have read groups of their own, what ends their reads' records,
     by file (a chunk may span files of several read groups: :attr:`RecordSettings.tails`).
     ``first_pairs``: where FASTQ and FASTA files cut the input's first pairs across chunks, those
     pairs, mapped first for the insert bounds of every chunk (:class:`dmap.io.pairs.FirstPairs`).
+    ``apart``: the workers run in processes of their own, not in this one.
 
     Planning the next chunks overlaps with writing the finished ones.  The
     queue holds at most ``in_flight`` chunks, so memory stays bounded
@@ -539,7 +555,15 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
         # A chunk read here from a stream carries its bytes in its task, not scattered to a worker: the
         # scheduler keeps a task's arguments and reruns it elsewhere if its worker dies, where data
         # scattered to that worker would be lost with it (and a stream cannot be read again).
-        if idx.n_blocks == 1:  # nothing to share between blocks: one task per chunk
+        # Against one block nothing is shared between blocks: one task per chunk.  But where the
+        # workers are processes of their own, a chunk of pairs submitted before the first pairs'
+        # insert bounds are known is three tasks even then: reading and searching need no bounds,
+        # merging does, so only its merge waits for them instead of all of it (with 16 threads
+        # most of a 1M-read run's chunks are in flight while the first is mapped alone for them).
+        # Workers in this process share its interpreter lock with the scheduler and this thread,
+        # and there the two more tasks cost more than the wait (docs/performance.md, "GPU").
+        waits = apart and pairs and insert[0] is not None and not insert[0].done()
+        if idx.n_blocks == 1 and not waits:
             finished = client.submit(chunk_task, path, source, reading, approx, chunk_settings, insert[0],
                                      resources=dev, pure=False, priority=-number)
         else:

@@ -47,6 +47,12 @@ if TYPE_CHECKING:  # `dmap --help` imports this module: Dask and Zarr stay out o
 # and keeps 50,000.  Chunk size against speed and memory: docs/performance.md.
 DEFAULT_CHUNK_SIZE = 200_000
 DEFAULT_APPROX_CHUNK_SIZE = 50_000
+# Approximate mapping where every device is a GPU: there a chunk's kernels take little time and
+# its host work (Dask's tasks, kernel launches, the interpreter lock a worker's threads share)
+# weighs more: 500,000 pairs at -e 3 on an H200, embedded, mapped in 2.12 s with chunks of
+# 200,000 against 2.93 s with 50,000 (3 of 3 alternating runs), at 1.16 against 0.88 GB of
+# peak RSS (docs/performance.md, "GPU").
+DEFAULT_APPROX_GPU_CHUNK_SIZE = 200_000
 
 
 # Reads in the first chunk: it is read, searched and formatted before any

@@ -7,11 +7,17 @@ records here are all of one size, so the chunks hold exactly the reads chosen.""
 import gzip
 import shutil
 
-from helpers import write_fastq
+import pytest
+from helpers import write_fasta, write_fastq
 
 from dmap.alphabet import get_alphabet
 from dmap.io.fastx import iter_read_chunks
-from dmap.mapping.schedule import FIRST_CHUNK_SIZE, GuidedChunks
+from dmap.mapping.schedule import (
+    DEFAULT_APPROX_CHUNK_SIZE,
+    DEFAULT_APPROX_GPU_CHUNK_SIZE,
+    FIRST_CHUNK_SIZE,
+    GuidedChunks,
+)
 
 
 def sizes(path, max_size, workers, first_size=None):
@@ -69,3 +75,31 @@ def test_a_first_chunk_of_the_full_size_stays_so(tmp_path):
 def test_the_first_chunk_is_small_by_default():
     assert GuidedChunks("-", 200_000)(0, 0) == FIRST_CHUNK_SIZE < 200_000
     assert GuidedChunks("-", 64)(0, 0) == 64  # never above the chunk size asked for
+
+
+@pytest.mark.parametrize("gpu, given, expected", [(False, None, DEFAULT_APPROX_CHUNK_SIZE),
+                                                  (True, None, DEFAULT_APPROX_GPU_CHUNK_SIZE),
+                                                  (True, 30_000, 30_000)], ids=["cpu", "gpu", "given"])
+def test_approximate_chunks_grow_larger_on_gpus(tmp_path, client, monkeypatch, gpu, given, expected):
+    """With --max-errors chunks grow to 50,000 reads, and to 200,000 where every device is a GPU
+    (whose host work per chunk weighs more), unless the user gave a size.  The CPU device here is
+    made to say whether it is a GPU."""
+    import dmap
+    import dmap.mapping.pipeline as pipeline
+    from dmap.opencl.device import Device
+
+    made = []
+
+    class Spy(GuidedChunks):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(Device, "is_gpu", property(lambda self: gpu))
+    monkeypatch.setattr(pipeline, "GuidedChunks", Spy)
+    write_fasta(tmp_path / "ref.fa", [("chr", "ACGTTGCAAGGCTTAACCGGATCGATCGGATTACAGGCATTTACGGA" * 4)])
+    write_fastq(tmp_path / "r.fq", ["GGCTTAACCGGATCGATCGGATTACAGG"])
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=40)
+    dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / "out.sam", client=client, max_errors=1,
+                   chunk_size=given)
+    assert [s.max_size for s in made] == [expected]
