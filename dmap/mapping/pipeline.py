@@ -60,7 +60,7 @@ from ..approx.alignments import ChunkAlignments
 from ..approx.settings import MAX_ERRORS_LIMIT, approximate_settings
 from ..cluster.client import client_for, require_device_workers, require_same_code, require_same_index
 from ..cluster.worker import device_stats
-from ..errors import ClusterError, DmapError, DmapWarning, OutputError
+from ..errors import ClusterError, DeviceError, DmapError, DmapWarning, OutputError
 from ..format import bam, bgzf, sam
 from ..format.writer import Parts, SamWriter, direct_writes
 from ..index.store import Index, index_identity, open_index
@@ -280,6 +280,11 @@ def map_reads(
     chunk_given = chunk_size is not None
     if chunk_size is None:
         chunk_size = DEFAULT_CHUNK_SIZE if approx is None else DEFAULT_APPROX_CHUNK_SIZE
+        # The embedded cluster's devices are known before it starts, so all its chunks take the
+        # size for GPUs, pairs' byte ranges (cut before the cluster starts) included; a running
+        # cluster's devices are known once connected, for the chunks planned from then on.
+        if approx is not None and client is None and scheduler is None and _local_gpus_only():
+            chunk_size = DEFAULT_APPROX_GPU_CHUNK_SIZE
     if chunk_size < 1:
         raise DmapError(f"--chunk-size must be at least 1, not {chunk_size}")
     firsts = _absolute(reads_paths(reads))
@@ -500,6 +505,16 @@ def _prepended(first: list, rest: Iterator):
     it is written."""
     yield first.pop()
     yield from rest
+
+
+def _local_gpus_only() -> bool:
+    """Whether every OpenCL device of this machine, those the embedded cluster runs on, is a GPU."""
+    from ..opencl.discovery import list_devices
+
+    try:
+        return all("GPU" in info.type for info in list_devices())
+    except DeviceError:  # none: the cluster's start says so
+        return False
 
 
 def _run(client, idx, sources, writer, in_flight, result, kept, block_major, reading: dict,

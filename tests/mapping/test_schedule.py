@@ -77,13 +77,18 @@ def test_the_first_chunk_is_small_by_default():
     assert GuidedChunks("-", 64)(0, 0) == 64  # never above the chunk size asked for
 
 
-@pytest.mark.parametrize("gpu, given, expected", [(False, None, DEFAULT_APPROX_CHUNK_SIZE),
-                                                  (True, None, DEFAULT_APPROX_GPU_CHUNK_SIZE),
-                                                  (True, 30_000, 30_000)], ids=["cpu", "gpu", "given"])
-def test_approximate_chunks_grow_larger_on_gpus(tmp_path, client, monkeypatch, gpu, given, expected):
+@pytest.mark.parametrize("gpu, given, embedded, expected", [  # the largest chunk as planning starts, and at the end
+    (False, None, False, (DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_APPROX_CHUNK_SIZE)),
+    (True, None, False, (DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_APPROX_GPU_CHUNK_SIZE)),
+    (True, 30_000, False, (30_000, 30_000)),
+    (True, None, True, (DEFAULT_APPROX_GPU_CHUNK_SIZE, DEFAULT_APPROX_GPU_CHUNK_SIZE)),
+    (False, None, True, (DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_APPROX_CHUNK_SIZE)),
+], ids=["cpu", "gpu", "given", "embedded-gpu", "embedded-cpu"])
+def test_approximate_chunks_grow_larger_on_gpus(tmp_path, client, monkeypatch, gpu, given, embedded, expected):
     """With --max-errors chunks grow to 50,000 reads, and to 200,000 where every device is a GPU
-    (whose host work per chunk weighs more), unless the user gave a size.  The CPU device here is
-    made to say whether it is a GPU."""
+    (whose host work per chunk weighs more), unless the user gave a size: a running cluster's
+    devices tell once connected, the embedded cluster's before it starts (so that pairs' byte
+    ranges, cut then, take the size too).  The CPU device here is made to say whether it is a GPU."""
     import dmap
     import dmap.mapping.pipeline as pipeline
     from dmap.opencl.device import Device
@@ -93,13 +98,14 @@ def test_approximate_chunks_grow_larger_on_gpus(tmp_path, client, monkeypatch, g
     class Spy(GuidedChunks):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            made.append(self)
+            made.append((self, self.max_size))
 
     monkeypatch.setattr(Device, "is_gpu", property(lambda self: gpu))
+    monkeypatch.setattr(pipeline, "_local_gpus_only", lambda: gpu)
     monkeypatch.setattr(pipeline, "GuidedChunks", Spy)
     write_fasta(tmp_path / "ref.fa", [("chr", "ACGTTGCAAGGCTTAACCGGATCGATCGGATTACAGGCATTTACGGA" * 4)])
     write_fastq(tmp_path / "r.fq", ["GGCTTAACCGGATCGATCGGATTACAGG"])
     idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=40)
-    dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / "out.sam", client=client, max_errors=1,
-                   chunk_size=given)
-    assert [s.max_size for s in made] == [expected]
+    dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / "out.sam", client=None if embedded else client,
+                   max_errors=1, chunk_size=given)
+    assert [(first, schedule.max_size) for schedule, first in made] == [expected]
