@@ -361,12 +361,13 @@ def map_reads(
                 before = device_stats(c, idx.path)
                 require_same_code(before)
                 require_same_index(before, idx.path, index_identity(idx.path))
-                if approx is not None and not chunk_given and all(st["gpu"] for st in before.values()):
+                gpus = [st["gpu"] for st in before.values()]
+                if approx is not None and not chunk_given and all(gpus):
                     # (the planner's next chunks take it: `schedule`, or the closure over chunk_size)
                     chunk_size = DEFAULT_APPROX_GPU_CHUNK_SIZE
                     if schedule is not None:
                         schedule.max_size = chunk_size
-                if not direct_writes([st["gpu"] for st in before.values()]):
+                if not direct_writes(gpus):
                     settings = dataclasses.replace(settings, direct=False)
                     if writer is not None:
                         writer.through_page_cache()
