@@ -65,17 +65,23 @@ def chunk_records(path, chunk_size, sizes=None, fastq=True):
     return out
 
 
-def split_records(path, cuts, fastq=True, blocked=False):
-    """Every record of the file (``blocked``: BGZF) read as the splits between ``cuts``, each read as a
-    worker reads it."""
+def file_splits(path, cuts, fastq=True, blocked=False) -> list[splits.FileSplit]:
+    """The splits of the file (``blocked``: BGZF) between ``cuts``, as the client would plan them."""
     size = os.path.getsize(path)
     with splits.open_reads(str(path)) as f:
         origin = splits._skip_head(np.frombuffer(f.read(splits.SNIFF_BYTES), np.uint8), str(path))
     first = 0 if blocked else origin
     bounds = [first] + sorted(c for c in cuts if first < c < size) + [size]
+    return [splits.FileSplit(k, str(path), lo, hi, fastq, origin, size, blocked)
+            for k, (lo, hi) in enumerate(zip(bounds, bounds[1:]))]
+
+
+def split_records(path, cuts, fastq=True, blocked=False):
+    """Every record of the file (``blocked``: BGZF) read as the splits between ``cuts``, each read as a
+    worker reads it."""
     out = []
-    for k, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
-        chunk = fastx.read_chunk(splits.FileSplit(k, str(path), lo, hi, fastq, origin, size, blocked), DNA)
+    for split in file_splits(path, cuts, fastq, blocked):
+        chunk = fastx.read_chunk(split, DNA)
         out += list(zip(chunk.names, chunk.seqs, chunk.quals if fastq else [None] * len(chunk)))
     return out
 

@@ -1,6 +1,7 @@
 """Reading paired-end input (dmap/io/pairs.py): two files or one interleaved file cut into byte
 ranges, the ranges' records counted and joined into pairs, against the same files read as streams."""
 
+import contextlib
 import mmap
 import re
 
@@ -8,10 +9,11 @@ import pysam
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from readfiles import DNA, write_as, write_pairs
+from readfiles import DNA, bgzf_blocks, fasta_files, fastq_files, file_splits, write_as, write_pairs
 
 from dmap.errors import InputFormatError
-from dmap.io.pairs import FirstPairs, PairGroup, PairSplit, plan_pair_files, plan_pairs, read_pair_chunk
+from dmap.io.fastx import source_fields
+from dmap.io.pairs import FirstPairs, PairGroup, PairSplit, count_records, plan_pair_files, plan_pairs, read_pair_chunk
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -39,6 +41,41 @@ def test_pairs_cut_by_bytes_are_the_pairs_read_as_streams(tmp_path, lengths, chu
                           for n, q in zip(c.names, c.seqs)]
     assert pairs(split) == pairs(stream) == [(f"pair{i}", s) for i, (a, b) in enumerate(zip(first, second))
                                               for s in (a, b)]
+
+
+def _mangled(text: bytes, how: str, at: int) -> bytes:
+    """``text`` with one of its lines dropped, doubled, or a blank line before it (``at``: which)."""
+    lines = text.split(b"\n")
+    k = at % len(lines)
+    if how == "drop":
+        return b"\n".join(lines[:k] + lines[k + 1:])
+    if how == "double":
+        return b"\n".join(lines[:k + 1] + lines[k:])
+    if how == "blank":
+        return b"\n".join(lines[:k] + [b""] + lines[k:])
+    return text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=fastq_files() | fasta_files(), how=st.sampled_from(["none", "drop", "double", "blank"]),
+       at=st.integers(0, 200), cuts=st.lists(st.integers(0, 4000), max_size=4), blocked=st.booleans())
+def test_a_byte_range_counts_the_records_its_worker_parses(tmp_path, text, how, at, cuts, blocked):
+    """The count of a byte range's records, on which the pairs of every chunk rest, is the number
+    of records the worker that maps the range parses from it, for every range that parses
+    (FASTQ by its newlines); one that does not is one clear error, from the count or later from
+    the parse."""
+    fastq = text.startswith(b"@")
+    path = tmp_path / "reads.fq"
+    text = _mangled(text, how, at)
+    path.write_bytes(bgzf_blocks(text, cuts) if blocked else text)
+    for split in file_splits(path, cuts, fastq, blocked):
+        try:
+            parsed = len(source_fields(split))
+        except InputFormatError:
+            with contextlib.suppress(InputFormatError):
+                count_records(split)
+            continue
+        assert count_records(split) == parsed
 
 
 def test_paired_files_that_cannot_be_mapped_are_read_as_streams(tmp_path, monkeypatch):
