@@ -5,6 +5,7 @@ import contextlib
 import mmap
 import re
 
+import numpy as np
 import pysam
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,7 +14,16 @@ from readfiles import DNA, bgzf_blocks, fasta_files, fastq_files, file_splits, w
 
 from dmap.errors import InputFormatError
 from dmap.io.fastx import source_fields
-from dmap.io.pairs import FirstPairs, PairGroup, PairSplit, count_records, plan_pair_files, plan_pairs, read_pair_chunk
+from dmap.io.pairs import (
+    FirstPairs,
+    PairGroup,
+    PairSplit,
+    count_records,
+    names_differ,
+    plan_pair_files,
+    plan_pairs,
+    read_pair_chunk,
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -76,6 +86,30 @@ def test_a_byte_range_counts_the_records_its_worker_parses(tmp_path, text, how, 
                 count_records(split)
             continue
         assert count_records(split) == parsed
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=st.binary(min_size=1, max_size=30), tail=st.binary(max_size=12),
+       names=st.lists(st.tuples(*[st.integers(0, 60)] * 4, st.booleans()), max_size=8))
+def test_mates_names_compare_as_bytes(base, tail, names):
+    """Mates' names compared a word at a time differ exactly where their bytes differ: names of
+    every length against every place in the buffer, its last bytes included, and equal names
+    followed by other bytes (the buffer holds ``base`` twice, each copy followed by its own byte)."""
+    data = base + b"\x01" + base + b"\x02" + tail
+    size, half = len(data), len(base) + 1
+    off_a = np.array([a % size for a, *_ in names], dtype=np.int64)
+    len_a = np.array([x % (size - o + 1) for (_, _, x, _, _), o in zip(names, off_a)], dtype=np.int64)
+    off_b, len_b = off_a.copy(), len_a.copy()
+    for i, (a, b, x, y, copy) in enumerate(names):
+        if copy:  # a name of the first base, and the same bytes in the second, which other bytes follow
+            off_a[i] = a % (half - 1)
+            off_b[i] = off_a[i] + half
+            len_a[i] = len_b[i] = x % (half - off_a[i])
+        else:
+            off_b[i] = b % size
+            len_b[i] = y % (size - off_b[i] + 1)
+    got = names_differ(np.frombuffer(data, np.uint8), off_a, off_b, len_a, len_b)
+    assert got.tolist() == [data[a:a + x] != data[b:b + y] for a, b, x, y in zip(off_a, off_b, len_a, len_b)]
 
 
 def test_paired_files_that_cannot_be_mapped_are_read_as_streams(tmp_path, monkeypatch):
