@@ -174,7 +174,7 @@ def source_records(source: Source) -> tuple[ReadFields, tuple[tuple[str, int], .
     how many records each gave, in order (:attr:`dmap.reads.ReadChunk.files`)."""
     if isinstance(source, SourceGroup):
         return _group_fields(source)
-    fields = _fields(source, *source_bytes(source))
+    fields = bytes_fields(source, *source_bytes(source))
     return fields, ((source.path, len(fields)),)
 
 
@@ -185,8 +185,8 @@ def source_bytes(source: FileSplit | RawBlock) -> tuple[np.ndarray, str]:
     return source.data, f"byte {source.offset}"
 
 
-def _fields(source: FileSplit | RawBlock, data: np.ndarray, where: str) -> ReadFields:
-    """The records of ``data``, the bytes of ``source`` (see :func:`source_fields`)."""
+def bytes_fields(source: FileSplit | RawBlock, data: np.ndarray, where: str) -> ReadFields:
+    """The records of ``data``, whole records of ``source``'s bytes (see :func:`source_fields`)."""
     fields = split_fastq(data) if source.fastq else None
     if fields is None:
         if data.size == 0:
@@ -224,7 +224,7 @@ def _group_fields(group: SourceGroup) -> tuple[ReadFields, tuple[tuple[str, int]
         joined = joined_fields([data for data, _ in parts])
         if joined is not None:
             return joined[0], tuple((part.path, int(n)) for part, n in zip(group.parts, joined[1]))
-    each = [_fields(part, data, where) for part, (data, where) in zip(group.parts, parts)]
+    each = [bytes_fields(part, data, where) for part, (data, where) in zip(group.parts, parts)]
     for part, fields in zip(group.parts, each):
         check_named(fields, part.path)
     return (ReadFields.concat([f for f in each if len(f)] or each[:1]),

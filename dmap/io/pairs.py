@@ -36,7 +36,7 @@ import numpy as np
 from ..alphabet import Alphabet
 from ..errors import InputFormatError
 from ..reads import ReadChunk, ReadFields
-from .fastx import check_named, checked_chunk, joined_fields, source_bytes, source_fields
+from .fastx import bytes_fields, check_named, checked_chunk, joined_fields, source_bytes, source_fields
 from .splits import FileSplit, RawBlock, check_path, open_reads, plan_input, sniff, splittable, stream_blocks
 
 
@@ -57,13 +57,15 @@ class PairBlock:
 @dataclass(frozen=True)
 class RecordRange:
     """Records ``skip`` to ``skip + count`` of those that begin in ``splits``, consecutive byte
-    ranges of one file (:class:`dmap.io.splits.FileSplit`); ``count`` None: all of them (a
-    small file taken whole, its records not counted before it is read)."""
+    ranges of one file (:class:`dmap.io.splits.FileSplit`) that hold ``counts`` records each;
+    ``count`` None: all of them (a small file taken whole, its records not counted before it
+    is read)."""
 
     path: str
     splits: tuple[FileSplit, ...]
     skip: int
     count: int | None
+    counts: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,8 @@ class _Cursor:
             k += 1
         if not self.known(k):
             return None
-        return RecordRange(self.path, tuple(self.splits[j:k + 1]), start - self.first[j], n)
+        return RecordRange(self.path, tuple(self.splits[j:k + 1]), start - self.first[j], n,
+                           tuple(int(b - a) for a, b in zip(self.first[j:k + 1], self.first[j + 1:k + 2])))
 
     def total(self) -> int:
         """All the file's records (every count asked for)."""
@@ -328,18 +331,76 @@ def _short(path: str, first: str, second: str | None) -> InputFormatError:
                             "paired files must hold the mates of each pair in the same order")
 
 
+def _after_lines(data: np.ndarray, lines: int) -> int | None:
+    """Where the first ``lines`` lines of ``data`` end (after their last newline; its size where
+    the last of them is the file's last line, without one); None where it holds fewer."""
+    if lines == 0:
+        return 0
+    seen = 0
+    for k in range(0, data.size, COUNT_BLOCK):
+        block = data[k:k + COUNT_BLOCK]
+        if seen + block.size < lines:  # the line sought ends past this block: count its newlines only
+            seen += int(np.count_nonzero(block == 10))
+            continue
+        newlines = np.flatnonzero(block == 10)
+        if seen + newlines.size >= lines:
+            return k + int(newlines[lines - seen - 1]) + 1
+        seen += newlines.size
+    return data.size if seen + 1 == lines and data.size and data[-1] != 10 else None
+
+
+def _range_parts(r: RecordRange) -> list[tuple[FileSplit, np.ndarray, str]]:
+    """Each split of a record range with the bytes of its records that the range takes, and where
+    its bytes begin, in words.
+
+    A range's mates seldom begin and end where its splits do: trimmed reads
+    make the two files' byte ranges fall at other records, so a chunk takes
+    a few records of one split and most of the next.  In FASTQ, whose every
+    record is four lines, the records taken are cut out by counting
+    newlines, so only they are parsed; other splits are taken whole, and the
+    records cut from their fields (:func:`range_fields`).
+    """
+    out = []
+    for i, split in enumerate(r.splits):
+        data, where = source_bytes(split)
+        if r.count is not None and r.counts is not None and split.fastq:
+            first = r.skip if i == 0 else 0
+            stop = min(r.counts[i], r.skip + r.count - sum(r.counts[:i]))
+            if first > 0 or stop < r.counts[i]:
+                lo, hi = _after_lines(data, 4 * first), _after_lines(data, 4 * stop)
+                if lo is None or hi is None:
+                    raise InputFormatError(f"reads file {r.path!r} changed while dmap read it")
+                data = data[lo:hi]
+        out.append((split, data, where))
+    return out
+
+
+def _taken(r: RecordRange) -> tuple[int, int]:
+    """The records of a range's parts (:func:`_range_parts`) that it takes: from the first, how many."""
+    fastq_cut = r.count is not None and r.counts is not None and all(s.fastq for s in r.splits)
+    return (0, r.count) if fastq_cut else (r.skip, r.count)
+
+
 def range_fields(source: RawBlock | RecordRange) -> ReadFields:
     """The records of a raw block, or of a record range (parsed from its splits)."""
     if isinstance(source, RawBlock):
         return source_fields(source)
     if not source.splits:  # an empty file, whose mate file is not
         return ReadFields.from_strings([], [], [])
-    fields = ReadFields.concat([source_fields(s) for s in source.splits])
+    parts = []
+    for split, data, where in _range_parts(source):
+        try:
+            parts.append(bytes_fields(split, data, where))
+        except InputFormatError:
+            source_fields(split)  # the whole split, whose error names its lines
+            raise
+    fields = ReadFields.concat(parts)
     if source.count is None:
         return fields
-    if len(fields) < source.skip + source.count:
+    skip, count = _taken(source)
+    if len(fields) < skip + count:
         raise InputFormatError(f"reads file {source.path!r} changed while dmap read it")
-    return fields.select(np.arange(source.skip, source.skip + source.count))
+    return fields if (skip, count) == (0, len(fields)) else fields.select(np.arange(skip, skip + count))
 
 
 def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Callable[[int, int], int],
@@ -521,14 +582,20 @@ def _joined_mates(ranges: list[RawBlock | RecordRange]) -> tuple[ReadFields, lis
     flat = [s for each in sources for s in each]
     if not flat or not all(s.fastq for s in flat):
         return None
-    joined = joined_fields([source_bytes(s)[0] for s in flat])
+    parts = []
+    for r in ranges:
+        try:
+            parts += [r.data] if isinstance(r, RawBlock) else [data for _, data, _ in _range_parts(r)]
+        except InputFormatError:
+            return None  # a file changed: read part by part, which says so
+    joined = joined_fields(parts)
     if joined is None:
         return None
     fields, counts = joined
     index, at, k = [], 0, 0  # at: the range's first record in fields; k: its first source
     for r, each in zip(ranges, sources):
         total = int(counts[k:k + len(each)].sum())
-        skip, count = (0, total) if isinstance(r, RawBlock) or r.count is None else (r.skip, r.count)
+        skip, count = (0, total) if isinstance(r, RawBlock) or r.count is None else _taken(r)
         if skip + count > total:
             return None
         index.append(np.arange(at + skip, at + skip + count))

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from readfiles import DNA, bgzf_blocks, fasta_files, fastq_files, file_splits, write_as, write_pairs
 
 from dmap.errors import InputFormatError
+from dmap.io import pairs
 from dmap.io.fastx import source_fields
 from dmap.io.pairs import (
     FirstPairs,
@@ -110,6 +111,28 @@ def test_mates_names_compare_as_bytes(base, tail, names):
             len_b[i] = y % (size - off_b[i] + 1)
     got = names_differ(np.frombuffer(data, np.uint8), off_a, off_b, len_a, len_b)
     assert got.tolist() == [data[a:a + x] != data[b:b + y] for a, b, x, y in zip(off_a, off_b, len_a, len_b)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lengths=st.lists(st.tuples(st.integers(0, 120), st.integers(0, 120)), min_size=1, max_size=50),
+       chunk=st.integers(1, 30), crlf=st.booleans(), last_newline=st.booleans(), block=st.sampled_from([1, 7, 64]))
+def test_mates_cut_from_their_ranges_by_newlines(tmp_path, monkeypatch, lengths, chunk, crlf, last_newline, block):
+    """Trimmed mates (of other lengths than their first mates, even empty) put a chunk's mates a
+    few records into one byte range and most of the way through the next: the records are cut
+    out by counting newlines, in blocks of any size, CRLF line ends and a last line without its
+    newline included, and they are the pairs the files hold."""
+    monkeypatch.setattr(pairs, "COUNT_BLOCK", block)
+    end = "\r\n" if crlf else "\n"
+    last_newline = last_newline or 0 in lengths[-1]  # an empty last quality line needs its newline
+    for m, name in ((0, "r1.fq"), (1, "r2.fq")):
+        text = end.join(f"@pair{i}/{m + 1}{end}{'ACGT'[i % 4] * n[m]}{end}+{end}{'I' * n[m]}"
+                        for i, n in enumerate(lengths))
+        (tmp_path / name).write_bytes((text + (end if last_newline else "")).encode())
+    paths = [str(tmp_path / "r1.fq"), str(tmp_path / "r2.fq")]
+    reads = lambda plan: [(n, q) for b in plan for c in [read_pair_chunk(b, DNA, strict=False)]  # noqa: E731
+                          for n, q in zip(c.names, c.seqs)]
+    assert reads(plan_pairs(*paths, lambda *_: chunk, split=True)) == reads(plan_pairs(*paths, lambda *_: chunk)) == [
+        (f"pair{i}", "ACGT"[i % 4] * n) for i, both in enumerate(lengths) for n in both]
 
 
 def test_paired_files_that_cannot_be_mapped_are_read_as_streams(tmp_path, monkeypatch):
