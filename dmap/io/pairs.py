@@ -67,6 +67,16 @@ class RecordRange:
     count: int | None
     counts: tuple[int, ...] | None = None
 
+    @property
+    def cut_by_lines(self) -> bool:
+        """Whether a worker cuts the records it takes out of the splits by counting lines
+        (:func:`_range_parts`): counted FASTQ."""
+        return self.count is not None and self.counts is not None and all(s.fastq for s in self.splits)
+
+    def taken(self) -> tuple[int, int]:
+        """Which of the records parsed from :func:`_range_parts`' bytes the range takes: the first, how many."""
+        return (0, self.count) if self.cut_by_lines else (self.skip, self.count)
+
 
 @dataclass(frozen=True)
 class PairSplit:
@@ -363,7 +373,7 @@ def _range_parts(r: RecordRange) -> list[tuple[FileSplit, np.ndarray, str]]:
     out = []
     for i, split in enumerate(r.splits):
         data, where = source_bytes(split)
-        if r.count is not None and r.counts is not None and split.fastq:
+        if r.cut_by_lines:
             first = r.skip if i == 0 else 0
             stop = min(r.counts[i], r.skip + r.count - sum(r.counts[:i]))
             if first > 0 or stop < r.counts[i]:
@@ -373,12 +383,6 @@ def _range_parts(r: RecordRange) -> list[tuple[FileSplit, np.ndarray, str]]:
                 data = data[lo:hi]
         out.append((split, data, where))
     return out
-
-
-def _taken(r: RecordRange) -> tuple[int, int]:
-    """The records of a range's parts (:func:`_range_parts`) that it takes: from the first, how many."""
-    fastq_cut = r.count is not None and r.counts is not None and all(s.fastq for s in r.splits)
-    return (0, r.count) if fastq_cut else (r.skip, r.count)
 
 
 def range_fields(source: RawBlock | RecordRange) -> ReadFields:
@@ -397,7 +401,7 @@ def range_fields(source: RawBlock | RecordRange) -> ReadFields:
     fields = ReadFields.concat(parts)
     if source.count is None:
         return fields
-    skip, count = _taken(source)
+    skip, count = source.taken()
     if len(fields) < skip + count:
         raise InputFormatError(f"reads file {source.path!r} changed while dmap read it")
     return fields if (skip, count) == (0, len(fields)) else fields.select(np.arange(skip, skip + count))
@@ -595,7 +599,7 @@ def _joined_mates(ranges: list[RawBlock | RecordRange]) -> tuple[ReadFields, lis
     index, at, k = [], 0, 0  # at: the range's first record in fields; k: its first source
     for r, each in zip(ranges, sources):
         total = int(counts[k:k + len(each)].sum())
-        skip, count = (0, total) if isinstance(r, RawBlock) or r.count is None else _taken(r)
+        skip, count = (0, total) if isinstance(r, RawBlock) or r.count is None else r.taken()
         if skip + count > total:
             return None
         index.append(np.arange(at + skip, at + skip + count))
