@@ -69,12 +69,15 @@ def _mangled(text: bytes, how: str, at: int) -> bytes:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=fastq_files() | fasta_files(), how=st.sampled_from(["none", "drop", "double", "blank"]),
-       at=st.integers(0, 200), cuts=st.lists(st.integers(0, 4000), max_size=4), blocked=st.booleans())
-def test_a_byte_range_counts_the_records_its_worker_parses(tmp_path, text, how, at, cuts, blocked):
+       at=st.integers(0, 200), cuts=st.lists(st.integers(0, 4000), max_size=4), blocked=st.booleans(),
+       block=st.sampled_from([1, 2, 5, 64, 1 << 20]))
+def test_a_byte_range_counts_the_records_its_worker_parses(tmp_path, monkeypatch, text, how, at, cuts, blocked,
+                                                           block):
     """The count of a byte range's records, on which the pairs of every chunk rest, is the number
     of records the worker that maps the range parses from it, for every range that parses
-    (FASTQ by its newlines); one that does not is one clear error, from the count or later from
-    the parse."""
+    (FASTQ by its newlines, FASTA by its '>' lines, counted in blocks of any size); one that
+    does not is one clear error, from the count or later from the parse."""
+    monkeypatch.setattr(pairs, "COUNT_BLOCK", block)
     fastq = text.startswith(b"@")
     path = tmp_path / "reads.fq"
     text = _mangled(text, how, at)
