@@ -137,10 +137,12 @@ def count_records(split: FileSplit) -> int:
     record is a ``>`` line and its sequence lines, so its ``>`` lines count them.
     """
     data, _ = source_bytes(split)
-    if not split.fastq:  # the range begins at a record: its '>' line, then those after a newline
-        ends = [min(k + COUNT_BLOCK, data.size - 1) for k in range(0, data.size - 1, COUNT_BLOCK)]
-        return int(data.size > 0) + sum(int(np.count_nonzero((data[k:e] == 10) & (data[k + 1:e + 1] == ord(">"))))
-                                        for k, e in zip(range(0, data.size - 1, COUNT_BLOCK), ends))
+    if not split.fastq:
+        records = int(data.size > 0)  # the range begins at a record's '>' line; the others follow a newline
+        for k in range(0, data.size - 1, COUNT_BLOCK):
+            end = min(k + COUNT_BLOCK, data.size - 1)
+            records += int(np.count_nonzero((data[k:end] == 10) & (data[k + 1:end + 1] == ord(">"))))
+        return records
     lines = sum(int(np.count_nonzero(data[k:k + COUNT_BLOCK] == 10)) for k in range(0, data.size, COUNT_BLOCK))
     lines += int(data.size > 0 and data[-1] != 10)  # the file's last line may lack its newline
     return lines // 4 if lines % 4 == 0 else len(source_fields(split))
@@ -378,10 +380,11 @@ def _range_parts(r: RecordRange) -> list[tuple[FileSplit, np.ndarray, str]]:
             first = r.skip if i == 0 else 0
             stop = min(r.counts[i], r.skip + r.count - sum(r.counts[:i]))
             if first > 0 or stop < r.counts[i]:
-                lo, hi = _after_lines(data, 4 * first), _after_lines(data, 4 * stop)
-                if lo is None or hi is None:
+                lo = _after_lines(data, 4 * first)
+                size = None if lo is None else _after_lines(data[lo:], 4 * (stop - first))  # from lo on, not again
+                if size is None:
                     raise InputFormatError(f"reads file {r.path!r} changed while dmap read it")
-                data = data[lo:hi]
+                data = data[lo:lo + size]
         out.append((split, data, where))
     return out
 
