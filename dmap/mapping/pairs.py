@@ -27,7 +27,7 @@ formed per read pair; those capped are counted and reported.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -265,6 +265,8 @@ def pair_record_columns(aln: MateAlignments, pairs: Pairs, n_reads: int, n_best:
     order = lexsort((key, read))
     own, mate, read, key, proper = own[order], mate[order], read[order], key[order], proper[order]
     mapped, mate_mapped = own >= 0, mate >= 0
+    if len(aln) == 0:  # no read of the chunk aligned: the gathers below, masked where unmapped, need a row
+        aln = MateAlignments(*(np.zeros(1, getattr(aln, f.name).dtype) for f in fields(aln)))
     o, m = np.maximum(own, 0), np.maximum(mate, 0)
     # Flags: paired, proper, unmapped, mate unmapped, reverse, mate reverse, first/second, secondary.
     flag = (1 | proper * 2 | ~mapped * 4 | ~mate_mapped * 8 | (mapped & (aln.strand[o] == 1)) * 16

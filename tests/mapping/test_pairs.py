@@ -17,7 +17,7 @@ import numpy as np
 import pysam
 import pytest
 from cases import planted
-from helpers import alphabet_for, assert_clean_failure, dmap_cmd, have, sam_body, write_fasta
+from helpers import alphabet_for, assert_clean_failure, dmap_cmd, have, sam_body, samtools_quickcheck, write_fasta
 from readfiles import write_pairs
 
 import dmap
@@ -389,3 +389,31 @@ def test_the_insert_line_says_whether_the_bounds_were_estimated():
         f"insert size: only 0 confidently placed pairs of the first {ESTIMATE_PAIRS:,}, too few to estimate")
     assert InsertBounds(150, 450, pairs=900, median=300, sd=30).describe().startswith(
         f"insert size estimated from 900 confidently placed pairs of the first {ESTIMATE_PAIRS:,}: median 300")
+
+
+@pytest.mark.parametrize("k", [0, 2])
+def test_chunks_of_pairs_from_nowhere_are_written_unmapped(tmp_path, client, k):
+    """Pairs from another genome: a chunk in which no mate aligns is written, each mate unmapped
+    (flags 77 and 141); chunks of one pair each give the same records as one chunk of all."""
+    rng = np.random.default_rng(9)
+    contigs = genome(rng)
+    first, second = make_pairs(rng, contigs, 4, k)
+    nowhere = lambda: "".join(rng.choice(list("ACGT"), size=40))  # noqa: E731
+    first, second = first + [nowhere() for _ in range(4)], second + [nowhere() for _ in range(4)]
+    write_fasta(tmp_path / "ref.fa", contigs)
+    write_pairs(tmp_path, first, second)
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=60, block_length=400)
+    bodies = []
+    for chunk_size in (2, 100):
+        out = tmp_path / f"out{chunk_size}.sam"
+        res = dmap.map_reads(idx, tmp_path / "r1.fq", tmp_path / "r2.fq", sam_path=out, client=client,
+                             max_errors=k, chunk_size=chunk_size, min_insert=LOW, max_insert=HIGH)
+        samtools_quickcheck(out)
+        bodies.append(sam_body(out.read_text()))
+        assert res.n_reads == 16
+    assert bodies[0] == bodies[1]
+    flags = {f[0]: set() for f in bodies[0]}
+    for f in bodies[0]:
+        flags[f[0]].add(int(f[1]))
+    assert all(flags[f"pair{i}"] == {77, 141} for i in range(4, 8))
+    check_mate_fields(tmp_path / "out2.sam")
