@@ -12,12 +12,16 @@ from __future__ import annotations
 import gzip
 import re
 import subprocess
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pysam
 import pytest
 from cases import planted
 from helpers import alphabet_for, assert_clean_failure, dmap_cmd, have, sam_body, samtools_quickcheck, write_fasta
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from readfiles import write_pairs
 
 import dmap
@@ -92,11 +96,13 @@ def proper_pairs_of(sam_path, names: list[str]) -> set[tuple[int, int, int, int,
     return out
 
 
-@pytest.mark.parametrize("k", [0, 2])
-def test_all_proper_pairs_equal_oracle(tmp_path, client, k):
-    idx, contigs, first, second = pair_case(tmp_path, 40 + k, 70, k)
-    res = dmap.map_reads(idx, tmp_path / "r1.fq", tmp_path / "r2.fq", sam_path=tmp_path / "out.sam", client=client,
-                         max_errors=k, report_all=k > 0, chunk_size=17, min_insert=LOW, max_insert=HIGH)
+def check_pairs_against_oracle(directory, client, seed: int, n: int, k: int, chunk_size: int):
+    """A :func:`pair_case` mapped with ``--all``: its proper pairs equal the oracle's, and its mate
+    fields what samtools fixmate writes; returns the run's result and the oracle's pairs."""
+    idx, contigs, first, second = pair_case(directory, seed, n, k)
+    res = dmap.map_reads(idx, directory / "r1.fq", directory / "r2.fq", sam_path=directory / "out.sam",
+                         client=client, max_errors=k, report_all=k > 0, chunk_size=chunk_size, min_insert=LOW,
+                         max_insert=HIGH)
     alpha = alphabet_for("dna", contigs)
     ref = [alpha.reference_table[np.frombuffer(s.encode(), np.uint8)] for _, s in contigs]
     pats = []
@@ -104,11 +110,25 @@ def test_all_proper_pairs_equal_oracle(tmp_path, client, k):
         codes = alpha.read_table[np.frombuffer(r.encode(), np.uint8)]
         pats += [codes, alpha.complement_codes(codes[::-1])]
     expected = brute_force_pairs(brute_force_alignments(ref, pats, alpha.sigma, k), LOW, HIGH)
-    got = proper_pairs_of(tmp_path / "out.sam", [n for n, _ in contigs])
+    got = proper_pairs_of(directory / "out.sam", [n for n, _ in contigs])
     assert got == expected
-    assert len({p for p, *_ in expected}) == res.n_proper > 10  # the cases hold proper pairs
+    assert len({p for p, *_ in expected}) == res.n_proper
     assert res.n_reads == 2 * len(first)
-    check_mate_fields(tmp_path / "out.sam")
+    check_mate_fields(directory / "out.sam")
+    return res, expected
+
+
+@pytest.mark.parametrize("k", [0, 2])
+def test_all_proper_pairs_equal_oracle(tmp_path, client, k):
+    res, _ = check_pairs_against_oracle(tmp_path, client, 40 + k, 70, k, chunk_size=17)
+    assert res.n_proper > 10  # the case holds proper pairs
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 30), k=st.integers(0, 3), chunk_size=st.integers(2, 40))
+def test_random_pair_cases_equal_oracle(tmp_path, client, seed, n, k, chunk_size):
+    """Small chunks of few pairs: some hold no alignment at all, or no proper pair."""
+    check_pairs_against_oracle(Path(tempfile.mkdtemp(dir=tmp_path)), client, seed, n, k, chunk_size)
 
 
 def check_mate_fields(path) -> None:
