@@ -1,6 +1,7 @@
 """Helpers the tests share: random references with the structures that break mappers
 (repeats, N runs, lowercase, many contigs), FASTA/FASTQ writers, kernel runs on one
-block, and checks of the tools that are installed.  Fixtures are in conftest.py."""
+block, checks of the tools that are installed, and how many examples the random-case tests
+draw.  Fixtures are in conftest.py."""
 
 from __future__ import annotations
 
@@ -24,6 +25,18 @@ from dmap.search.exact import search_block
 from dmap.search.kmers import build_kmer_table, kmer_depth
 from dmap.search.locate import expand_intervals, locate_rows, locate_rows_numpy, split_located
 from dmap.testing.search import backward_search_numpy
+
+SCALE_VARIABLE = "DMAP_TEST_SCALE"
+
+
+def examples(n: int) -> int:
+    """``n`` hypothesis examples, times ``$DMAP_TEST_SCALE`` (default 1): the suite draws a few
+    random cases per test, and a search for rare failures runs many more of the same tests
+    (``DMAP_TEST_SCALE=50 python3 -m pytest tests -k random``), shrinking what it finds."""
+    scale = os.environ.get(SCALE_VARIABLE, "1")
+    if not scale.isdigit() or int(scale) < 1:
+        raise ValueError(f"{SCALE_VARIABLE} must be a whole number of at least 1, not {scale!r}")
+    return n * int(scale)
 
 
 def random_contig(rng: np.random.Generator, alphabet: str, length: int, repeats: bool = True) -> str:

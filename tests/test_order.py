@@ -1,6 +1,7 @@
 """dmap.order.lexsort against numpy's lexsort: the same order on every input."""
 
 import numpy as np
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -27,7 +28,7 @@ def key_sets(draw):
     return keys
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(key_sets())
 def test_lexsort_is_numpys_order(keys):
     assert np.array_equal(lexsort(keys), np.lexsort(keys))

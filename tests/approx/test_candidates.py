@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,7 +37,7 @@ def regions_by_hand(hits, seeds, lengths, n_strands, k, block_length, contig_off
     return out
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_strands=st.sampled_from([1, 2]), k=st.integers(0, 4),
        n_contigs=st.sampled_from([1, 3, 12]), block_start=st.sampled_from([0, 700]))
 def test_regions_equal_the_per_hit_reference(device, seed, n_strands, k, n_contigs, block_start):

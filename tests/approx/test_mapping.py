@@ -16,7 +16,7 @@ import numpy as np
 import pysam
 import pytest
 from cases import found, make_case, oracle, planted, written
-from helpers import have, samtools_quickcheck, write_fasta, write_fastq
+from helpers import examples, have, samtools_quickcheck, write_fasta, write_fastq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -85,7 +85,7 @@ def test_two_runs_of_ends_with_one_start_are_one_locus(tmp_path, client):
     assert res.n_hits == 1
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 4), block_length=st.integers(60, 900),
        seed_edits=st.sampled_from([None, 0, 1, 2]))
 def test_random_cases_equal_oracle(tmp_path, client, seed, k, block_length, seed_edits):

@@ -3,6 +3,7 @@
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -52,7 +53,7 @@ def chunks_and_hits(draw):
     return make_chunk(seqs, quals, names), hits, draw(st.sampled_from([None, 1, 2, 5])), pick
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=chunks_and_hits())
 def test_device_formatter_equals_python(device, case):
     chunk, hits, max_hits, pick = case
@@ -67,7 +68,7 @@ def test_device_formatter_equals_python(device, case):
     assert b"\t\t" not in want and b"1" not in b"".join(line.split(b"\t")[9] for line in want.splitlines())
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(case=chunks_and_hits())
 def test_record_columns_against_a_loop_over_reads(case):
     """The picked hit first, then the others in order, capped at max_hits."""

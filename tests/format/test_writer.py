@@ -11,6 +11,7 @@ import tempfile
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -154,7 +155,7 @@ def test_chunks_written_in_place_and_copied_from_parts(tmp_path):
     assert not list(tmp_path.glob("*.part"))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(0, 5 * DIRECT_ALIGN), max_size=12), arrays=st.booleans())
 def test_direct_appends_write_every_byte_in_order(tmp_path, sizes, arrays):
     """Pieces of any size, across the buffer's end and the blocks' edges: whole blocks as the
@@ -175,7 +176,7 @@ def test_direct_appends_write_every_byte_in_order(tmp_path, sizes, arrays):
     assert path.read_bytes() == b"".join(p.tobytes() for p in pieces)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(header=st.integers(1, 3 * DIRECT_ALIGN), sizes=st.lists(st.integers(0, 6 * DIRECT_ALIGN), max_size=10),
        order=st.randoms(use_true_random=False))
 def test_chunks_written_in_place_share_their_edge_blocks(tmp_path, monkeypatch, header, sizes, order):

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 import zarr
-from helpers import write_fasta
+from helpers import examples, write_fasta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -165,7 +165,7 @@ def test_a_zstd_compressed_reference_of_older_indexes_is_still_read(index_path):
     assert all((idx.block_text(b) == texts[b]).all() for b in range(idx.n_blocks))
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(lengths=st.lists(st.integers(1, 50), min_size=1, max_size=20), data=st.data())
 def test_contig_of_every_position(lengths, data):
     """Few contigs (compared against each start) and many (binary search) give each position's contig."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import zarr
-from helpers import random_contig, write_fasta
+from helpers import examples, random_contig, write_fasta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
@@ -24,7 +24,7 @@ def write(path, data, *, chunks, compressors=None, fill_value=0, **kwargs):
     return str(path)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     dtype=st.sampled_from(DTYPES),
     length=st.integers(0, 300),
@@ -122,7 +122,7 @@ def test_every_array_of_an_index(tmp_path):
         assert got is not None and np.array_equal(got, group[name][...]), name
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(dtype=st.sampled_from(["uint8", "uint32", "int64"]), pages=st.integers(1, 3), n_chunks=st.integers(1, 5),
        tail=st.integers(1, 4096), zero_chunk=st.booleans(), bounds=st.tuples(st.floats(0, 1), st.floats(0, 1)))
 def test_chunks_of_whole_pages_are_mapped_back_to_back(tmp_path_factory, dtype, pages, n_chunks, tail, zero_chunk,

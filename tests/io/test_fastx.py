@@ -7,6 +7,7 @@ import re
 import dnaio
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from readfiles import DNA, chunk_records, dnaio_records, fastq_files
@@ -16,7 +17,7 @@ from dmap.io import fastx, splits
 from dmap.io.fastx import iter_read_chunks, split_fastq
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=fastq_files(), chunk_size=st.integers(1, 30), gz=st.booleans(),
        sizes=st.none() | st.lists(st.integers(1, 9), min_size=1, max_size=4))
 def test_chunks_hold_what_dnaio_reads(tmp_path, text, chunk_size, gz, sizes):

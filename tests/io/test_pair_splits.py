@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pysam
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from readfiles import DNA, bgzf_blocks, fasta_files, fastq_files, file_splits, write_as, write_pairs
@@ -27,7 +28,7 @@ from dmap.io.pairs import (
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lengths=st.lists(st.tuples(st.integers(1, 300), st.integers(1, 30)), min_size=1, max_size=60),
        chunk=st.integers(1, 40), interleaved=st.booleans(), blocked=st.booleans())
 def test_pairs_cut_by_bytes_are_the_pairs_read_as_streams(tmp_path, lengths, chunk, interleaved, blocked):
@@ -67,7 +68,7 @@ def _mangled(text: bytes, how: str, at: int) -> bytes:
     return text
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=fastq_files() | fasta_files(), how=st.sampled_from(["none", "drop", "double", "blank"]),
        at=st.integers(0, 200), cuts=st.lists(st.integers(0, 4000), max_size=4), blocked=st.booleans(),
        block=st.sampled_from([1, 2, 5, 64, 1 << 20]))
@@ -92,7 +93,7 @@ def test_a_byte_range_counts_the_records_its_worker_parses(tmp_path, monkeypatch
         assert count_records(split) == parsed
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(base=st.binary(min_size=1, max_size=30), tail=st.binary(max_size=12),
        names=st.lists(st.tuples(*[st.integers(0, 60)] * 4, st.booleans()), max_size=8))
 def test_mates_names_compare_as_bytes(base, tail, names):
@@ -116,7 +117,7 @@ def test_mates_names_compare_as_bytes(base, tail, names):
     assert got.tolist() == [data[a:a + x] != data[b:b + y] for a, b, x, y in zip(off_a, off_b, len_a, len_b)]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lengths=st.lists(st.tuples(st.integers(0, 120), st.integers(0, 120)), min_size=1, max_size=50),
        chunk=st.integers(1, 30), crlf=st.booleans(), last_newline=st.booleans(), block=st.sampled_from([1, 7, 64]))
 def test_mates_cut_from_their_ranges_by_newlines(tmp_path, monkeypatch, lengths, chunk, crlf, last_newline, block):
@@ -219,7 +220,7 @@ def write_lanes(tmp_path, lanes, interleaved=False):
     return firsts, None if interleaved else seconds, want
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lanes=st.lists(st.tuples(st.integers(0, 12), st.sampled_from(["plain", "bgzf", "gzip"])), min_size=1,
                       max_size=6),
        chunk=st.integers(2, 40), grow=st.booleans(), interleaved=st.booleans(), cut=st.booleans(),
@@ -325,7 +326,7 @@ def test_mates_in_fastq_and_fasta_are_one_clear_error(tmp_path, kind):
         list(plan_pairs(str(first), str(second), lambda *_: 100, split=True))
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(0, 5), min_size=1, max_size=6), chunk=st.integers(2, 30), cut=st.booleans(),
        interleaved=st.booleans())
 def test_a_chunk_of_pairs_knows_the_file_of_each_read(tmp_path, sizes, chunk, cut, interleaved):

@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 import pytest
-from helpers import http_server
+from helpers import examples, http_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from readfiles import DNA, bgzf_blocks, chunk_records, dnaio_records, fasta_files, fastq_files, split_records, write_as
@@ -20,7 +20,7 @@ from dmap.io import fastx, splits
 from dmap.io.fastx import iter_read_chunks
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=fastq_files())
 def test_a_split_at_any_byte_reads_every_record_once(tmp_path, text):
     # Quality lines that start with '@' or '+', '+' lines that repeat the name, CRLF, no final
@@ -53,7 +53,7 @@ def test_fasta_split_at_any_byte(tmp_path):
     assert chunk_records(tmp_path / "r.fa", 1, fastq=False) == want
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=fastq_files(), data=st.data())
 def test_a_bgzf_file_split_at_any_byte_reads_every_record_once(tmp_path, text, data):
     # Blocks that end anywhere (in a name, between CR and LF, at a record's end), a block of one byte,
@@ -251,7 +251,7 @@ def test_a_file_that_cannot_be_mapped_is_read(tmp_path, monkeypatch):
     assert [r for c in chunks for r in zip(c.names, c.seqs, c.quals)] == want
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(files=st.lists(st.tuples(fastq_files() | fasta_files() | st.just(b""),
                                 st.sampled_from(["plain", "bgzf", "gzip"])), min_size=1, max_size=6),
        chunk_size=st.integers(1, 40))
@@ -372,7 +372,7 @@ def test_reads_listed_in_a_file(tmp_path, monkeypatch):
         splits.reads_paths("@typo.txt")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(0, 7), min_size=1, max_size=8), chunk_size=st.integers(1, 30),
        gzipped=st.booleans())
 def test_a_chunk_knows_the_file_of_each_read(tmp_path, sizes, chunk_size, gzipped):

@@ -19,7 +19,16 @@ import numpy as np
 import pysam
 import pytest
 from cases import planted
-from helpers import alphabet_for, assert_clean_failure, dmap_cmd, have, sam_body, samtools_quickcheck, write_fasta
+from helpers import (
+    alphabet_for,
+    assert_clean_failure,
+    dmap_cmd,
+    examples,
+    have,
+    sam_body,
+    samtools_quickcheck,
+    write_fasta,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from readfiles import write_pairs
@@ -124,7 +133,7 @@ def test_all_proper_pairs_equal_oracle(tmp_path, client, k):
     assert res.n_proper > 10  # the case holds proper pairs
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 30), k=st.integers(0, 3), chunk_size=st.integers(2, 40))
 def test_random_pair_cases_equal_oracle(tmp_path, client, seed, n, k, chunk_size):
     """Small chunks of few pairs: some hold no alignment at all, or no proper pair."""

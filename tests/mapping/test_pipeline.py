@@ -1,10 +1,15 @@
 """map_reads end to end (Zarr index, embedded Dask cluster, device kernels)
 against the brute-force oracle, on references cut into many small blocks."""
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pysam
 import pytest
-from helpers import alphabet_for, random_contig, sample_reads, samtools_quickcheck, write_fasta, write_fastq
+from helpers import alphabet_for, examples, random_contig, sample_reads, samtools_quickcheck, write_fasta, write_fastq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dmap
 from dmap.io.fastx import iter_contigs
@@ -21,15 +26,17 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("alphabet,layout,block_length,max_len,lengths", CASES)
-def test_hits_equal_brute_force(tmp_path, client, alphabet, layout, block_length, max_len, lengths):
-    rng = np.random.default_rng(block_length + max_len)
+def check_hits_against_brute_force(directory, client, rng, alphabet, layout, block_length, max_len, lengths,
+                                   sa_sample_rate=5, n_reads=300, chunk_size=64):
+    """Random contigs of ``lengths`` indexed in blocks of ``block_length``, reads from them (at
+    contig ends, across junctions, with N, and straddling every block edge) mapped: dmap's hits
+    equal the brute-force search's, and its SAM holds them."""
     contigs = [(f"chr{i}", random_contig(rng, alphabet, n)) for i, n in enumerate(lengths)]
-    write_fasta(tmp_path / "ref.fa", contigs)
-    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", alphabet=alphabet, occ_layout=layout,
-                           block_length=block_length, max_query_length=max_len, sa_sample_rate=5)
+    write_fasta(directory / "ref.fa", contigs)
+    idx = dmap.build_index(directory / "ref.fa", directory / "idx", alphabet=alphabet, occ_layout=layout,
+                           block_length=block_length, max_query_length=max_len, sa_sample_rate=sa_sample_rate)
     assert idx.n_blocks == -(-idx.meta.text_length // block_length)
-    reads = sample_reads(rng, contigs, 300, 1 if alphabet != "dna" else 8, max_len, alphabet)
+    reads = sample_reads(rng, contigs, n_reads, 1 if alphabet != "dna" else 8, max_len, alphabet)
     # Reads straddling every block boundary, inside the overlaps.
     joined = "|".join(s for _, s in contigs)
     for b in idx.meta.blocks[1:]:
@@ -37,16 +44,40 @@ def test_hits_equal_brute_force(tmp_path, client, alphabet, layout, block_length
             r = joined[max(0, b.start - length // 2): max(0, b.start - length // 2) + length]
             if "|" not in r and r:
                 reads.append(r)
-    write_fastq(tmp_path / "reads.fq", reads)
-    res = dmap.map_reads(idx, tmp_path / "reads.fq", sam_path=tmp_path / "out.sam", client=client, chunk_size=64)
+    if not reads:
+        return
+    write_fastq(directory / "reads.fq", reads)
+    res = dmap.map_reads(idx, directory / "reads.fq", sam_path=directory / "out.sam", client=client,
+                         chunk_size=chunk_size)
     got = {(int(r), c, int(p), 0 if s == "+" else 1) for r, c, p, s in
            zip(res.hits.read, res.hits.contig, res.hits.position, res.hits.strand)}
     # The oracle sees the contigs as FASTA holds them (line-end whitespace is not sequence).
-    contigs = [(name, seq.decode()) for name, seq in iter_contigs(tmp_path / "ref.fa")]
+    contigs = [(name, seq.decode()) for name, seq in iter_contigs(directory / "ref.fa")]
     expected = brute_force_hits(contigs, reads, alphabet_for(alphabet, contigs))
     assert got == expected
     assert res.n_reads == len(reads) and res.n_hits == len(expected)
-    check_sam(tmp_path / "out.sam", reads, contigs, expected, alphabet)
+    check_sam(directory / "out.sam", reads, contigs, expected, alphabet)
+
+
+@pytest.mark.parametrize("alphabet,layout,block_length,max_len,lengths", CASES)
+def test_hits_equal_brute_force(tmp_path, client, alphabet, layout, block_length, max_len, lengths):
+    rng = np.random.default_rng(block_length + max_len)
+    check_hits_against_brute_force(tmp_path, client, rng, alphabet, layout, block_length, max_len, lengths)
+
+
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), alphabet=st.sampled_from(["dna", "protein", "text"]),
+       layout=st.sampled_from(["interleaved", "bitmap"]), max_len=st.integers(8, 60),
+       lengths=st.lists(st.integers(1, 900), min_size=1, max_size=5), sa_sample_rate=st.sampled_from([1, 2, 5, 32]),
+       n_reads=st.integers(1, 120), chunk_size=st.integers(1, 100), data=st.data())
+def test_random_cases_equal_brute_force(tmp_path, client, seed, alphabet, layout, max_len, lengths, sa_sample_rate,
+                                        n_reads, chunk_size, data):
+    """Any number of contigs of any length (down to one symbol), blocks from just over the
+    longest read to one block, any SA sample rate, chunks of one read upwards."""
+    block_length = data.draw(st.integers(max_len + 5, 1500), label="block_length")
+    check_hits_against_brute_force(Path(tempfile.mkdtemp(dir=tmp_path)), client, np.random.default_rng(seed),
+                                   alphabet, layout, block_length, max_len, lengths, sa_sample_rate, n_reads,
+                                   chunk_size)
 
 
 def check_sam(path, reads, contigs, expected, alphabet):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -68,7 +69,7 @@ def test_absent_keys_are_rejected():
     assert ((v < 0) | (stored != q_key[absent]) | (count == 0)).all()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2**40)), min_size=1, max_size=300, unique=True))
 def test_any_key_set_hashes_without_collisions(pairs):
     seed = np.array([s for s, _ in pairs], dtype=np.int64)

@@ -9,10 +9,15 @@ read that occurs with at most E substitutions in one of its patterns
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 from cases import make_case, written
-from helpers import samtools_quickcheck
+from helpers import examples, samtools_quickcheck
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dmap
 from dmap.alphabet import reverse_complement
@@ -56,6 +61,23 @@ def test_phash_reports_a_subset_of_fm_with_the_same_alignments(tmp_path, client,
     assert all(len(reads) - len(exact) + i in mapped for i in range(len(exact)))
     assert len(ph) >= 0.5 * len(fm)  # the filter finds most loci of these reads, not a handful
 
+
+
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), alphabet=st.sampled_from(["dna", "protein", "text"]), k=st.integers(1, 3),
+       seed_length=st.integers(1, 6), neighborhood_length=st.integers(2, 6), stored_errors=st.integers(0, 2),
+       block_length=st.integers(60, 900), delta=st.integers(1, 3), data=st.data())
+def test_random_specs_report_a_subset_of_fm(tmp_path, client, seed, alphabet, k, seed_length, neighborhood_length,
+                                            stored_errors, block_length, delta, data):
+    """Any seed and neighborhood shape, stored and searched errors, and delta: the filter reports
+    only loci of the FM-index engine, with the same alignments."""
+    errors = data.draw(st.integers(0, stored_errors), label="neighborhood_errors")
+    spec = dmap.NeighborhoodSpec(seed_length=seed_length, neighborhood_length=neighborhood_length,
+                                 max_errors=stored_errors)
+    contigs, reads = make_case(np.random.default_rng(seed), alphabet, k, n_reads=20)
+    fm, ph = run_both(Path(tempfile.mkdtemp(dir=tmp_path)), client, contigs, reads, alphabet, k, block_length, spec,
+                      delta=delta, neighborhood_errors=errors)
+    assert ph.items() <= fm.items()
 
 def test_spaced_seed_delta_and_neighborhood_errors(tmp_path, client):
     rng = np.random.default_rng(7)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -82,7 +83,7 @@ def test_many_hits_per_pattern_take_the_exact_pass(device):
     check(device, text, params, reads, 2, 1, 1, methods=("phash",))
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), delta=st.integers(1, 4), errors=st.integers(0, 2),
        ls=st.integers(2, 6), ln=st.integers(1, 9))
 def test_random_shapes_equal_brute_force(device, seed, delta, errors, ls, ln):

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from helpers import alphabet_for, single_block
+from helpers import alphabet_for, examples, single_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -89,7 +89,7 @@ def test_other_alphabets_forward_only(device, alphabet_name):
     check_seeds(device, text, alphabet, planted(rng, text, 8, alphabet.sigma), 1, layout="bitmap")
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_hypothesis_dna(device, data):
     seed = data.draw(st.integers(0, 2**32 - 1))

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from helpers import alphabet_for, kernel_hits, single_block
+from helpers import alphabet_for, examples, kernel_hits, single_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +16,7 @@ dna_text = st.text(alphabet="ACGTNacgt", min_size=1, max_size=300)
 dna_read = st.text(alphabet="ACGTN", min_size=1, max_size=12)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=dna_text, reads=st.lists(dna_read, min_size=1, max_size=20), data=st.data())
 def test_kernel_equals_brute_force_dna(device, text, reads, data):
     # Half the reads are substrings of the text, to exercise real hits.
@@ -32,7 +32,7 @@ def test_kernel_equals_brute_force_dna(device, text, reads, data):
 
 
 @pytest.mark.parametrize("alphabet_name", ["protein", "text"])
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_kernel_equals_brute_force_other_alphabets(device, alphabet_name, data):
     symbols = "ACDEFGHIKLMNPQRSTVWYX" if alphabet_name == "protein" else "ab cd,.~EF"

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from helpers import alphabet_for, single_block
+from helpers import alphabet_for, examples, single_block
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +19,7 @@ def table_on_host(device, table):
     return out
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_table_equals_numpy(device, data):
     """Every level, dead intervals included, for DNA with N runs and contig separators, and other alphabets."""
