@@ -72,8 +72,8 @@ def test_hits_equal_brute_force(tmp_path, client, alphabet, layout, block_length
        n_reads=st.integers(1, 120), chunk_size=st.integers(1, 100), data=st.data())
 def test_random_cases_equal_brute_force(tmp_path, client, seed, alphabet, layout, max_len, lengths, sa_sample_rate,
                                         n_reads, chunk_size, data):
-    """Any number of contigs of any length (down to one symbol), blocks from just over the
-    longest read to one block, any SA sample rate, chunks of one read upwards."""
+    """One to five contigs of any length (down to one symbol), blocks from just over the longest
+    read to one block, any SA sample rate, chunks of one read upwards."""
     block_length = data.draw(st.integers(max_len + 5, 1500), label="block_length")
     check_hits_against_brute_force(Path(tempfile.mkdtemp(dir=tmp_path)), client, np.random.default_rng(seed),
                                    alphabet, layout, block_length, max_len, lengths, sa_sample_rate, n_reads,

@@ -62,7 +62,6 @@ def test_phash_reports_a_subset_of_fm_with_the_same_alignments(tmp_path, client,
     assert len(ph) >= 0.5 * len(fm)  # the filter finds most loci of these reads, not a handful
 
 
-
 @settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), alphabet=st.sampled_from(["dna", "protein", "text"]), k=st.integers(1, 3),
        neighborhood_length=st.integers(2, 6), stored_errors=st.integers(0, 2), block_length=st.integers(60, 900),
@@ -80,6 +79,7 @@ def test_random_specs_report_a_subset_of_fm(tmp_path, client, seed, alphabet, k,
     fm, ph = run_both(Path(tempfile.mkdtemp(dir=tmp_path)), client, contigs, reads, alphabet, k, block_length, spec,
                       delta=delta, neighborhood_errors=errors)
     assert ph.items() <= fm.items()
+
 
 def test_spaced_seed_delta_and_neighborhood_errors(tmp_path, client):
     rng = np.random.default_rng(7)
