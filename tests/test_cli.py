@@ -135,10 +135,14 @@ BAD_READS = {
     "not_fastx": "hello world\n",
     "long_name": "@" + "n" * 255 + "\nACGT\n+\nIIII\n",
     "no_name": "@" + "n" * 250 + "\nACGT\n+\nIIII\n@\nACGT\n+\nIIII\n",
+    "tab_in_quality": "@r1\nACGT\n+\nIIII\n@r2 x\nACGT\n+\nII\tI\n",  # would cut a SAM record
+    "space_in_quality": "@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\n III\n",
 }
 # What a bad input's one line says: a long read name is cut short in it.
 BAD_READS_SAY = {"long_name": ["SAM allows at most 254", "n" * 40 + "'..."],
-                 "no_name": ["a read has no name", "n" * 40 + "'...)"]}
+                 "no_name": ["a read has no name", "n" * 40 + "'...)"],
+                 "tab_in_quality": ["the quality of read 'r2' holds a tab"],
+                 "space_in_quality": ["the quality of read 'r2' holds a space"]}
 # Reads that cannot be searched: written unmapped, or with --strict an error.
 ODD_READS = {
     "empty_read": "@r1\n\n+\n\n",

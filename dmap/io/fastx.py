@@ -111,17 +111,28 @@ def split_fastq(data: np.ndarray) -> ReadFields | None:
     low, low_bytes = _low_bytes(data)
     if (low_bytes >= 128).any():
         return None
-    nl = low[low_bytes == 10]
+    nl_at = np.flatnonzero(low_bytes == 10)  # the newlines' places among the low bytes
+    nl = low[nl_at]
     if nl.size == 0 or nl[-1] != data.size - 1:
         nl = np.append(nl, data.size)
+        nl_at = np.append(nl_at, low.size)
     if nl.size % 4:
         return None
     starts = np.empty_like(nl)
     starts[0] = 0
     starts[1:] = nl[:-1] + 1
     ends = nl
+    # A quality line holds no space, tab or other control byte but the "\r" of its line end: between
+    # its record's last two newlines none of the low bytes.  Records with one are left to dnaio and
+    # the check of its records (_check_qualities).  A sequence may hold them (text reads; an odd DNA
+    # read), and a header line ends its name at the first space or tab.
+    lines = nl_at.reshape(-1, 4)
+    in_quality = lines[:, 3] - lines[:, 2] - 1
     if (low_bytes == 13).any():  # drop "\r" before "\n" (five passes over the newlines; most files have none)
         ends = nl - ((nl > starts) & (data[np.maximum(nl - 1, 0)] == 13))
+        in_quality -= nl[3::4] - ends[3::4]
+    if in_quality.any():
+        return None
     head, seq, plus, qual = (starts[k::4] for k in range(4))
     seq_len = ends[1::4] - seq
     if ((data[head] != ord("@")).any() or (data[plus] != ord("+")).any() or (ends[2::4] - plus != 1).any()
@@ -151,6 +162,23 @@ def _parse_with_dnaio(data: np.ndarray, fastq: bool, path: str, where: str) -> R
         raise InputFormatError(f"reads file {path!r} is malformed: {e} (the records from {where})") from None
     return ReadFields.from_strings([r.id for r in records], [r.sequence for r in records],
                                    [r.qualities for r in records] if fastq else None)
+
+
+def _check_qualities(fields: ReadFields, path: str, where: str) -> None:
+    """Refuse a quality that holds a space or a control byte (dnaio passes them on): FASTQ's and
+    SAM's qualities are '!' to '~', and a tab would cut a SAM record into other fields."""
+    if fields.qual_off is None or not len(fields):
+        return
+    low = np.flatnonzero(fields.data < ord("!"))
+    record = np.maximum(np.searchsorted(fields.qual_off, low, side="right") - 1, 0)
+    inside = (low >= fields.qual_off[record]) & (low < fields.qual_off[record] + fields.seq_len[record])
+    if inside.any():
+        at = int(np.argmax(inside))
+        i, byte = int(record[at]), int(fields.data[low[at]])
+        what = {32: "a space", 9: "a tab"}.get(byte, f"the control byte 0x{byte:02x}")
+        name = fields.data[fields.name_off[i]:fields.name_off[i] + fields.name_len[i]].tobytes().decode("latin-1")
+        raise InputFormatError(f"reads file {path!r} is malformed: the quality of read {_shown(name)} holds "
+                               f"{what}; qualities are '!' to '~' (the records from {where})")
 
 
 def _low_bytes(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -192,6 +220,7 @@ def bytes_fields(source: FileSplit | RawBlock, data: np.ndarray, where: str) -> 
         if data.size == 0:
             return ReadFields.from_strings([], [], [] if source.fastq else None)
         fields = _parse_with_dnaio(data, source.fastq, source.path, where)
+        _check_qualities(fields, source.path, where)
     if len(fields) and fields.seq_len.max() > splits.MAX_RECORD_BYTES:
         raise InputFormatError(f"reads file {source.path!r} holds a record over {splits.MAX_RECORD_BYTES} bytes "
                                f"long (after {where}), far longer than any index maps")

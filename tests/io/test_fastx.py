@@ -43,8 +43,33 @@ def test_plain_records_take_the_numpy_path():
     assert list(f.seq_len) == [4, 2]
     # Anything unusual is left to dnaio.
     for odd in (b"@r1\nACGT\n+r1\nIIII\n", "@r\xe9\nA\n+\nI\n".encode("latin-1"), b"@r1\nACGT\n+\nIII\n",
-                b"@r1\nACGT\n+\nIIII\n\n"):
+                b"@r1\nACGT\n+\nIIII\n\n", b"@r1\r\nACGT\r\n+\r\nII\rI\r\n",
+                b"@r1 c\nACGT\n+\nIIII\n@r2\nAC\n+\n!\x01"):
         assert split_fastq(np.frombuffer(odd, np.uint8)) is None
+    # Spaces, tabs and "\r" anywhere but in a quality: a text read may hold spaces.
+    f = split_fastq(np.frombuffer(b"@r1 c d\r\nAC T\r\n+\r\nIIII\r\n@r2\t\x01x\nA\tC\n+\n!!!\r", np.uint8))
+    assert f is not None and list(f.name_len) == [2, 2] and list(f.seq_len) == [4, 3]
+
+
+@pytest.mark.parametrize("byte, says", [(b" ", "a space"), (b"\t", "a tab"), (b"\x01", "the control byte 0x01"),
+                                        (b"\r", "the control byte 0x0d")])
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_quality_with_a_space_or_control_byte_is_refused(tmp_path, byte, says, gz):
+    # FASTQ's and SAM's qualities are '!' to '~'; dnaio passes other bytes on, and a tab would
+    # cut the SAM record into other fields.  In a later chunk too, and from a stream.
+    text = b"@r1\nACGT\n+\nIIII\n" * 3 + b"@r2 x\nACGT\n+\nII" + byte + b"I\n@r3\nACGT\n+\nIIII\n"
+    path = tmp_path / ("r.fq.gz" if gz else "r.fq")
+    path.write_bytes(gzip.compress(text) if gz else text)
+    for chunk_size in (1, 2, 10):
+        with pytest.raises(InputFormatError, match=f"is malformed: the quality of read 'r2' holds {says}; "):
+            list(iter_read_chunks(path, DNA, chunk_size))
+
+
+def test_a_space_in_a_sequence_is_an_odd_read(tmp_path):
+    (tmp_path / "r.fq").write_bytes(b"@a\nACGT\n+\nIIII\n@b x\nAC T\n+\nIIII\n")
+    (chunk,) = iter_read_chunks(tmp_path / "r.fq", DNA, 10, strict=False)
+    assert chunk.names == ["a", "b"] and chunk.skipped.tolist() == [False, True]
+    assert chunk.unmappable == {"unknown symbol": 1}
 
 
 def test_fasta_reads(tmp_path):
