@@ -9,7 +9,19 @@ import sys
 import numpy as np
 import pysam
 import pytest
-from helpers import assert_clean_failure, dmap_cmd, have, http_server, sam_body, write_fasta, write_fastq
+from helpers import (
+    assert_clean_failure,
+    dmap_cmd,
+    examples,
+    have,
+    http_server,
+    random_contig,
+    sam_body,
+    write_fasta,
+    write_fastq,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 REF = [("chrA", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGCTAGGATCGATCGGATC"), ("chrB", "TTTTGGGGCCCCAAAA")]
 
@@ -919,3 +931,134 @@ def test_a_device_that_refuses_writes_is_one_line_saying_what_is_left(index, tmp
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip() == ("dmap: error: cannot write '/dev/full': No space left on device; "
                                 "the records written so far are incomplete")
+
+
+@pytest.fixture(scope="module")
+def forms_case(tmp_path_factory):
+    """A 3-contig genome's index in several blocks, 240 reads with up to 3 edits (some lowercase,
+    some odd) and 120 pairs, as plain FASTQ: what the random runs below read in every form."""
+    from cases import planted
+
+    from dmap.alphabet import reverse_complement
+
+    d = tmp_path_factory.mktemp("forms")
+    rng = np.random.default_rng(11)
+    contigs = [(f"c{i}", random_contig(rng, "dna", n)) for i, n in enumerate((9000, 5000, 3000))]
+    write_fasta(d / "ref.fa", contigs)
+    r = dmap_cmd("index", d / "ref.fa", "-o", d / "idx", "--max-query-length", "130", "--block-length", "6000")
+    assert r.returncode == 0, r.stderr
+
+    def piece(length):
+        seq = contigs[int(rng.integers(3))][1]
+        at = int(rng.integers(0, len(seq) - length))
+        return seq[at:at + length]
+
+    reads = [planted(rng, piece(int(rng.integers(40, 110))), int(rng.integers(0, 4)), "ACGT") for _ in range(240)]
+    reads = [reverse_complement(s) if i % 2 else s for i, s in enumerate(reads)]
+    reads[7], reads[20], reads[33] = reads[7].lower(), "", "N" * 50
+    write_fastq(d / "se.fq", reads)
+    firsts, seconds = [], []
+    for i in range(120):
+        fragment = piece(int(rng.integers(150, 260)))
+        a, b = fragment[:70], reverse_complement(fragment[-70:])
+        a, b = planted(rng, a, int(rng.integers(0, 3)), "ACGT"), planted(rng, b, int(rng.integers(0, 3)), "ACGT")
+        firsts.append(b if i % 2 else a)
+        seconds.append(random_contig(rng, "dna", 70, repeats=False) if i % 11 == 3 else (a if i % 2 else b))
+    for mate, seqs in ((1, firsts), (2, seconds)):
+        write_fastq(d / f"p{mate}.fq", seqs, [f"p{i}/{mate}" for i in range(len(seqs))])
+    return d
+
+
+def _records(path, fmt):
+    """A SAM, BAM or BGZF-compressed SAM file's lines but @PG (samtools' text for BAM)."""
+    if fmt == "bam":
+        text = pysam.view("-h", "--no-PG", str(path))
+    else:
+        text = (gzip.decompress(path.read_bytes()) if fmt == "sam.gz" else path.read_bytes()).decode()
+    return [line for line in text.splitlines() if not line.startswith("@PG")]
+
+
+@settings(max_examples=examples(4), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_runs_write_the_records_of_a_plain_run(forms_case, tmp_path_factory, data):
+    """Any input form (files cut into a list, gzip, bgzip, file:// URLs, @FILE, a manifest, standard
+    input, an interleaved file), output form (SAM, BAM, BGZF SAM; a file, one dmap wrote before,
+    standard output, a FIFO) and chunk size give the records of the reads as plain files into
+    SAM, for any mapping options, single-end and paired."""
+    from readfiles import bgzf_blocks
+
+    draw = data.draw
+    d, work = forms_case, tmp_path_factory.mktemp("run")
+    paired = draw(st.booleans(), "paired")
+    k = draw(st.integers(0, 2), "K")
+    options = ["-e", str(k)] + (["--all"] if k and draw(st.booleans(), "all") else [])
+    options += draw(st.sampled_from([[], ["--max-hits", "1"], ["--max-hits", "3"]]), "max hits")
+    if paired:
+        options += draw(st.sampled_from([[], ["--min-insert", "100", "--max-insert", "300"]]), "insert")
+    # The reads cut into 1-3 files, each with its read group or none.
+    n = 120 if paired else 240
+    cuts = draw(st.lists(st.integers(1, n - 1), max_size=2, unique=True), "cuts")
+    bounds = [0, *sorted(cuts), n]
+    mates = ["p1.fq", "p2.fq"] if paired else ["se.fq"]
+    files = []
+    for name in mates:
+        lines = (d / name).read_text().splitlines(keepends=True)
+        files.append([work / f"{name}.{j}" for j in range(len(bounds) - 1)])
+        for path, a, b in zip(files[-1], bounds, bounds[1:]):
+            path.write_text("".join(lines[4 * a:4 * b]))
+    groups = [f"@RG\\tID:lane{j}\\tSM:s" for j in range(len(bounds) - 1)] if draw(st.booleans(), "RG") else []
+    plain = [",".join(map(str, each)) for each in files]
+    ref = work / "ref.sam"
+    r = dmap_cmd("run", d / "idx", *plain, *options, *[a for g in groups for a in ("-R", g)], "-o", ref)
+    assert r.returncode == 0, r.stderr
+
+    forms = ["plain", "gzip", "bgzip", "url", "list file"] + (["manifest"] if groups else [])
+    if len(bounds) == 2 and not groups:
+        forms.append("interleaved" if paired else "stdin")
+    form = draw(st.sampled_from(forms), "input form")
+    stdin, read_groups = None, [a for g in groups for a in ("-R", g)]
+    if form in ("gzip", "bgzip"):
+        for each in files:
+            for path in each:
+                text = path.read_bytes()
+                path.with_name(path.name + ".gz").write_bytes(gzip.compress(text, 1) if form == "gzip" else
+                                                              bgzf_blocks(text, range(0, len(text), 4000)))
+        inputs = [",".join(f"{p}.gz" for p in each) for each in files]
+    elif form == "url":
+        inputs = [",".join(f"file://{p}" for p in each) for each in files]
+    elif form == "list file":
+        inputs = []
+        for i, each in enumerate(files):
+            (work / f"list{i}").write_text("".join(f"{p}\n" for p in each))
+            inputs.append(f"@{work / f'list{i}'}")
+    elif form == "manifest":
+        rows = zip(*files) if paired else ((p, "-") for p in files[0])
+        (work / "m.tsv").write_text("".join(f"{a}\t{b}\tID:lane{j}\tSM:s\n" for j, (a, b) in enumerate(rows)))
+        inputs, read_groups = ["--manifest", work / "m.tsv"], []
+    elif form == "interleaved":
+        one, two = (p.read_text().splitlines(keepends=True) for p in (files[0][0], files[1][0]))
+        (work / "il.fq").write_text("".join("".join(one[i:i + 4] + two[i:i + 4]) for i in range(0, len(one), 4)))
+        inputs = [work / "il.fq", "--interleaved"]
+    elif form == "stdin":
+        inputs, stdin = ["-"], files[0][0].read_bytes()
+    else:
+        inputs = plain
+    fmt = draw(st.sampled_from(["sam", "bam", "sam.gz"]), "format")
+    chunk = draw(st.sampled_from([[], ["--chunk-size", "1"], ["--chunk-size", "7"], ["--chunk-size", "50"]]), "chunk")
+    where = draw(st.sampled_from(["file", "its own file", "stdout", "fifo"]), "output")
+    out = work / f"out.{fmt}"
+    command = [sys.executable, "-m", "dmap", "run", d / "idx", *inputs, *options, *read_groups, *chunk, "-O", fmt]
+    if where == "its own file":  # a file dmap wrote is replaced
+        assert subprocess.run([*command, "-o", out], capture_output=True, input=stdin).returncode == 0
+    if where == "fifo":
+        os.mkfifo(work / "fifo")
+        reader = subprocess.Popen(["cat", work / "fifo"], stdout=open(out, "wb"))
+        r = subprocess.run([*command, "-o", work / "fifo"], capture_output=True, input=stdin, timeout=120)
+        reader.wait(timeout=60)
+    elif where == "stdout":
+        r = subprocess.run(command, capture_output=True, input=stdin, timeout=120)
+        out.write_bytes(r.stdout)
+    else:
+        r = subprocess.run([*command, "-o", out], capture_output=True, input=stdin, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    assert _records(out, fmt) == (_records(ref, "bam") if fmt == "bam" else _records(ref, "sam"))
