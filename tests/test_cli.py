@@ -863,6 +863,25 @@ def test_a_fasta_given_as_the_index(tmp_path):
     assert_clean_failure(r, tmp_path / "o.sam", "is a file, not a dmap index", "dmap index")
 
 
+@pytest.mark.parametrize("folder", ["empty", "other zarr", "damaged"])
+def test_a_folder_that_is_not_an_index(index, tmp_path, folder):
+    import shutil
+
+    import zarr
+
+    given = tmp_path / "given"
+    if folder == "empty":
+        given.mkdir()
+    elif folder == "other zarr":
+        zarr.open_group(given, mode="w").attrs["x"] = 1
+    else:
+        shutil.copytree(index, given)
+        (given / "zarr.json").write_text("{ not json")
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"])
+    r = dmap_cmd("run", given, tmp_path / "r.fq", "-o", tmp_path / "o.sam")
+    assert_clean_failure(r, tmp_path / "o.sam", f"index '{given}' is not a dmap index", "'dmap index REFERENCE")
+
+
 @pytest.mark.parametrize("address, words", [
     ("banana", ["not a scheduler address"]), ("tcp://localhost", ["not a scheduler address", "port"]),
     ("tcp://127.0.0.1:1", ["cannot reach", "refused"]),

@@ -240,9 +240,11 @@ class Index:
         try:
             raw = (attributes if attributes is not None else self._group.attrs).get("dmap")
         except Exception as e:  # zarr raises many kinds for a non-zarr folder
-            raise IndexFormatError(f"{self.path!r} is not a dmap index ({type(e).__name__}: {e})") from None
+            raise IndexFormatError(f"index {self.path!r} is not a dmap index, or is damaged (Zarr: {e}); build an "
+                                   f"index with 'dmap index REFERENCE -o INDEX'") from None
         if not isinstance(raw, dict) or raw.get("format") != FORMAT_NAME:
-            raise IndexFormatError(f"{self.path!r} is not a dmap index (no dmap metadata)")
+            raise IndexFormatError(f"index {self.path!r} is not a dmap index (a Zarr group without dmap's metadata); "
+                                   f"build an index with 'dmap index REFERENCE -o INDEX'")
         if raw.get("format_version") not in READABLE_VERSIONS:
             raise IndexFormatError(
                 f"index {self.path!r} has format version {raw.get('format_version')}, this dmap reads version "
