@@ -2,13 +2,14 @@
 (splitting files into byte ranges: test_splits.py)."""
 
 import gzip
+import io
 import re
 
 import dnaio
 import numpy as np
 import pytest
 from helpers import examples
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from readfiles import DNA, chunk_records, dnaio_records, fastq_files
 
@@ -41,14 +42,45 @@ def test_plain_records_take_the_numpy_path():
     assert f is not None
     assert bytes(data[f.name_off[1]: f.name_off[1] + f.name_len[1]]) == b"r2"
     assert list(f.seq_len) == [4, 2]
+    # '+' lines that repeat the header, as SRA's fastq-dump writes them.
+    f = split_fastq(np.frombuffer(b"@SRR1.1 a length=4\nACGT\n+SRR1.1 a length=4\nIIII\n@r2\nAC\n+r2\n!!", np.uint8))
+    assert f is not None and list(f.name_len) == [6, 2]
     # Anything unusual is left to dnaio.
-    for odd in (b"@r1\nACGT\n+r1\nIIII\n", "@r\xe9\nA\n+\nI\n".encode("latin-1"), b"@r1\nACGT\n+\nIII\n",
+    for odd in (b"@r1\nACGT\n+r2\nIIII\n", b"@r1 c\nACGT\n+r1\nIIII\n", b"@r1\nACGT\n+r1 \nIIII\n",
+                "@r\xe9\nA\n+\nI\n".encode("latin-1"), b"@r1\nACGT\n+\nIII\n",
                 b"@r1\nACGT\n+\nIIII\n\n", b"@r1\r\nACGT\r\n+\r\nII\rI\r\n",
                 b"@r1 c\nACGT\n+\nIIII\n@r2\nAC\n+\n!\x01"):
         assert split_fastq(np.frombuffer(odd, np.uint8)) is None
     # Spaces, tabs and "\r" anywhere but in a quality: a text read may hold spaces.
     f = split_fastq(np.frombuffer(b"@r1 c d\r\nAC T\r\n+\r\nIIII\r\n@r2\t\x01x\nA\tC\n+\n!!!\r", np.uint8))
     assert f is not None and list(f.name_len) == [2, 2] and list(f.seq_len) == [4, 3]
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(header=st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1, max_size=40),
+       plus=st.sampled_from(["empty", "same", "changed", "longer", "shorter"]), at=st.integers(0, 39),
+       crlf=st.booleans(), last=st.booleans())
+def test_plus_lines_are_judged_as_dnaio_judges_them(header, plus, at, crlf, last):
+    # The '+' line is empty or repeats the header, compared 8 bytes at a time: a change in any
+    # byte of any word, the last one partly the line's, is found.
+    assume(not header.startswith(" "))
+    second = {"empty": "", "same": header, "longer": header + "x", "shorter": header[:-1]}.get(plus)
+    if second is None:
+        i = at % len(header)
+        second = header[:i] + chr(33 + (ord(header[i]) - 32) % 94) + header[i + 1:]
+    end = "\r\n" if crlf else "\n"
+    record = end.join([f"@{header}", "ACGT", f"+{second}", "IIII"]) + end
+    text = (record + ("" if last else f"@x{end}A{end}+{end}I{end}")).encode()
+    try:
+        want = [r.name for r in dnaio.open(io.BytesIO(text), fileformat="fastq")]
+    except dnaio.FileFormatError:
+        want = None
+    fields = split_fastq(np.frombuffer(text, np.uint8))
+    assert (fields is not None) <= (want is not None)
+    assert (fields is not None) == (second in ("", header))
+    if fields is not None:
+        names = [bytes(fields.data[a:a + n]).decode() for a, n in zip(fields.name_off, fields.name_len)]
+        assert names == [w.split()[0] if w.split() else "" for w in want]
 
 
 @pytest.mark.parametrize("byte, says", [(b" ", "a space"), (b"\t", "a tab"), (b"\x01", "the control byte 0x01"),
