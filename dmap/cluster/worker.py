@@ -153,13 +153,27 @@ def _worker_device_stats(dask_worker, index_path: str | None = None) -> dict | N
     return stats
 
 
+def run_on_workers(client: Client, function, *args, **kwargs) -> dict:
+    """``client.run(function, *args, **kwargs)``: each worker's result, by address, but for the
+    workers that died while it ran (their connection broke: an OSError).  Dask reruns a lost
+    worker's tasks on the others, so a run goes on without it; an error of ``function`` itself
+    is raised."""
+    results = client.run(function, *args, on_error="return", **kwargs)
+    for result in results.values():
+        if isinstance(result, Exception) and not isinstance(result, OSError):
+            raise result
+    return {w: r for w, r in results.items() if not isinstance(r, Exception)}
+
+
 def device_stats(client: Client, index_path: str | None = None) -> dict[str, dict]:
     """Counters of each device worker, read now: device, block loads, queries
     searched, seconds per activity (the dashboard's dmap page shows the same);
     with ``index_path``, also the digest of the index each worker sees there
     (:func:`dmap.index.store.index_identity`; None and ``index_error`` where it
-    cannot read it) and its host."""
-    return {w: s for w, s in client.run(_worker_device_stats, index_path=index_path).items() if s is not None}
+    cannot read it) and its host.  A worker that dies meanwhile is left out
+    (:func:`run_on_workers`)."""
+    stats = run_on_workers(client, _worker_device_stats, index_path=index_path)
+    return {w: s for w, s in stats.items() if s is not None}
 
 
 def block_loads(client: Client) -> dict[str, int]:

@@ -59,7 +59,7 @@ from distributed.scheduler import KilledWorker, NoValidWorkerError, NoWorkerErro
 from ..approx.alignments import ChunkAlignments
 from ..approx.settings import MAX_ERRORS_LIMIT, approximate_settings
 from ..cluster.client import client_for, require_device_workers, require_same_code, require_same_index
-from ..cluster.worker import device_stats
+from ..cluster.worker import device_stats, run_on_workers
 from ..errors import ClusterError, DeviceError, DmapError, DmapWarning, OutputError
 from ..format import bam, bgzf, sam
 from ..format.writer import Parts, SamWriter, direct_writes
@@ -348,7 +348,7 @@ def map_reads(
                 counts.client = c
                 # Workers in other processes write the records themselves; those in this
                 # process (the embedded cluster) hand them over in memory, without a copy.
-                apart = any(pid != os.getpid() for pid in c.run(os.getpid).values())  # workers in other processes
+                apart = any(pid != os.getpid() for pid in run_on_workers(c, os.getpid).values())  # other processes
                 if writer is not None and apart:
                     parts = Parts.create(out.tmp)
                     settings = dataclasses.replace(settings, parts=parts, in_place=out.tmp is not None)

@@ -136,6 +136,27 @@ def test_worker_killed_mid_run_gives_the_same_sam(real_cluster, mapping_case, tm
     assert sam_body(tmp_path / "killed.sam") == sam_body(tmp_path / "clean.sam")
 
 
+def test_a_worker_that_dies_while_every_worker_is_asked_is_left_out(tmp_path):
+    """A run asks every worker for its process, dmap, index and counters (a broadcast) when it
+    starts and ends; a worker killed meanwhile (in a random run, 0.5 s in) failed the run with
+    "lost the Dask cluster".  Its broken connection now leaves it out, as Dask reruns its tasks
+    on the others; an error of the function itself is still raised."""
+    from distributed import Client
+
+    from dmap.cluster.worker import run_on_workers
+
+    address, procs = start_cluster(tmp_path, 2, worker_args=(*PRELOAD, "--no-nanny"))
+    try:
+        with Client(address, timeout=30) as client:
+            names = run_on_workers(client, lambda dask_worker: os._exit(1) if dask_worker.name == "w0"
+                                   else dask_worker.name)
+            assert list(names.values()) == ["w1"] and procs[1].wait(timeout=30) == 1
+            with pytest.raises(ZeroDivisionError):
+                run_on_workers(client, lambda: 1 / 0)
+    finally:
+        stop(procs)
+
+
 def test_a_worker_without_the_preload_is_counted_and_checked(mapping_case, tmp_path):
     """A worker started with the device resource but without dmap's preload takes the default
     device: it is given dmap's plugin when the run asks for the workers' counters, so its dmap
