@@ -105,6 +105,49 @@ def split_fastq(data: np.ndarray) -> ReadFields | None:
     valid.  Like dnaio, a name ends at the first space or tab, a line's
     trailing ``\\r`` is dropped, and the last line may lack its newline.
     """
+    lines = _lines(data, 4)
+    if lines is None:
+        return None
+    low, low_bytes, nl_at, starts, ends, dropped = lines
+    # A quality line holds no space, tab or other control byte but the "\r" of its line end: between
+    # its record's last two newlines none of the low bytes.  Records with one are left to dnaio and
+    # the check of its records (_check_qualities).  A sequence may hold them (text reads; an odd DNA
+    # read), and a header line ends its name at the first space or tab.
+    if (nl_at[3::4] - nl_at[2::4] - 1 - dropped[3::4]).any():
+        return None
+    head, seq, plus, qual = (starts[k::4] for k in range(4))
+    seq_len = ends[1::4] - seq
+    if ((data[head] != ord("@")).any() or (data[plus] != ord("+")).any() or (ends[3::4] - qual != seq_len).any()
+            or not _plus_lines_repeat_headers(data, head, ends[::4], plus, ends[2::4])):
+        return None
+    name, name_len = _names(data, low, low_bytes, head, ends[::4])
+    return ReadFields(data, name, name_len, seq, seq_len, qual)
+
+
+def split_fasta(data: np.ndarray) -> ReadFields | None:
+    """The fields of FASTA records of one sequence line each, as reads are written, found with
+    numpy (dnaio made a Python object per read).
+
+    Returns None for anything else (a sequence over several lines or none, a space or control
+    byte in a sequence, whose trailing ones dnaio drops, a non-ASCII byte): dnaio parses those.
+    """
+    lines = _lines(data, 2)
+    if lines is None:
+        return None
+    low, low_bytes, nl_at, starts, ends, dropped = lines
+    head, seq = starts[0::2], starts[1::2]
+    if ((nl_at[1::2] - nl_at[0::2] - 1 - dropped[1::2]).any() or (data[head] != ord(">")).any()
+            or (data[np.minimum(seq, data.size - 1)] == ord(">")).any()):  # a record without a sequence line
+        return None
+    name, name_len = _names(data, low, low_bytes, head, ends[::2])
+    return ReadFields(data, name, name_len, seq, ends[1::2] - seq, None)
+
+
+def _lines(data: np.ndarray, per_record: int) -> tuple[np.ndarray, ...] | None:
+    """The lines of ``data``, whole records of ``per_record`` lines, and its low bytes: the low
+    bytes' places and values (:func:`_low_bytes`), each newline's place among them, where each
+    line starts and ends (without a "\\r" before its newline), and 1 where that "\\r" was dropped.
+    None where ``data`` is empty, holds a non-ASCII byte or its lines do not make whole records."""
     if data.size == 0:
         return None
     # One pass (_low_bytes) finds every newline, space and tab, other control
@@ -114,40 +157,31 @@ def split_fastq(data: np.ndarray) -> ReadFields | None:
         return None
     nl_at = np.flatnonzero(low_bytes == 10)  # the newlines' places among the low bytes
     nl = low[nl_at]
-    if nl.size == 0 or nl[-1] != data.size - 1:
+    if nl.size == 0 or nl[-1] != data.size - 1:  # the last line may lack its newline
         nl = np.append(nl, data.size)
         nl_at = np.append(nl_at, low.size)
-    if nl.size % 4:
+    if nl.size % per_record:
         return None
     starts = np.empty_like(nl)
     starts[0] = 0
     starts[1:] = nl[:-1] + 1
-    ends = nl
-    # A quality line holds no space, tab or other control byte but the "\r" of its line end: between
-    # its record's last two newlines none of the low bytes.  Records with one are left to dnaio and
-    # the check of its records (_check_qualities).  A sequence may hold them (text reads; an odd DNA
-    # read), and a header line ends its name at the first space or tab.
-    lines = nl_at.reshape(-1, 4)
-    in_quality = lines[:, 3] - lines[:, 2] - 1
+    ends, dropped = nl, np.zeros(nl.size, np.int8)
     if (low_bytes == 13).any():  # drop "\r" before "\n" (five passes over the newlines; most files have none)
-        ends = nl - ((nl > starts) & (data[np.maximum(nl - 1, 0)] == 13))
-        in_quality -= nl[3::4] - ends[3::4]
-    if in_quality.any():
-        return None
-    head, seq, plus, qual = (starts[k::4] for k in range(4))
-    seq_len = ends[1::4] - seq
-    if ((data[head] != ord("@")).any() or (data[plus] != ord("+")).any() or (ends[3::4] - qual != seq_len).any()
-            or not _plus_lines_repeat_headers(data, head, ends[::4], plus, ends[2::4])):
-        return None
+        dropped = ((nl > starts) & (data[np.maximum(nl - 1, 0)] == 13)).astype(np.int8)
+        ends = nl - dropped
+    return low, low_bytes, nl_at, starts, ends, dropped
+
+
+def _names(data: np.ndarray, low: np.ndarray, low_bytes: np.ndarray, head: np.ndarray,
+           head_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each name starts (after its header's '@' or '>') and its length: up to the first
+    space or tab of the header line, as dnaio's ``id``."""
     name = head + 1
     spaces = low[(low_bytes == 32) | (low_bytes == 9)]
-    if spaces.size:
-        at = np.searchsorted(spaces, name)
-        first_space = np.append(spaces, data.size)[at]
-        name_end = np.minimum(first_space, ends[::4])
-    else:
-        name_end = ends[::4]
-    return ReadFields(data, name, name_end - name, seq, seq_len, qual)
+    if not spaces.size:
+        return name, head_end - name
+    first_space = np.append(spaces, data.size)[np.searchsorted(spaces, name)]
+    return name, np.minimum(first_space, head_end) - name
 
 
 def _plus_lines_repeat_headers(data: np.ndarray, head: np.ndarray, head_end: np.ndarray, plus: np.ndarray,
@@ -252,7 +286,7 @@ def source_bytes(source: FileSplit | RawBlock) -> tuple[np.ndarray, str]:
 
 def bytes_fields(source: FileSplit | RawBlock, data: np.ndarray, where: str) -> ReadFields:
     """The records of ``data``, whole records of ``source``'s bytes (see :func:`source_fields`)."""
-    fields = split_fastq(data) if source.fastq else None
+    fields = split_fastq(data) if source.fastq else split_fasta(data)
     if fields is None:
         if data.size == 0:
             return ReadFields.from_strings([], [], [] if source.fastq else None)

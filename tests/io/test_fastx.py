@@ -104,6 +104,27 @@ def test_a_space_in_a_sequence_is_an_odd_read(tmp_path):
     assert chunk.unmappable == {"unknown symbol": 1}
 
 
+@settings(max_examples=examples(150), deadline=None)
+@given(records=st.lists(st.tuples(st.text("abc019_:. \t", min_size=0, max_size=12),
+                                  st.lists(st.text("ACGTNacgt \t", max_size=30), min_size=0, max_size=3)),
+                        min_size=1, max_size=8),
+       crlf=st.booleans(), final_newline=st.booleans())
+def test_fasta_records_are_split_as_dnaio_reads_them(records, crlf, final_newline):
+    # Reads as FASTA: a sequence line each, split with numpy; sequences over several lines or
+    # none, or with spaces and tabs (which dnaio drops at a line's end), are dnaio's.
+    end = "\r\n" if crlf else "\n"
+    text = end.join(end.join([f">{header}", *lines]) for header, lines in records)
+    text = (text + (end if final_newline else "")).encode()
+    want = [(r.id, r.sequence) for r in dnaio.open(io.BytesIO(text), fileformat="fasta")]
+    fields = fastx.split_fasta(np.frombuffer(text, np.uint8))
+    if all(len(lines) == 1 and re.fullmatch(r"\S+", lines[0]) for _, lines in records):
+        assert fields is not None
+    if fields is not None:  # (also for a text that reads as such records, e.g. one with an empty line)
+        got = [(bytes(fields.data[a:a + n]).decode(), bytes(fields.data[b:b + m]).decode())
+               for a, n, b, m in zip(fields.name_off, fields.name_len, fields.seq_off, fields.seq_len)]
+        assert got == want and fields.qual_off is None
+
+
 def test_fasta_reads(tmp_path):
     (tmp_path / "r.fa").write_text(">a x\nACGT\nAC\n>b\nGG\n")
     [chunk] = list(iter_read_chunks(tmp_path / "r.fa", DNA, 10))
