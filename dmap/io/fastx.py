@@ -2,9 +2,10 @@
 
 A chunk of reads (:mod:`dmap.io.splits`: a byte range of a file or a block
 of a stream, whole records either way) is parsed where it is read, on a
-worker: plain four-line FASTQ is split into fields with numpy (no Python
-object per read: that was most of the host's time), and anything else is
-parsed by dnaio, so dnaio stays the judge of what is valid.  On top: one
+worker: four-line FASTQ records and FASTA records of one sequence line are
+split into fields with numpy (no Python object per read: that was most of
+the host's time), and anything else is parsed by dnaio, so dnaio stays the
+judge of what is valid.  On top: one
 clear error per kind of bad input and symbol checks against the index
 alphabet.  The read types are in :mod:`dmap.reads`.
 """
@@ -264,7 +265,8 @@ def _low_bytes(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def source_fields(source: Source) -> ReadFields:
     """The records of a chunk of the input (:mod:`dmap.io.splits`), parsed where the chunk is read:
-    plain four-line FASTQ by :func:`split_fastq`, anything else by dnaio."""
+    four-line FASTQ by :func:`split_fastq`, one-line FASTA by :func:`split_fasta`, anything else by
+    dnaio."""
     return source_records(source)[0]
 
 
