@@ -3,6 +3,7 @@
     python3 benchmarks/exact_vs_bowtie.py [--reads 1000000] [--length 100] [--work /tmp/dmap-bench] [--threads 2]
     python3 benchmarks/exact_vs_bowtie.py --contigs 200000 --contig-length 175 --length 50 --reads 500000
     python3 benchmarks/exact_vs_bowtie.py --reads 200000 --files 2000
+    python3 benchmarks/exact_vs_bowtie.py --form sra|fasta
 
 Steps: extract E. coli (Debian's bowtie-examples; with --contigs N, N random
 contigs instead, a transcriptome's shape), simulate exact reads with
@@ -18,6 +19,8 @@ bowtie and bwa indexes (timed), then map with
 
 With --files N the reads are cut into N files of as many reads, given to
 both tools as one comma-separated list, and dmap also maps them as one file.
+With --form sra the reads carry SRA's headers, repeated on their '+' lines
+(as fastq-dump writes them); with --form fasta they are FASTA (bowtie -f).
 
 in alternating rounds (--repeat, default 3), each after removing the
 previous run's output, writing out dirty pages, reading the inputs into the
@@ -226,15 +229,36 @@ def simulated_reads(work: Path, ref: Path, n: int, length: int, errors: int = 0)
     return reads
 
 
+def reads_in_form(work: Path, reads: Path, form: str) -> Path:
+    """``reads`` (FASTQ) as ``form`` writes them: "fastq" as they are, "sra" with SRA's headers,
+    repeated on the '+' lines (as ``fastq-dump`` writes them), "fasta" without qualities."""
+    if form == "fastq":
+        return reads
+    out = work / f"{reads.stem}_{form}.{'fa' if form == 'fasta' else 'fq'}"
+    if not out.exists():
+        lines = reads.read_bytes().splitlines()
+        records = []
+        for i in range(0, len(lines), 4):
+            name, seq, _, qual = lines[i:i + 4]
+            if form == "fasta":
+                records.append(b">%s\n%s\n" % (name[1:], seq))
+            else:
+                header = b"SRR000001.%d %s length=%d" % (i // 4 + 1, name[1:], len(seq))
+                records.append(b"@%s\n%s\n+%s\n%s\n" % (header, seq, header, qual))
+        out.write_bytes(b"".join(records))
+    return out
+
+
 def reads_files(work: Path, reads: Path, n: int) -> list[Path]:
-    """``reads`` (FASTQ) cut into ``n`` files of consecutive reads, as many in each (the last takes the rest)."""
+    """``reads`` cut into ``n`` files of consecutive reads, as many in each (the last takes the rest)."""
     folder = work / f"{reads.stem}_in_{n}_files"
-    paths = [folder / f"part{k:05d}.fq" for k in range(n)]
+    paths = [folder / f"part{k:05d}{reads.suffix}" for k in range(n)]
     if all(p.exists() for p in paths):
         return paths
     folder.mkdir(exist_ok=True)
     lines = reads.read_bytes().splitlines(keepends=True)
-    per_file = len(lines) // 4 // n * 4
+    per_record = 2 if reads.suffix == ".fa" else 4
+    per_file = len(lines) // per_record // n * per_record
     for k, path in enumerate(paths):
         path.write_bytes(b"".join(lines[k * per_file: (k + 1) * per_file if k < n - 1 else len(lines)]))
     return paths
@@ -262,11 +286,14 @@ def main() -> None:
     ap.add_argument("--contig-length", type=int, default=175, help="with --contigs: their mean length")
     ap.add_argument("--files", type=int, default=1,
                     help="cut the reads into this many files, mapped as one comma-separated list")
+    ap.add_argument("--form", choices=["fastq", "sra", "fasta"], default="fastq",
+                    help="the reads as FASTQ, as FASTQ with SRA's headers repeated on the '+' lines "
+                         "(fastq-dump's), or as FASTA (bowtie -f)")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     ref = many_contigs(work, args.contigs, args.contig_length) if args.contigs else ecoli_reference(work)
-    reads = simulated_reads(work, ref, args.reads, args.length)
+    reads = reads_in_form(work, simulated_reads(work, ref, args.reads, args.length), args.form)
     stem = ref.stem  # the indexes' names: ecoli.dmap, ecoli_bt, ...
     what = (f"{args.contigs} random contigs of {args.contig_length // 2}-{args.contig_length * 3 // 2} bp"
             if args.contigs else "E. coli")
@@ -290,8 +317,8 @@ def main() -> None:
     dmap_cmd = [DMAP, "run", str(work / f"{stem}.dmap"), listed, "-o", str(work / "dmap.sam")]
     commands = {
         "dmap run": dmap_cmd,
-        bowtie: ["bowtie", "-v", "0", "-a", "-p", str(args.threads), "--sam", str(work / f"{stem}_bt"), listed,
-                 str(work / "bowtie.sam")],
+        bowtie: ["bowtie", "-v", "0", "-a", "-p", str(args.threads), "--sam", *(["-f"] if args.form == "fasta" else []),
+                 str(work / f"{stem}_bt"), listed, str(work / "bowtie.sam")],
     }
     inputs = {"dmap run": [*files, work / f"{stem}.dmap"], bowtie: [*files, *work.glob(f"{stem}_bt.*")]}
     if args.files > 1:
