@@ -17,6 +17,7 @@ from helpers import (
     http_server,
     random_contig,
     sam_body,
+    without_pg,
     write_fasta,
     write_fastq,
 )
@@ -957,6 +958,7 @@ def forms_case(tmp_path_factory):
     """A 3-contig genome's index in several blocks, 240 reads with up to 3 edits (some lowercase,
     some odd) and 120 pairs, as plain FASTQ: what the random runs below read in every form."""
     from cases import planted
+    from readfiles import write_pairs
 
     from dmap.alphabet import reverse_complement
 
@@ -983,18 +985,15 @@ def forms_case(tmp_path_factory):
         a, b = planted(rng, a, int(rng.integers(0, 3)), "ACGT"), planted(rng, b, int(rng.integers(0, 3)), "ACGT")
         firsts.append(b if i % 2 else a)
         seconds.append(random_contig(rng, "dna", 70, repeats=False) if i % 11 == 3 else (a if i % 2 else b))
-    for mate, seqs in ((1, firsts), (2, seconds)):
-        write_fastq(d / f"p{mate}.fq", seqs, [f"p{i}/{mate}" for i in range(len(seqs))])
+    write_pairs(d, firsts, seconds)
     return d
 
 
 def _records(path, fmt):
     """A SAM, BAM or BGZF-compressed SAM file's lines but @PG (samtools' text for BAM)."""
     if fmt == "bam":
-        text = pysam.view("-h", "--no-PG", str(path))
-    else:
-        text = (gzip.decompress(path.read_bytes()) if fmt == "sam.gz" else path.read_bytes()).decode()
-    return [line for line in text.splitlines() if not line.startswith("@PG")]
+        return without_pg(pysam.view("-h", "--no-PG", str(path)).encode())
+    return without_pg(gzip.decompress(path.read_bytes()) if fmt == "sam.gz" else path.read_bytes())
 
 
 @settings(max_examples=examples(4), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -1018,7 +1017,7 @@ def test_random_runs_write_the_records_of_a_plain_run(forms_case, tmp_path_facto
     n = 120 if paired else 240
     cuts = draw(st.lists(st.integers(1, n - 1), max_size=2, unique=True), "cuts")
     bounds = [0, *sorted(cuts), n]
-    mates = ["p1.fq", "p2.fq"] if paired else ["se.fq"]
+    mates = ["r1.fq", "r2.fq"] if paired else ["se.fq"]
     files = []
     for name in mates:
         lines = (d / name).read_text().splitlines(keepends=True)
