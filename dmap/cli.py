@@ -8,7 +8,10 @@ import logging
 import os
 import signal
 import sys
+import threading
+import time
 import warnings
+from collections.abc import Callable
 from functools import wraps
 
 import click
@@ -60,16 +63,60 @@ def _show_warnings_as_lines() -> None:
 
 def _stop_on_termination() -> None:
     """SIGTERM and SIGHUP (sent by SLURM at a time limit, by ``timeout`` and by
-    workflow managers) end a command as Ctrl-C does: as an exception, so that
+    workflow managers) and SIGINT (Ctrl-C) end a command as an exception, so that
     temporary files are removed.  Signals that come during that clean-up are
-    ignored, so it runs to its end."""
+    ignored, so it runs to its end.  A SIGINT that the command was started
+    ignoring (a shell's background job) stays ignored."""
     def stop(signum, frame):
-        for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        for s in signals:
             signal.signal(s, signal.SIG_IGN)
         raise Interrupted(signum)
 
-    for s in (signal.SIGTERM, signal.SIGHUP):
+    signals = [signal.SIGTERM, signal.SIGHUP]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signals.append(signal.SIGINT)
+    for s in signals:
         signal.signal(s, stop)
+    _signals_reach_the_main_thread(stop, signals)
+
+
+# While a signal's handler has not run, the signal is sent to the main thread again this often.
+SIGNAL_RESEND_SECONDS = 0.05
+
+
+def _signals_reach_the_main_thread(handler: Callable, signals: list[int]) -> None:
+    """Make sure that the main thread runs ``handler`` for ``signals`` however it is blocked.
+
+    Python runs a signal's handler in the main thread, at its next bytecode.  The
+    OS kernel hands a signal sent to the process to any of its threads: where
+    that is one of Dask's, PoCL's or the inflater's, a main thread blocked in a
+    system call (reading a pipe or FIFO whose writer has stalled, waiting for a
+    lock) is not interrupted, and the run goes on until more input comes or a
+    SIGKILL leaves its partial file behind.  Measured: 1 in 5 SIGTERMs sent to a
+    run waiting on a FIFO went unanswered for 10 s.
+
+    Python's C handler writes each signal's number into the wakeup file
+    descriptor, from whichever thread took the signal.  A thread of dmap's reads
+    the numbers and sends the signal again to the main thread itself, which
+    interrupts its system call; until ``handler`` has run (it sets the signals
+    to be ignored), each send trips the C handler again and is repeated every
+    :data:`SIGNAL_RESEND_SECONDS`.
+    """
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)  # the C handler must never block
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    main = threading.main_thread().ident
+
+    def resend() -> None:
+        last = 0.0
+        while data := os.read(read_end, 512):
+            for signum in set(data) & set(signals):
+                time.sleep(max(0.0, last + SIGNAL_RESEND_SECONDS - time.monotonic()))
+                if signal.getsignal(signum) is handler:
+                    last = time.monotonic()
+                    signal.pthread_kill(main, signum)
+
+    threading.Thread(target=resend, name="dmap-signals", daemon=True).start()
 
 
 def _quiet_dask_logs() -> None:

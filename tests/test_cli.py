@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pysam
@@ -652,6 +653,41 @@ def test_termination_signals_leave_nothing_partial(index, tmp_path, sig):
     assert p.returncode == 128 + getattr(signal, sig), err
     assert err.strip() == f"dmap: stopped by {sig}; no partial output file was left"
     assert sorted(os.listdir(tmp_path)) == ["r.fq"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_taken_by_another_thread_stops_a_run_that_waits_for_input(index, tmp_path, sig):
+    """A signal sent to a process goes to any of its threads.  Here it is sent to one of
+    dmap's other threads (``tgkill``) while the main thread waits to read a FIFO whose
+    writer has sent all it has: the run must stop as it does when the main thread takes it."""
+    import ctypes
+    import signal
+    import time
+
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"] * 200_000)
+    fifo, out = tmp_path / "r.fifo", tmp_path / "o.sam"
+    os.mkfifo(fifo)
+    p = subprocess.Popen([sys.executable, "-m", "dmap", "run", str(index), str(fifo), "-o", str(out)],
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    with open(fifo, "wb") as reads:
+        reads.write((tmp_path / "r.fq").read_bytes())
+        reads.flush()
+        main = Path(f"/proc/{p.pid}/task/{p.pid}/wchan")
+        deadline = time.monotonic() + 60
+        while "pipe_read" not in main.read_text() or not any(".partial-" in n for n in os.listdir(tmp_path)):
+            assert time.monotonic() < deadline and p.poll() is None  # all is read and the first chunks written
+            time.sleep(0.05)
+        other = next(int(t) for t in os.listdir(f"/proc/{p.pid}/task") if int(t) != p.pid)
+        assert ctypes.CDLL(None, use_errno=True).tgkill(p.pid, other, getattr(signal, sig)) == 0
+        try:
+            err = p.communicate(timeout=60)[1]
+        except subprocess.TimeoutExpired:
+            p.kill()
+            pytest.fail(f"{sig} taken by thread {other} did not stop the run")
+    assert p.returncode == 128 + getattr(signal, sig), err
+    assert err.strip() == f"dmap: stopped by {sig}; no partial output file was left"
+    assert sorted(os.listdir(tmp_path)) == ["r.fifo", "r.fq"]
 
 
 # --- Read groups, SAM that every tool reads, honest MAPQ and primaries, clear errors ---
