@@ -30,5 +30,12 @@ if [[ "${1:-}" == test && ! -x /usr/sbin/sshd ]] && command -v apt-get >/dev/nul
   { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq openssh-server >/dev/null; } \
     2>/dev/null && echo "installed: openssh-server" || echo "could not apt-get install openssh-server" >&2
 fi
+# A one-node SLURM, for the tests of batch jobs and dask-jobqueue workers (tests/cluster/test_slurm.py),
+# which are skipped without it: on its own, as the ssh server.
+if [[ "${1:-}" == test && ! -x /usr/sbin/slurmd ]] && command -v apt-get >/dev/null; then
+  { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq slurmctld slurmd slurm-client \
+      >/dev/null; } 2>/dev/null && echo "installed: slurmctld slurmd slurm-client" \
+    || echo "could not apt-get install slurmctld slurmd slurm-client" >&2
+fi
 extras=""; [[ "${1:-}" == test ]] && extras="[test]"
 python3 -m pip install -q --disable-pip-version-check -e ".${extras}"
