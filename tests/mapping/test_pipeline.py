@@ -1,6 +1,7 @@
 """map_reads end to end (Zarr index, embedded Dask cluster, device kernels)
 against the brute-force oracle, on references cut into many small blocks."""
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -323,3 +324,27 @@ def test_a_device_that_fails_a_task_stops_the_run_in_one_line(tmp_path, client, 
     assert str(failed.value) == f"the OpenCL device {name} failed: LogicError: create_buffer failed: " \
                                 "INVALID_BUFFER_SIZE"
     assert sorted(os.listdir(tmp_path)) == ["idx", "r.fq", "ref.fa"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux's /proc")
+@pytest.mark.parametrize("max_errors", [0, 2])
+def test_mapping_against_many_indexes_leaves_no_file_open_per_block(tmp_path, client, max_errors):
+    """The worker keeps the blocks of the indexes it mapped against resident, each array a
+    mapping of the index's files: the mappings must not hold a file descriptor each, or a
+    long-lived worker runs out of them (here the worker is in this process)."""
+    rng = np.random.default_rng(5)
+
+    def map_one(i: int) -> None:
+        genome = "".join(rng.choice(list("ACGT"), 3000))
+        write_fasta(tmp_path / f"g{i}.fa", [("a", genome[:1500]), ("b", genome[1500:])])
+        dmap.build_index(tmp_path / f"g{i}.fa", tmp_path / f"i{i}", block_length=400)  # 8 blocks
+        write_fastq(tmp_path / f"r{i}.fq", [genome[j:j + 50] for j in range(0, 2900, 97)])
+        res = dmap.map_reads(tmp_path / f"i{i}", tmp_path / f"r{i}.fq", client=client, max_errors=max_errors,
+                             return_hits=False)
+        assert res.n_mapped == 29  # all but the read at 1455, across the two contigs
+
+    map_one(0)
+    before = len(os.listdir("/proc/self/fd"))
+    for i in range(1, 13):
+        map_one(i)
+    assert len(os.listdir("/proc/self/fd")) - before < 8  # with a descriptor per array: 400 more
