@@ -23,10 +23,16 @@ DAEMONS = ("slurmctld", "slurmd")
 CLIENTS = ("sbatch", "scancel", "scontrol", "sinfo", "squeue")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports that nothing listens on now (held together while they are chosen)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 @dataclass
@@ -66,6 +72,7 @@ class Slurm:
 def slurm_conf(folder: Path, host: str) -> str:
     # auth/none: no munge daemon to run; task/affinity: a job is pinned to the CPUs it was
     # given, as on a real cluster; config_overrides: the node may claim two CPUs on any machine.
+    controller, node = free_ports(2)
     return f"""\
 ClusterName=dmaptest
 SlurmctldHost={host}(127.0.0.1)
@@ -73,8 +80,8 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/none
 CredType=cred/none
-SlurmctldPort={free_port()}
-SlurmdPort={free_port()}
+SlurmctldPort={controller}
+SlurmdPort={node}
 StateSaveLocation={folder}/state
 SlurmdSpoolDir={folder}/spool
 SlurmctldPidFile={folder}/slurmctld.pid
