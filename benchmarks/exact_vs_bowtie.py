@@ -169,9 +169,22 @@ def device_workers(n: int, device: str | None = None, threads: int = 2, env: dic
                        env=env, cwd="/")
         yield address, procs
     finally:
-        for p in reversed(procs):
+        stop_processes(procs, timeout=60)
+
+
+def stop_processes(procs: list[subprocess.Popen], timeout: float = 30) -> None:
+    """Stop the processes ``procs`` started, one at a time, the last first: SIGTERM, then
+    SIGKILL where one still runs ``timeout`` seconds later.  One at a time, because a
+    ``dask worker`` stopped together with its scheduler waits on the scheduler's closing
+    connection and has taken more than 30 s to exit."""
+    for p in reversed(procs):
+        if p.poll() is None:
             p.terminate()
-            p.wait(timeout=60)
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def compile_dmap() -> None:

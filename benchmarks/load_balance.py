@@ -20,6 +20,7 @@ import tempfile
 import time
 
 from distributed import Client, get_task_stream
+from exact_vs_bowtie import stop_processes  # this script's directory is on sys.path
 
 import dmap
 from dmap.cluster.client import scheduler_workers
@@ -75,10 +76,7 @@ def main(argv=None) -> list[dict]:
                 results.append({"chunks": "guided" if guided else "equal", "seconds": time.time() - t0,
                                 "share": share, "finish_gap_s": gap})
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            p.wait(timeout=30)
+        stop_processes(procs)
     print("| chunks | wall s | share of reads (A fast / B slow) | finish gap |\n|---|---|---|---|")
     for r in results:
         print(f"| {r['chunks']} | {r['seconds']:.2f} | {100 * r['share'].get('A-fast', 0):.0f}% / "

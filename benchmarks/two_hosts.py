@@ -25,6 +25,7 @@ import time
 
 import psutil
 from client_cpu import cpu  # this script's directory is on sys.path
+from exact_vs_bowtie import stop_processes
 
 A, B = "10.77.0.1", "10.77.0.2"  # test addresses inside namespaces this script creates
 
@@ -111,13 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
 
             same = body(f"{tmp}/two_hosts.sam") == body(f"{tmp}/local.sam")
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
         remove_hosts(ns_a, ns_b)
     result = {"reads_per_s": statistics.median(rates), "same_sam_as_local": same,
               "workers_with_work": int(loads.group(2)) if loads else 0,

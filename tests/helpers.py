@@ -316,3 +316,19 @@ def http_server(directory, ranges: bool = True):
     finally:
         server.shutdown()
         server.server_close()
+
+
+
+def _benchmark_module(name: str):
+    """The script ``benchmarks/<name>.py`` as a module, without putting its folder on ``sys.path``."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_benchmarks_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# Stopping the processes a test started, as the benchmarks stop theirs.
+stop_processes = _benchmark_module("exact_vs_bowtie").stop_processes

@@ -19,6 +19,7 @@ from helpers import (
     genome_case,
     htslib_bam,
     require_device_parts,
+    stop_processes,
     without_pg,
     write_fasta,
     write_fastq,
@@ -62,21 +63,13 @@ def start_cluster(directory, n_workers: int, scheduler: tuple[str, ...] = ("dask
     return address, procs
 
 
-def stop(procs):
-    for p in reversed(procs):
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        p.wait(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def real_cluster(tmp_path_factory):
     address, procs = start_cluster(tmp_path_factory.mktemp("cluster"), 2)
     try:
         yield address, procs[1]
     finally:
-        stop(procs)
+        stop_processes(procs)
 
 
 @pytest.fixture
@@ -154,7 +147,7 @@ def test_a_worker_that_dies_while_every_worker_is_asked_is_left_out(tmp_path):
             with pytest.raises(ZeroDivisionError):
                 run_on_workers(client, lambda: 1 / 0)
     finally:
-        stop(procs)
+        stop_processes(procs)
 
 
 def test_a_worker_without_the_preload_is_counted_and_checked(mapping_case, tmp_path):
@@ -172,7 +165,7 @@ def test_a_worker_without_the_preload_is_counted_and_checked(mapping_case, tmp_p
             other = subprocess.run([*mapping_case, "--scheduler", address, "-o", str(tmp_path / "other.sam")],
                                    capture_output=True, text=True, timeout=300)
     finally:
-        stop(procs)
+        stop_processes(procs)
     assert r.returncode == 0, r.stderr
     assert "index blocks loaded: 1 on 1 worker(s)" in r.stderr
     assert other.returncode == 1 and "runs dmap 0.0.9 0123456789ab" in other.stderr, other.stderr
@@ -195,7 +188,7 @@ def test_a_run_whose_workers_are_gone_stops_at_once_on_a_signal(mapping_case, tm
         job.send_signal(signal.SIGTERM)
         _, err = job.communicate(timeout=60)
     finally:
-        stop(procs)
+        stop_processes(procs)
     assert stalled
     assert job.returncode == 128 + signal.SIGTERM, err
     assert err.strip() == "dmap: stopped by SIGTERM; no partial output file was left"
@@ -216,7 +209,7 @@ def test_a_scheduler_that_gives_up_waiting_for_workers_stops_the_run_in_one_line
         procs[1].kill()
         _, err = job.communicate(timeout=120)
     finally:
-        stop(procs)
+        stop_processes(procs)
     assert_clean_failure(subprocess.CompletedProcess(job.args, job.returncode, "", err), out,
                          "no worker could run dmap's tasks (Attempted to run task", "no output was written")
 
@@ -297,7 +290,7 @@ def test_a_scheduler_that_cannot_load_dmap_stops_the_run_in_one_line(mapping_cas
         r = subprocess.run([*mapping_case, "--scheduler", address, "-o", str(out)], capture_output=True, text=True,
                            timeout=300)
     finally:
-        stop(procs)
+        stop_processes(procs)
     assert_clean_failure(r, out, "the Dask scheduler cannot load dmap's tasks (ModuleNotFoundError",
                          "run the scheduler where the same dmap is installed as here; no output was written")
     assert os.listdir(tmp_path / "out") == []
@@ -330,7 +323,7 @@ def test_a_worker_on_a_host_without_the_files_names_its_host(mapping_case, tmp_p
                 subprocess.run([*python, index, hidden / "r.fq", "--scheduler", address, "-o", out],
                                capture_output=True, text=True, timeout=300)]
     finally:
-        stop(procs)
+        stop_processes(procs)
     host = f"on host {socket.gethostname()!r}: No such file or directory"
     # The index is asked for before any task (the worker's address is named), the reads by the task.
     assert_clean_failure(runs[0], out, f"index {str(hidden / 'idx')!r} cannot be read by the worker tcp://127.0.0.1:",
@@ -357,7 +350,7 @@ def test_a_worker_that_sees_another_index_at_the_path_stops_the_run(mapping_case
         r = subprocess.run([*mapping_case[:4], shared / "idx", mapping_case[5], "--scheduler", address, "-o", out],
                            capture_output=True, text=True, timeout=300)
     finally:
-        stop(procs)
+        stop_processes(procs)
     assert_clean_failure(r, out, f"sees another index at {str(shared / 'idx')!r} than this process",
                          "every worker must see the same index")
 
@@ -571,9 +564,8 @@ def test_workers_that_keep_dying_stop_the_run_in_one_line(mapping_case, tmp_path
     try:
         r = subprocess.run([*mapping_case, "-o", tmp_path / "o.sam", "--scheduler", address], capture_output=True,
                            text=True, timeout=120)
-    finally:  # the worker first: a nanny whose worker it restarted stopped in 0.5 s with its
-        stop(procs[1:])  # scheduler up, and not within 30 s when both were stopped at once
-        stop(procs[:1])
+    finally:  # one at a time, the worker first: a nanny whose worker it restarted stopped in 0.5 s
+        stop_processes(procs)  # with its scheduler up, and not within 30 s when both were stopped at once
     assert_clean_failure(r, tmp_path / "o.sam", "workers died running one of the run's tasks, 1 time (out of memory")
 
 
@@ -601,8 +593,7 @@ def test_a_worker_that_dies_running_a_chunk_gives_the_same_sam(mapping_case, tmp
         r = subprocess.run([*run, "-o", tmp_path / "o.sam", "--scheduler", address], capture_output=True, text=True,
                            timeout=300, stdin=stdin)
     finally:
-        stop(procs[1:])
-        stop(procs[:1])
+        stop_processes(procs)
         if stdin is not None:
             stdin.close()
     assert (tmp_path / "died").exists()
@@ -632,7 +623,7 @@ def test_scheduler_lost_mid_run(mapping_case, tmp_path):
         procs[0].kill()  # the scheduler
         _, err = job.communicate(timeout=300)
     finally:
-        stop(procs)
+        stop_processes(procs)
     assert job.returncode == 1
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("dmap: error: lost the Dask cluster"), err

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import dmap_cmd, genome_case, without_pg
+from helpers import dmap_cmd, genome_case, stop_processes, without_pg
 
 DAEMONS = ("slurmctld", "slurmd")
 CLIENTS = ("sbatch", "scancel", "scontrol", "sinfo", "squeue")
@@ -141,13 +141,7 @@ def slurm(tmp_path_factory):
         while time.monotonic() < deadline and subprocess.run(
                 ["squeue", "-h", "--partition", "test"], env=env, capture_output=True, text=True).stdout.strip():
             time.sleep(0.2)
-        for d in daemons:
-            d.terminate()
-        for d in daemons:
-            try:
-                d.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                d.kill()
+        stop_processes(daemons)
 
 
 @pytest.fixture(scope="module")
