@@ -319,16 +319,19 @@ def http_server(directory, ranges: bool = True):
 
 
 
-def _benchmark_module(name: str):
-    """The script ``benchmarks/<name>.py`` as a module, without putting its folder on ``sys.path``."""
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+
+
+def benchmark_module(name: str):
+    """The script ``benchmarks/<name>.py`` as a module (a script that imports its neighbours
+    needs ``BENCHMARKS`` on ``sys.path``, as when it is run there)."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"_benchmarks_{name}", path)
+    spec = importlib.util.spec_from_file_location(f"_benchmarks_{name}", os.path.join(BENCHMARKS, f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 # Stopping the processes a test started, as the benchmarks stop theirs.
-stop_processes = _benchmark_module("exact_vs_bowtie").stop_processes
+stop_processes = benchmark_module("exact_vs_bowtie").stop_processes

@@ -3,7 +3,6 @@ equals a local run's and both hosts' workers take part, with workers started
 by hand and by `dmap cluster up` over ssh."""
 
 import contextlib
-import importlib.util
 import json
 import os
 import shutil
@@ -13,9 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import genome_case, require_device_parts
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "two_hosts.py"
+from helpers import BENCHMARKS, benchmark_module, genome_case, require_device_parts
 
 
 def can_make_namespaces() -> bool:
@@ -28,11 +25,8 @@ def can_make_namespaces() -> bool:
 
 def two_hosts_script(monkeypatch):
     """benchmarks/two_hosts.py as a module: its namespaces are the tests' hosts."""
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # the script imports its neighbours, as when run there
-    spec = importlib.util.spec_from_file_location("two_hosts", SCRIPT)
-    two_hosts = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(two_hosts)
-    return two_hosts
+    monkeypatch.syspath_prepend(BENCHMARKS)  # the script imports its neighbours, as when run there
+    return benchmark_module("two_hosts")
 
 
 @pytest.mark.skipif(not can_make_namespaces(), reason="needs root and ip netns")
