@@ -88,6 +88,10 @@ def flat_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, lengths
 
 
+# Variable-width strings in a numpy array (numpy 2): what FlatStrings.to_numpy gives.
+STRINGS = np.dtypes.StringDType()
+
+
 @dataclass
 class FlatStrings:
     """Many short strings (CIGARs, MD tags) back to back in one byte array, with int64 offsets
@@ -124,20 +128,55 @@ class FlatStrings:
             return cls.empty()
         return cls.packed(np.concatenate([p.data for p in parts]), np.concatenate([p.lengths for p in parts]))
 
+    @classmethod
+    def gathered(cls, data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> FlatStrings:
+        """The strings of ``lengths`` bytes at ``offsets`` in ``data`` (in any order, overlapping
+        or apart: read names in a chunk's bytes), packed."""
+        offsets, lengths = offsets.astype(np.int64, copy=False), lengths.astype(np.int64, copy=False)
+        out = cls.packed(np.zeros(0, np.uint8), lengths)
+        # The source of byte j of the result, as a running sum of steps: 1 within a string, and at
+        # each string's first byte the jump from the previous string's end.  Four times faster for
+        # a million names than repeating each string's shift over its bytes (np.repeat).
+        step = np.ones(int(lengths.sum()), dtype=np.int64)
+        some = lengths > 0
+        starts, ends, at = offsets[some], (offsets + lengths)[some], out.offsets[some]
+        if at.size:
+            step[at[0]] = starts[0]
+            step[at[1:]] = starts[1:] - ends[:-1] + 1
+        out.data = data[np.cumsum(step, out=step)]
+        return out
+
     def take(self, index: np.ndarray) -> FlatStrings:
         """The strings at ``index``, in that order, packed."""
-        lengths = self.lengths[index]
-        out = FlatStrings.packed(np.zeros(0, np.uint8), lengths)
-        # Byte j of the result comes from the source string's start plus its place in the string.
-        shift = np.repeat(self.offsets[index] - out.offsets, lengths)
-        out.data = self.data[np.arange(shift.size, dtype=np.int64) + shift]
-        return out
+        return FlatStrings.gathered(self.data, self.offsets[index], self.lengths[index])
 
     def tolist(self) -> list[str]:
         """The strings as Python strings (for tests and small outputs, not a hot path)."""
         raw = self.data.tobytes()
         return [raw[o: o + n].decode("utf-8", "surrogateescape")
                 for o, n in zip(self.offsets.tolist(), self.lengths.tolist())]
+
+    def to_numpy(self, fixed_width: bool = False) -> np.ndarray:
+        """The strings as a numpy array of :class:`numpy.dtypes.StringDType` or, with
+        ``fixed_width``, of fixed-width strings (``"U"``, which pandas takes as a string column
+        without a Python object per string).
+
+        ASCII strings (read names, CIGARs) are made without a Python object per string: laid
+        out at a fixed width and cast, a cast that copies bytes without checking them as UTF-8.
+        Other strings take a slow path, one Python string each, where bytes that are not UTF-8
+        become U+FFFD.  NUL bytes ending a string are dropped (numpy's fixed-width bytes pad
+        with them).
+        """
+        width = max(int(self.lengths.max()), 1) if len(self) else 1
+        dtype = f"U{width}" if fixed_width else STRINGS
+        if not (self.data < 0x80).all():
+            raw = self.data.tobytes()
+            return np.array([raw[o: o + n].decode("utf-8", "replace").rstrip("\0")
+                             for o, n in zip(self.offsets.tolist(), self.lengths.tolist())], dtype=dtype)
+        fixed = np.zeros((len(self), width), dtype=np.uint8)
+        # Row-major order of the mask is the packed order of the bytes.
+        fixed[np.arange(width) < self.lengths[:, None]] = self.data
+        return fixed.view(f"S{width}").ravel().astype(dtype)
 
     def __len__(self) -> int:
         return int(self.lengths.size)
@@ -253,6 +292,11 @@ class ReadChunk:
     def names(self) -> list[str]:
         """Read names as Python strings (tests and notebooks; the records are formatted from :attr:`data`)."""
         return self._strings(self.fields.name_off, self.fields.name_len)
+
+    def names_of(self, reads: np.ndarray) -> FlatStrings:
+        """The names of chunk-local ``reads`` (in that order, repeats kept), packed."""
+        f = self.fields
+        return FlatStrings.gathered(f.data, f.name_off[reads], f.name_len[reads])
 
     @cached_property
     def seqs(self) -> list[str]:

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dmap.reads import FlatStrings
+from dmap.reads import STRINGS, FlatStrings
 
 texts = st.lists(st.text(alphabet="0123456789MIDX=^ACGTN", max_size=12), max_size=20)
 
@@ -26,3 +26,27 @@ def test_concat_and_take_are_list_operations(parts, data):
 
 def test_empty():
     assert FlatStrings.concat([]).tolist() == [] and FlatStrings.empty().take(np.zeros(0, np.int64)).tolist() == []
+
+
+@given(st.lists(st.text(max_size=30).map(lambda s: s.rstrip("\0")), max_size=40))
+def test_to_numpy_holds_the_same_strings(strings):
+    flat = FlatStrings.of(strings)
+    array, fixed = flat.to_numpy(), flat.to_numpy(fixed_width=True)
+    assert array.dtype == STRINGS and array.tolist() == strings
+    assert fixed.dtype.kind == "U" and fixed.tolist() == strings
+
+
+def test_to_numpy_replaces_bytes_that_are_not_utf8():
+    flat = FlatStrings.packed(np.frombuffer(b"r1\xffr2", dtype=np.uint8), np.array([3, 2]))
+    assert flat.to_numpy().tolist() == flat.to_numpy(fixed_width=True).tolist() == ["r1\ufffd", "r2"]
+
+
+@given(st.data())
+def test_gathered_strings_may_lie_anywhere_in_the_bytes(data):
+    raw = data.draw(st.binary(min_size=1, max_size=60))
+    spans = data.draw(st.lists(st.tuples(st.integers(0, len(raw) - 1), st.integers(0, 8)), max_size=20))
+    offsets = np.array([o for o, _ in spans], dtype=np.int64)
+    lengths = np.array([min(n, len(raw) - o) for o, n in spans], dtype=np.int64)
+    got = FlatStrings.gathered(np.frombuffer(raw, dtype=np.uint8), offsets, lengths)
+    assert got.data.tobytes() == b"".join(raw[o: o + n] for o, n in zip(offsets.tolist(), lengths.tolist()))
+    assert got.lengths.tolist() == lengths.tolist()

@@ -69,6 +69,7 @@ from ..io.pairs import FirstPairs, PairChunk, PairGroup, count_records, plan_pai
 from ..io.splits import STDIN, FileSplit, Source, SourceGroup, is_url, plan_input, reads_paths
 from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
 from ..progress import Progress
+from ..reads import FlatStrings
 from ..search.hits import ChunkHits
 from .pairs import ESTIMATE_PAIRS, InsertBounds, insert_bounds
 from .result import MappingResult, collect_hits
@@ -315,7 +316,7 @@ def map_reads(
     parts = None
     t0 = time.perf_counter()
     result = MappingResult()
-    kept: list[tuple[ChunkHits | ChunkAlignments, list[str], int]] = []
+    kept: list[tuple[ChunkHits | ChunkAlignments, FlatStrings, int]] = []
     out = writer = None
     if sam_path is not None:
         out = Output(sam_path, inputs=paths, index=idx.path)

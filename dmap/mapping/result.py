@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..approx.alignments import ChunkAlignments
+from ..reads import STRINGS, FlatStrings
 from ..search.hits import ChunkHits
 
 if TYPE_CHECKING:  # pairs.py imports the SAM formatter; the result needs only the type
@@ -18,27 +20,54 @@ if TYPE_CHECKING:  # pairs.py imports the SAM formatter; the result needs only t
 
 @dataclass
 class Hits:
-    """All hits of a mapping run, one entry per (read, contig, position, strand)."""
+    """All hits of a mapping run, one entry per (read, contig, position, strand), as numpy arrays.
 
-    read: np.ndarray  # 0-based read number in the input
-    read_name: list[str]
-    contig: list[str]
-    position: np.ndarray  # 0-based leftmost position in the contig
+    Read names and CIGARs stay packed in one byte array each (:class:`dmap.reads.FlatStrings`)
+    and contigs are numbers, so a run's hits cost no Python object per hit: :attr:`read_name`,
+    :attr:`contig` and :attr:`cigar` make string arrays when asked for, and :meth:`to_pandas`
+    gives the contig column as a categorical.
+    """
+
+    read: np.ndarray  # int64: 0-based read number in the input
+    contig_id: np.ndarray  # int64: the contig's number, in contig_names
+    position: np.ndarray  # int64: 0-based leftmost position in the contig
     strand: np.ndarray  # '+' or '-'
+    contig_names: list[str]  # the index's contigs, in order
+    names: FlatStrings  # the read name of each hit
     distance: np.ndarray | None = None  # edit distance (approximate mapping only)
-    cigar: list[str] | None = None
+    cigars: FlatStrings | None = None  # the CIGAR of each hit (approximate mapping only)
 
     def __len__(self) -> int:
         return int(self.read.size)
 
+    @cached_property
+    def read_name(self) -> np.ndarray:
+        """The read name of each hit (numpy strings)."""
+        return self.names.to_numpy()
+
+    @cached_property
+    def contig(self) -> np.ndarray:
+        """The contig name of each hit (numpy strings)."""
+        return np.asarray(self.contig_names, dtype=STRINGS)[self.contig_id]
+
+    @cached_property
+    def cigar(self) -> np.ndarray | None:
+        """The CIGAR of each hit (numpy strings), or None for exact mapping."""
+        return None if self.cigars is None else self.cigars.to_numpy()
+
     def to_pandas(self) -> pd.DataFrame:
-        """The hits as a :class:`pandas.DataFrame` (pandas must be installed)."""
+        """The hits as a :class:`pandas.DataFrame` (pandas must be installed): read, read_name,
+        contig (categorical, of all the index's contigs), position, strand and, for approximate
+        mapping, distance and cigar."""
         import pandas as pd
 
-        columns = {"read": self.read, "read_name": self.read_name, "contig": self.contig,
+        # Fixed-width numpy strings become pandas' string columns directly (numpy's variable-width
+        # strings would become columns of Python objects).
+        columns = {"read": self.read, "read_name": self.names.to_numpy(fixed_width=True),
+                   "contig": pd.Categorical.from_codes(self.contig_id, categories=self.contig_names),
                    "position": self.position, "strand": self.strand}
         if self.distance is not None:
-            columns.update(distance=self.distance, cigar=self.cigar)
+            columns.update(distance=self.distance, cigar=self.cigars.to_numpy(fixed_width=True))
         return pd.DataFrame(columns)
 
 
@@ -72,19 +101,15 @@ class MappingResult:
         return self.n_reads / self.seconds if self.seconds else 0.0
 
 
-def collect_hits(results: list[tuple[ChunkHits | ChunkAlignments, list[str], int]], contig_names: list[str],
+def collect_hits(results: list[tuple[ChunkHits | ChunkAlignments, FlatStrings, int]], contig_names: list[str],
                  approximate: bool) -> Hits:
-    """The hits of a run from each chunk's hits, read names and number of its first read."""
-    reads, names, contigs, pos, strand, dist, cigar = [], [], [], [], [], [], []
-    for h, chunk_names, first in results:
-        if approximate:
-            dist.append(h.distance)
-            cigar += h.cigar.tolist()
-        reads.append(h.read + first)
-        names += [chunk_names[i] for i in h.read.tolist()]
-        contigs += [contig_names[c] for c in h.contig.tolist()]
-        pos.append(h.position)
-        strand.append(np.where(h.strand == 1, "-", "+"))
-    cat = lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dtype=dt)  # noqa: E731
-    return Hits(cat(reads, np.int64), names, contigs, cat(pos, np.int64), cat(strand, "<U1"),
-                cat(dist, np.int64) if approximate else None, cigar if approximate else None)
+    """The hits of a run from each chunk's hits, the read name of each hit and the number of the
+    chunk's first read."""
+    cat = lambda xs, dt: np.concatenate(xs).astype(dt, copy=False) if xs else np.zeros(0, dtype=dt)  # noqa: E731
+    hits = [h for h, _, _ in results]
+    return Hits(cat([h.read + first for h, _, first in results], np.int64), cat([h.contig for h in hits], np.int64),
+                cat([h.position for h in hits], np.int64),
+                np.where(cat([h.strand for h in hits], np.int8) == 1, "-", "+"), list(contig_names),
+                FlatStrings.concat([names for _, names, _ in results]),
+                cat([h.distance for h in hits], np.int64) if approximate else None,
+                FlatStrings.concat([h.cigar for h in hits]) if approximate else None)

@@ -38,7 +38,7 @@ from ..io.pairs import PairChunk, count_records, read_pair_chunk
 from ..io.splits import FileSplit, Source
 from ..neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
 from ..opencl.device import current_device, device_task
-from ..reads import EncodedReads, ReadChunk
+from ..reads import EncodedReads, FlatStrings, ReadChunk
 from ..search.edits import SeedIntervals, search_with_edits
 from ..search.exact import bad_queries, search_block
 from ..search.hits import BlockHits, ChunkHits, merge_block_hits, unique_reads
@@ -293,7 +293,7 @@ class ChunkOutput:
     file_bytes: int
     unmappable: dict[str, int] = field(default_factory=dict)
     hits: ChunkHits | ChunkAlignments | None = None  # with RecordSettings.keep_hits
-    names: list[str] | None = None  # the chunk's read names, with keep_hits
+    names: FlatStrings | None = None  # with keep_hits, the read name of each hit
     warning: str | None = None  # chunk 0: the reads do not look like the index's alphabet
     insert: InsertBounds | None = None  # pairs: the insert bounds used
     n_proper: int = 0  # pairs: reported as proper pairs (their primary records)
@@ -343,7 +343,7 @@ def finish_task(index_path: str, chunk: ReadChunk, parts: list[BlockHits | Block
     return ChunkOutput(chunk.number, records, part, int(records.size) if part is None else os.path.getsize(part),
                        len(chunk), int((counts > 0).sum()),
                        len(hits), chunk.file_bytes, unmappable,
-                       hits if settings.keep_hits else None, chunk.names if settings.keep_hits else None,
+                       hits if settings.keep_hits else None, chunk.names_of(hits.read) if settings.keep_hits else None,
                        alphabet_mismatch(chunk, index.alphabet.name) if chunk.number == 0 else None,
                        insert, _proper_primaries(paired[0].flag) if paired else 0, paired[3] if paired else 0)
 
