@@ -690,6 +690,38 @@ def test_a_signal_taken_by_another_thread_stops_a_run_that_waits_for_input(index
     assert sorted(os.listdir(tmp_path)) == ["r.fifo", "r.fq"]
 
 
+def test_the_next_run_removes_what_a_killed_run_left(index, tmp_path):
+    """SIGKILL (the OOM killer, ``srun`` passing on a job's cancellation) leaves a run no time to
+    remove its temporary file; the next run to the same output removes it and says so."""
+    import signal
+    import time
+
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"] * 200_000)
+    fifo, out = tmp_path / "r.fifo", tmp_path / "o.sam"
+    os.mkfifo(fifo)
+    p = subprocess.Popen([sys.executable, "-m", "dmap", "run", str(index), str(fifo), "-o", str(out)],
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    with open(fifo, "wb") as reads:
+        reads.write((tmp_path / "r.fq").read_bytes())
+        reads.flush()
+        deadline = time.monotonic() + 60
+        while not (left := [n for n in os.listdir(tmp_path) if ".partial-" in n]):
+            assert time.monotonic() < deadline and p.poll() is None
+            time.sleep(0.05)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    assert left == [f"o.sam.partial-{p.pid}"]
+    partial = tmp_path / left[0]
+    then = partial.stat().st_mtime - 60  # as if it had been left a minute ago
+    os.utime(partial, (then, then))
+    r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines()[0] == (f"dmap: warning: removed {partial}, the temporary file of a run to the "
+                                        "same output that was killed")
+    assert sorted(os.listdir(tmp_path)) == ["o.sam", "r.fifo", "r.fq"]
+    assert len(sam_body(out.read_text())) == 200_000
+
+
 # --- Read groups, SAM that every tool reads, honest MAPQ and primaries, clear errors ---
 
 

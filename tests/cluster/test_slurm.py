@@ -176,30 +176,44 @@ def test_a_failing_job_ends_failed_with_one_line(slurm, case, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_scancel_leaves_no_partial_file_and_the_earlier_output(slurm, case, tmp_path):
-    """The reads come from a FIFO that the test keeps open, so the job is in its middle when
-    ``scancel`` sends SIGTERM to every process of the job; the output of an earlier run stays.
-
-    The script ``exec``s dmap, as docs/cluster.md says to: SLURM kills what is left of a job
-    once its script has ended, and a shell ends at SIGTERM at once, which leaves dmap a
-    few milliseconds instead of the ``KillWait`` seconds."""
-    out = tmp_path / "o.sam"
+def scancel_mid_run(slurm: Slurm, case: Path, folder: Path, launch: str) -> tuple[Path, str]:
+    """``scancel`` a job that maps reads from a FIFO into ``o.sam``, which holds an earlier
+    run's output, while the test keeps the FIFO open: the job is in its middle.  The job's
+    script runs dmap as ``launch`` says; returns the output and the job's standard error."""
+    out = folder / "o.sam"
     shutil.copy(case / "plain.sam", out)
-    fifo = tmp_path / "reads.fifo"
+    fifo = folder / "reads.fifo"
     os.mkfifo(fifo)
-    job = slurm.submit(f"exec {dmap_line('run', case / 'idx', fifo, '-o', out)}\n")
+    job = slurm.submit(f"{launch} {dmap_line('run', case / 'idx', fifo, '-o', out)}\n")
     with open(fifo, "wb") as reads:  # opens once the job's dmap opens the other end
         reads.write((case / "r.fq").read_bytes())  # more than one 4 MB piece: the first chunks are written
         reads.flush()
         deadline = time.monotonic() + 120
-        while not any(".partial-" in name for name in os.listdir(tmp_path)):
+        while not any(".partial-" in name for name in os.listdir(folder)):
             assert time.monotonic() < deadline and slurm.state(job) == "RUNNING"
             time.sleep(0.05)
         slurm.command("scancel", str(job))
         assert slurm.wait(job) == "CANCELLED"
-    err = slurm.output(job)[1]
+    return out, slurm.output(job)[1]
+
+
+def test_scancel_leaves_no_partial_file_and_the_earlier_output(slurm, case, tmp_path):
+    """``scancel`` sends SIGTERM to every process of the job.  The script ``exec``s dmap, as
+    docs/cluster.md says to: SLURM kills what is left of a job once its script has ended,
+    and a shell ends at SIGTERM at once, which leaves dmap a few milliseconds instead of
+    the ``KillWait`` seconds."""
+    out, err = scancel_mid_run(slurm, case, tmp_path, "exec")
     assert err.splitlines()[-1] == "dmap: stopped by SIGTERM; no partial output file was left", err
     assert sorted(os.listdir(tmp_path)) == ["o.sam", "reads.fifo"]
+    assert out.read_bytes() == (case / "plain.sam").read_bytes()
+
+
+def test_scancel_of_a_job_step_keeps_the_earlier_output(slurm, case, tmp_path):
+    """dmap as a job step (``srun dmap run ...``): ``srun`` answers its own SIGTERM by
+    sending SIGKILL to the step, so dmap may be killed before it removes its partial file
+    or says so (docs/cluster.md); the earlier output stays whatever the timing."""
+    out, err = scancel_mid_run(slurm, case, tmp_path, "srun")
+    assert "srun: forcing job termination" in err
     assert out.read_bytes() == (case / "plain.sam").read_bytes()
 
 

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from dmap.errors import DmapError, OutputError
+from dmap.errors import DmapError, DmapWarning, OutputError
 from dmap.format import bgzf
 from dmap.io import output
 from dmap.io.output import Output, record_format, released_elsewhere, written_by_dmap
@@ -271,3 +271,52 @@ def test_the_format_is_chosen_or_follows_the_name(name, chosen, alphabet, fmt):
 def test_formats_dmap_cannot_write_are_refused(name, chosen, alphabet, words):
     with pytest.raises(DmapError, match=words):
         record_format(name, chosen, alphabet)
+
+
+def _abandoned(path, content: bytes = DMAP_SAM, age: float = 60):
+    """A temporary output file as a run killed ``age`` seconds ago left it."""
+    path.write_bytes(content)
+    then = os.path.getmtime(path) - age
+    os.utime(path, (then, then))
+    return path
+
+
+def test_a_killed_runs_temporary_file_is_removed_by_the_next_run(tmp_path):
+    left = _abandoned(tmp_path / "o.sam.partial-99999999")
+    empty = _abandoned(tmp_path / "o.sam.partial-99999998", b"")  # killed before its header
+    with pytest.warns(DmapWarning) as warned, Output(tmp_path / "o.sam") as out:
+        out.file.write(b"x")
+    assert sorted(str(w.message) for w in warned) == [
+        f"removed {p}, the temporary file of a run to the same output that was killed" for p in (empty, left)]
+    assert not left.exists() and not empty.exists() and os.listdir(tmp_path) == ["o.sam"]
+
+
+@pytest.mark.parametrize("name, content, age", [
+    ("o.sam.partial-1", b"precious\n", 60),  # not dmap's output
+    ("o.sam.partial-1", DMAP_SAM, 1),  # too new: its run may not have locked it yet
+    ("o.sam.partial-x1", DMAP_SAM, 60),  # not a temporary name dmap gives
+    ("other.sam.partial-1", DMAP_SAM, 60),  # another output's
+])
+def test_other_files_beside_the_output_stay(tmp_path, name, content, age):
+    kept = _abandoned(tmp_path / name, content, age)
+    with Output(tmp_path / "o.sam") as out:
+        out.file.write(b"x")
+    assert kept.read_bytes() == content
+
+
+def test_the_temporary_file_of_a_live_run_stays(tmp_path):
+    """A run holds its temporary file's lock while it lives; another run to the same output
+    (here, of this process: a lock is held by an open file) leaves the file alone."""
+    first = Output(tmp_path / "o.sam")
+    first.file.write(DMAP_SAM)
+    first.file.flush()
+    then = os.path.getmtime(first.tmp) - 60
+    os.utime(first.tmp, (then, then))
+    held = first.tmp
+    os.rename(held, tmp_path / "o.sam.partial-1")  # as a run of another process would have named it
+    first.tmp = str(tmp_path / "o.sam.partial-1")
+    with Output(tmp_path / "o.sam") as second:
+        second.file.write(b"x")
+    assert (tmp_path / "o.sam.partial-1").read_bytes() == DMAP_SAM
+    first.discard()
+    assert os.listdir(tmp_path) == ["o.sam"]
