@@ -722,6 +722,35 @@ def test_the_next_run_removes_what_a_killed_run_left(index, tmp_path):
     assert len(sam_body(out.read_text())) == 200_000
 
 
+def test_the_next_build_removes_what_a_killed_build_left(tmp_path):
+    """An index build killed outright (the OOM killer) leaves its temporary folder, which may be
+    as large as the index; the next build of the same index removes it and says so."""
+    import signal
+    import time
+
+    write_fasta(tmp_path / "ref.fa", REF)
+    p = subprocess.Popen([sys.executable, "-m", "dmap", "index", "-", "-o", str(tmp_path / "idx")],
+                         stdin=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    p.stdin.write(b">g\nACGT\n")  # the reference goes on: the build waits for the rest of it
+    p.stdin.flush()
+    lock = tmp_path / f"idx.partial-{p.pid}" / ".dmap-lock"
+    deadline = time.monotonic() + 60
+    while not lock.exists():
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.05)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    p.stdin.close()
+    then = lock.stat().st_mtime - 60  # as if it had been left a minute ago
+    os.utime(lock, (then, then))
+    r = dmap_cmd("index", tmp_path / "ref.fa", "-o", tmp_path / "idx")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines()[0] == (f"dmap: warning: removed {lock.parent}, the temporary folder of a build "
+                                        "of the same index that was killed")
+    assert sorted(os.listdir(tmp_path)) == ["idx", "ref.fa"]
+    assert not (tmp_path / "idx" / ".dmap-lock").exists()
+
+
 # --- Read groups, SAM that every tool reads, honest MAPQ and primaries, clear errors ---
 
 

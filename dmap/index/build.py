@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -19,8 +20,9 @@ import zarr
 
 from .._version import __version__
 from ..alphabet import TEXT_ALLOWED, Alphabet, get_alphabet
-from ..errors import InputFormatError, OutputError
+from ..errors import DmapWarning, InputFormatError, OutputError
 from ..io.fastx import encode_reference, iter_contigs
+from ..io.partial import hold_folder, partial_name, release_folder, remove_abandoned
 from ..io.splits import STDIN
 from ..neighborhood.build import index_neighborhoods
 from ..neighborhood.params import NeighborhoodParams, NeighborhoodSpec
@@ -261,11 +263,16 @@ def build_index(
             raise InputFormatError(f"a seed of span {nb_params.span} plus a neighborhood of "
                                    f"{nb_params.neighborhood_length} is longer than --max-query-length "
                                    f"{max_query_length}")
-    tmp = f"{output}.partial-{os.getpid()}"
+    for left in remove_abandoned(output, lambda _: False):
+        warnings.warn(f"removed {left}, the temporary folder of a build of the same index that was killed",
+                      DmapWarning, stacklevel=2)
+    tmp = partial_name(output)
     shutil.rmtree(tmp, ignore_errors=True)
     t0 = time.time()
+    lock = None
     try:
         group = zarr.open_group(tmp, mode="w")
+        lock = hold_folder(tmp)
         contigs, n = _stream_reference(reference, alpha, group)
         sa_sample_rate = sa_sample_rate or default_sa_sample_rate(n)
         check_build_memory(min(block_length + max_query_length - 1, n), build_bytes_per_symbol(alpha.sigma, rate))
@@ -315,6 +322,8 @@ def build_index(
             created_by=f"dmap {__version__} in {time.time() - t0:.1f} s",
         )
         group.attrs["dmap"] = meta.to_json()
+        release_folder(tmp, lock)
+        lock = None
         _replace(tmp, output)
     except OSError as e:  # a full disk, a directory that cannot be written
         shutil.rmtree(tmp, ignore_errors=True)
@@ -322,6 +331,9 @@ def build_index(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        if lock is not None:
+            os.close(lock)
     return Index(output)
 
 

@@ -15,7 +15,7 @@ Three kinds of destination:
   replaced, the link stays.  A run killed outright (SIGKILL: the OOM killer,
   ``srun`` forwarding a job's cancellation, a time limit's last step) cannot
   remove its temporary file; the next run to the same output removes it
-  (:func:`remove_abandoned`), as the run holds a lock on its file while it lives.
+  (:func:`dmap.io.partial.remove_abandoned`).
 
 An existing regular file is replaced only when dmap wrote it (its SAM header
 has dmap's ``@PG`` line) or it is empty, and never when it is one of the
@@ -27,7 +27,6 @@ ends the run.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gzip
 import os
 import re
@@ -35,7 +34,6 @@ import shutil
 import stat
 import subprocess
 import threading
-import time
 import warnings
 import zlib
 from collections.abc import Iterable, Iterator
@@ -44,6 +42,7 @@ from ..errors import DmapError, DmapWarning, OutputError
 from ..format.bam import MAGIC as BAM_MAGIC
 from ..format.bam import sam_header_text
 from ..format.bgzf import is_bgzf
+from .partial import hold_file, partial_name, remove_abandoned
 from .splits import is_url
 
 STDOUT = "-"
@@ -195,52 +194,6 @@ def released_elsewhere(path: str) -> Iterator[None]:
             threading.Thread(target=keeper.wait, name="dmap-output-keeper", daemon=True).start()
 
 
-# A temporary output file younger than this is never taken for an abandoned one: its run may
-# not have locked it yet (it locks it right after making it).
-ABANDONED_AFTER_SECONDS = 10
-
-
-def partial_name(target: str) -> str:
-    """The temporary name of this process's output ``target``."""
-    return f"{target}.partial-{os.getpid()}"
-
-
-def _lock(fd: int) -> bool:
-    """Take the exclusive lock of the open file ``fd`` without waiting; False where another
-    open file holds it (in any process on any host, where the file system has locks)."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-
-
-def remove_abandoned(target: str) -> list[str]:
-    """Remove the temporary files of runs to ``target`` that were killed before they could
-    (``TARGET.partial-PID``, dmap's output or empty, older than :data:`ABANDONED_AFTER_SECONDS`,
-    and locked by no one: a run locks its file while it lives, :class:`Output`); returns them.
-
-    Where the file system has no locks (Lustre without ``-o flock``), nothing is removed."""
-    folder, name = os.path.split(target)
-    ours = re.compile(re.escape(name) + r"\.partial-\d+")
-    removed = []
-    with contextlib.suppress(OSError), os.scandir(folder) as entries:
-        for entry in entries:
-            if not ours.fullmatch(entry.name):
-                continue
-            with contextlib.suppress(OSError):  # gone meanwhile, not ours to open, no locks here
-                fd = os.open(entry.path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-                try:
-                    st = os.fstat(fd)
-                    if (stat.S_ISREG(st.st_mode) and time.time() - st.st_mtime > ABANDONED_AFTER_SECONDS
-                            and _lock(fd) and written_by_dmap(entry.path)):
-                        os.unlink(entry.path)
-                        removed.append(entry.path)
-                finally:
-                    os.close(fd)
-    return removed
-
-
 class Output:
     """A binary destination for SAM (see the module docstring); use as a context manager.
 
@@ -283,14 +236,12 @@ class Output:
             else:
                 self.target = os.path.realpath(path)  # through symbolic links
                 self._check_replaceable(path, inputs, index)
-                for left in remove_abandoned(self.target):
+                for left in remove_abandoned(self.target, written_by_dmap):
                     warnings.warn(f"removed {left}, the temporary file of a run to the same output that was "
                                   "killed", DmapWarning, stacklevel=2)
                 self.tmp = partial_name(self.target)
                 self.file = open(self.tmp, "xb")
-                # Held until this process ends: the sign that the file is in use (remove_abandoned).
-                with contextlib.suppress(OSError):
-                    _lock(self.file.fileno())
+                hold_file(self.file.fileno())
         except OSError as e:
             raise OutputError.writing(path, e) from None
 
