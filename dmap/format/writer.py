@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import OutputError
 from ..io.mapfile import libc
+from ..io.partial import hold_folder, remove_abandoned_folders
 
 # Bytes at the end of a SAM file being written that are left in the page
 # cache: two SAM batches.  Against 64 MB, the pages dropped come back sooner,
@@ -239,6 +240,10 @@ class DirectAppends:
 
 # Parts.remove: how many times it empties a directory that workers may still be writing into.
 REMOVE_TRIES = 100
+# Names of parts directories: hidden beside the output, plain in $TMPDIR.
+PARTS_PREFIXES = (".dmap-parts-", "dmap-parts-")
+# This process's parts directories, and the descriptor of the lock it holds on each (dmap.io.partial).
+_held: dict[str, int | None] = {}
 
 
 @dataclass(frozen=True)
@@ -255,9 +260,14 @@ class Parts:
         copy can then share blocks where the file system allows), else in ``$TMPDIR``."""
         parent = os.path.dirname(os.path.abspath(near)) if near is not None else None
         try:
-            directory = tempfile.mkdtemp(prefix=".dmap-parts-", dir=parent)
+            directory = tempfile.mkdtemp(prefix=PARTS_PREFIXES[0], dir=parent)
         except OSError:
-            directory = tempfile.mkdtemp(prefix="dmap-parts-")
+            directory = tempfile.mkdtemp(prefix=PARTS_PREFIXES[1])
+        # Held while this run lives: a run killed outright leaves its part files, which the next
+        # run's parts directory beside them removes.
+        _held[directory] = hold_folder(directory)
+        for prefix in PARTS_PREFIXES:
+            remove_abandoned_folders(os.path.dirname(directory), prefix)
         marker = f"run-{uuid.uuid4().hex}"
         open(os.path.join(directory, marker), "xb").close()
         return cls(directory, marker, os.getpid())
@@ -274,11 +284,15 @@ class Parts:
         writing chunks' part files into it: one made while ``rmtree`` empties the directory
         leaves it non-empty, so empty it again until it is gone (once it is, a worker's write
         fails instead of making it again)."""
-        for _ in range(REMOVE_TRIES):
-            shutil.rmtree(self.directory, ignore_errors=True)
-            if not os.path.lexists(self.directory):
-                return
-            time.sleep(0.01)
+        try:
+            for _ in range(REMOVE_TRIES):
+                shutil.rmtree(self.directory, ignore_errors=True)
+                if not os.path.lexists(self.directory):
+                    return
+                time.sleep(0.01)
+        finally:
+            if (lock := _held.pop(self.directory, None)) is not None:
+                os.close(lock)
 
 
 def write_part(parts: Parts, number: int, records: np.ndarray) -> str:

@@ -6,7 +6,8 @@ end; a failure or a signal removes it.  A run killed outright (SIGKILL: the OOM 
 a time limit's last step, ``srun`` passing on a job's cancellation) cannot, and what it
 leaves may be as large as an output or an index.  So a run holds a lock (``flock``) on its
 temporary file, or on a lock file inside its temporary folder, while it lives, and the next
-run to the same target removes what no one holds (:func:`remove_abandoned`).  A lock is
+run to the same target removes what no one holds (:func:`remove_abandoned`); so does the
+next run for the folders of part files that workers write (:func:`remove_abandoned_folders`).  A lock is
 seen by other processes on any host of a file system that has locks (local ones, NFS,
 Lustre mounted with ``-o flock``); where there are none, nothing is removed.
 """
@@ -74,7 +75,16 @@ def remove_abandoned(target: str, ours: Callable[[str], bool]) -> list[str]:
     :data:`ABANDONED_AFTER_SECONDS`, locked by no one, and, for a file, ``ours`` (a folder is
     dmap's by its lock file).  Returns their paths."""
     folder, name = os.path.split(target)
-    pattern = re.compile(re.escape(name) + r"\.partial-\d+")
+    return _remove_unheld(folder, re.compile(re.escape(name) + r"\.partial-\d+"), ours)
+
+
+def remove_abandoned_folders(folder: str, prefix: str) -> list[str]:
+    """Remove the folders in ``folder`` whose names start with ``prefix`` (``tempfile.mkdtemp``'s)
+    that killed runs left, as :func:`remove_abandoned` does (a run's parts folder)."""
+    return _remove_unheld(folder, re.compile(re.escape(prefix) + r"\w+"), lambda _: False)
+
+
+def _remove_unheld(folder: str, pattern: re.Pattern, ours: Callable[[str], bool]) -> list[str]:
     removed = []
     with contextlib.suppress(OSError), os.scandir(folder) as entries:
         for entry in entries:

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmap.errors import OutputError
+from dmap.format import writer
 from dmap.format.writer import (
     DIRECT_ALIGN,
     DIRECT_FILE_SYSTEMS,
@@ -331,3 +332,23 @@ def test_direct_appends_are_not_for_memory_or_network_file_systems():
         pytest.skip("no tmpfs at /dev/shm")
     with tempfile.NamedTemporaryFile(dir="/dev/shm") as f:
         assert DirectAppends.open(f.name) is None
+
+
+def test_parts_a_killed_run_left_are_removed_by_the_next_run(tmp_path):
+    """A run killed outright leaves its parts directory (part files of the chunks in flight); the
+    next run's directory beside it removes it, and leaves those of live runs alone."""
+    from dmap.io.partial import FOLDER_LOCK
+
+    live = Parts.create(str(tmp_path / "a.sam"))
+    killed = Parts.create(str(tmp_path / "b.sam"))
+    open(killed.path(0), "wb").close()
+    for parts in (live, killed):  # both a minute old
+        lock = os.path.join(parts.directory, FOLDER_LOCK)
+        then = os.path.getmtime(lock) - 60
+        os.utime(lock, (then, then))
+    os.close(writer._held.pop(killed.directory))  # its process is gone: so is its lock
+    new = Parts.create(str(tmp_path / "c.sam"))
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p.directory) for p in (live, new))
+    for parts in (live, new):
+        parts.remove()
+    assert os.listdir(tmp_path) == [] and not writer._held
