@@ -88,6 +88,32 @@ def flat_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, lengths
 
 
+def ragged_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every segment, concatenated
+    (int64): where to gather many fields of one byte buffer, or scatter them into one."""
+    starts, lengths = starts.astype(np.int64, copy=False), lengths.astype(np.int64, copy=False)
+    ends = np.cumsum(lengths)
+    # A running sum of steps: 1 within a segment and, at each segment's first position, the jump
+    # from the previous segment's end.  For a million read names, 0.05-0.12 s against 0.06-0.87 s
+    # for repeating each segment's shift over its positions (np.repeat and np.arange).
+    step = np.ones(int(ends[-1]) if ends.size else 0, dtype=np.int64)
+    some = lengths > 0
+    first, at, stop = starts[some], (ends - lengths)[some], (starts + lengths)[some]
+    if at.size:
+        step[at[0]] = first[0]
+        step[at[1:]] = first[1:] - stop[:-1] + 1
+    return np.cumsum(step, out=step)
+
+
+def padded_rows(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int) -> np.ndarray:
+    """The segments of ``data`` (uint8) as rows of ``width`` bytes (at least the longest
+    segment), zero-padded."""
+    rows = np.zeros((lengths.size, width), dtype=np.uint8)
+    # Row-major order of the mask is the segments' order.
+    rows[np.arange(width) < lengths[:, None]] = data[ragged_positions(starts, lengths)]
+    return rows
+
+
 # Variable-width strings in a numpy array (numpy 2): what FlatStrings.to_numpy gives.
 STRINGS = np.dtypes.StringDType()
 
@@ -132,19 +158,7 @@ class FlatStrings:
     def gathered(cls, data: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> FlatStrings:
         """The strings of ``lengths`` bytes at ``offsets`` in ``data`` (in any order, overlapping
         or apart: read names in a chunk's bytes), packed."""
-        offsets, lengths = offsets.astype(np.int64, copy=False), lengths.astype(np.int64, copy=False)
-        out = cls.packed(np.zeros(0, np.uint8), lengths)
-        # The source of byte j of the result, as a running sum of steps: 1 within a string, and at
-        # each string's first byte the jump from the previous string's end.  Four times faster for
-        # a million names than repeating each string's shift over its bytes (np.repeat).
-        step = np.ones(int(lengths.sum()), dtype=np.int64)
-        some = lengths > 0
-        starts, ends, at = offsets[some], (offsets + lengths)[some], out.offsets[some]
-        if at.size:
-            step[at[0]] = starts[0]
-            step[at[1:]] = starts[1:] - ends[:-1] + 1
-        out.data = data[np.cumsum(step, out=step)]
-        return out
+        return cls.packed(data[ragged_positions(offsets, lengths)], lengths)
 
     def take(self, index: np.ndarray) -> FlatStrings:
         """The strings at ``index``, in that order, packed."""
@@ -173,10 +187,8 @@ class FlatStrings:
             raw = self.data.tobytes()
             return np.array([raw[o: o + n].decode("utf-8", "replace").rstrip("\0")
                              for o, n in zip(self.offsets.tolist(), self.lengths.tolist())], dtype=dtype)
-        fixed = np.zeros((len(self), width), dtype=np.uint8)
-        # Row-major order of the mask is the packed order of the bytes.
-        fixed[np.arange(width) < self.lengths[:, None]] = self.data
-        return fixed.view(f"S{width}").ravel().astype(dtype)
+        rows = padded_rows(self.data, self.offsets, self.lengths, width)
+        return rows.view(f"S{width}").ravel().astype(dtype)
 
     def __len__(self) -> int:
         return int(self.lengths.size)

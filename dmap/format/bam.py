@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import DmapError
+from ..reads import padded_rows
+from ..reads import ragged_positions as ragged
 
 if TYPE_CHECKING:
     from ..opencl.device import Device
@@ -76,7 +78,7 @@ class References:
     def lookup(self, text: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
         """Reference id of each field ``text[start:start+length]``; -1 for ``*``."""
         width = max(int(length.max(initial=1)), 1)
-        fields = _fixed_width(text, start, length, width).view(f"S{width}").ravel()
+        fields = padded_rows(text, start, length, width).view(f"S{width}").ravel()
         star = (length == 1) & (text[start] == ord("*"))
         at = np.searchsorted(self.sorted_names, fields)
         at_c = np.minimum(at, max(self.sorted_names.size - 1, 0))
@@ -110,21 +112,6 @@ def sam_header_text(head: bytes) -> str | None:
     if l_text < 0 or len(head) < 8 + l_text:
         return None
     return head[8:8 + l_text].decode(errors="replace")
-
-
-def _ragged(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every segment, concatenated."""
-    lengths = lengths.astype(np.int64)
-    before = np.cumsum(lengths) - lengths
-    return np.repeat(starts.astype(np.int64) - before, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
-
-
-def _fixed_width(text: np.ndarray, start: np.ndarray, length: np.ndarray, width: int) -> np.ndarray:
-    """Fields as rows of ``width`` bytes, zero-padded."""
-    cols = np.arange(width)
-    inside = cols < length[:, None]
-    at = np.where(inside, start[:, None] + cols, 0)
-    return np.where(inside, text[at], 0).astype(np.uint8)
 
 
 def _integers(text: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
@@ -255,7 +242,7 @@ def _layout(text: np.ndarray, refs: References) -> _Layout:
     # CIGAR: every operation's length and code, then per record its count and reference span.
     cig_start, cig_len = field(5)
     cig_len = np.where(is_star(5), 0, cig_len)
-    cig_bytes = _ragged(cig_start, cig_len)
+    cig_bytes = ragged(cig_start, cig_len)
     ops_at = np.flatnonzero(_CIGAR_OP[text[cig_bytes]] != 255)
     op_pos = cig_bytes[ops_at]
     op_record = np.repeat(np.arange(n), cig_len)[ops_at]
@@ -324,22 +311,22 @@ def encode_records(text: np.ndarray, refs: References) -> np.ndarray:
     out = np.zeros(lay.size, dtype=np.uint8)
     out[(lay.start[:, None] + np.arange(_FIXED.itemsize)).ravel()] = lay.fixed.view(np.uint8)
     at = lay.start + _FIXED.itemsize
-    out[_ragged(at, lay.name_len)] = text[_ragged(lay.name_start, lay.name_len)]  # the NUL is already there
+    out[ragged(at, lay.name_len)] = text[ragged(lay.name_start, lay.name_len)]  # the NUL is already there
     at = at + lay.name_len + 1
     n_cigar = lay.fixed["n_cigar_op"].astype(np.int64)
-    out[_ragged(at, 4 * n_cigar)] = lay.cigar.view(np.uint8)
+    out[ragged(at, 4 * n_cigar)] = lay.cigar.view(np.uint8)
     at = at + 4 * n_cigar
     # SEQ: two bases a byte, the first in the high nibble; an odd length leaves the last low nibble 0.
     seq_len = lay.seq_len
     seq_bytes = (seq_len + 1) // 2
     padded = 2 * seq_bytes
     nibbles = np.zeros(int(padded.sum()), dtype=np.uint8)
-    nibbles[_ragged(np.cumsum(padded) - padded, seq_len)] = _NT16[text[_ragged(lay.seq_start, seq_len)]]
-    out[_ragged(at, seq_bytes)] = (nibbles[0::2] << 4) | nibbles[1::2]
+    nibbles[ragged(np.cumsum(padded) - padded, seq_len)] = _NT16[text[ragged(lay.seq_start, seq_len)]]
+    out[ragged(at, seq_bytes)] = (nibbles[0::2] << 4) | nibbles[1::2]
     at = at + seq_bytes
     q = lay.has_qual
-    out[_ragged(at[q], seq_len[q])] = text[_ragged(lay.qual_start[q], seq_len[q])] - 33
-    out[_ragged(at[~q], seq_len[~q])] = 0xFF
+    out[ragged(at[q], seq_len[q])] = text[ragged(lay.qual_start[q], seq_len[q])] - 33
+    out[ragged(at[~q], seq_len[~q])] = 0xFF
     at = at + seq_len
 
     record = np.repeat(np.arange(at.size), lay.n_tags)
@@ -356,7 +343,7 @@ def encode_records(text: np.ndarray, refs: References) -> np.ndarray:
         le = lay.tag_value[sel].astype("<i4").view(np.uint8).reshape(-1, 4)[:, :width]
         out[(tag_at[sel, None] + 3 + np.arange(width)).ravel()] = le.ravel()
     z = lay.tag_kind == ord("Z")
-    out[_ragged(tag_at[z] + 3, lay.value_len[z])] = text[_ragged(lay.tag_start[z] + 5, lay.value_len[z])]
+    out[ragged(tag_at[z] + 3, lay.value_len[z])] = text[ragged(lay.tag_start[z] + 5, lay.value_len[z])]
     a = lay.tag_kind == ord("A")
     out[tag_at[a] + 3] = text[lay.tag_start[a] + 5]
     return out

@@ -266,8 +266,7 @@ class Parts:
         # Held while this run lives: a run killed outright leaves its part files, which the next
         # run's parts directory beside them removes.
         _held[directory] = hold_folder(directory)
-        for prefix in PARTS_PREFIXES:
-            remove_abandoned_folders(os.path.dirname(directory), prefix)
+        remove_abandoned_folders(os.path.dirname(directory), PARTS_PREFIXES)
         marker = f"run-{uuid.uuid4().hex}"
         open(os.path.join(directory, marker), "xb").close()
         return cls(directory, marker, os.getpid())

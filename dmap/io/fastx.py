@@ -22,7 +22,7 @@ import numpy as np
 from ..alphabet import INVALID, Alphabet
 from ..errors import InputFormatError
 from ..mapping.schedule import DEFAULT_CHUNK_SIZE
-from ..reads import MAX_NAME_LENGTH, ReadChunk, ReadFields, reads_with_unknown_symbols
+from ..reads import MAX_NAME_LENGTH, ReadChunk, ReadFields, ragged_positions, reads_with_unknown_symbols
 from . import splits
 from .splits import FileSplit, RawBlock, Source, SourceGroup, check_path, plan_input, reads_paths, split_bytes
 
@@ -417,9 +417,7 @@ def alphabet_mismatch(chunk: ReadChunk, alphabet: str, sample: int = 1 << 16) ->
     lengths = chunk.lengths[np.cumsum(chunk.lengths, dtype=np.int64) <= sample]
     if not lengths.sum():
         return None
-    starts = chunk.offsets[:lengths.size].astype(np.int64)
-    at = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths[:-1], dtype=np.int64)]), lengths)
-    seq = chunk.data[at + np.arange(at.size)]
+    seq = chunk.data[ragged_positions(chunk.offsets[:lengths.size], lengths)]
     nucleotides = np.isin(seq, np.frombuffer(b"ACGTNacgtn", np.uint8)).mean()
     if alphabet != "dna" and nucleotides == 1.0:
         return (f"the reads hold only A, C, G, T and N, as DNA does, but the index is of the {alphabet} "

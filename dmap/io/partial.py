@@ -78,10 +78,12 @@ def remove_abandoned(target: str, ours: Callable[[str], bool]) -> list[str]:
     return _remove_unheld(folder, re.compile(re.escape(name) + r"\.partial-\d+"), ours)
 
 
-def remove_abandoned_folders(folder: str, prefix: str) -> list[str]:
-    """Remove the folders in ``folder`` whose names start with ``prefix`` (``tempfile.mkdtemp``'s)
-    that killed runs left, as :func:`remove_abandoned` does (a run's parts folder)."""
-    return _remove_unheld(folder, re.compile(re.escape(prefix) + r"\w+"), lambda _: False)
+def remove_abandoned_folders(folder: str, prefixes: tuple[str, ...]) -> list[str]:
+    """Remove the folders in ``folder`` whose names start with one of ``prefixes``
+    (``tempfile.mkdtemp``'s) that killed runs left, as :func:`remove_abandoned` does (a run's
+    parts folder)."""
+    pattern = re.compile("(?:" + "|".join(map(re.escape, prefixes)) + r")\w+")
+    return _remove_unheld(folder, pattern, lambda _: False)
 
 
 def _remove_unheld(folder: str, pattern: re.Pattern, ours: Callable[[str], bool]) -> list[str]:
