@@ -12,11 +12,11 @@ from collections.abc import Iterator
 
 import dask
 from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
-from distributed.system import MEMORY_LIMIT
 
 from .._version import code_identity
 from ..errors import ClusterError, IndexFormatError
 from ..index.store import unseen_index_error
+from ..memory import memory_budget
 from ..opencl.device import DEVICE_RESOURCE, device_resource, device_tasks
 from ..opencl.discovery import allowed_cores, limit_cpu_threads, list_devices
 from .worker import DevicePlugin
@@ -91,11 +91,13 @@ def embedded_cluster_spec(
     ]
     devices_of = {spec: infos.get(spec.split("/")[0]) for spec in specs}  # None: the worker says why
     gpu_workers = per_device * sum(bool(d) and "GPU" in d.type for d in devices_of.values())
-    # Each worker's memory limit: the machine's (its cgroup's) memory, shared equally among the
-    # worker processes, or all of it for in-process workers, which share this process. Dask's
-    # own default gives a worker the share of the cores its threads are, far too little for a
-    # worker with a few task threads on a many-core host (dmap.cluster.worker.never_pause).
-    memory_limit = MEMORY_LIMIT // (len(specs) * per_device) if processes else MEMORY_LIMIT
+    # Each worker's memory limit: the memory this process may use (the machine's, or its memory
+    # limit's, such as a SLURM job's: dmap.memory), shared equally among the worker processes, or
+    # all of it for in-process workers, which share this process. Dask's own default gives a
+    # worker the share of the cores its threads are, far too little for a worker with a few task
+    # threads on a many-core host (dmap.cluster.worker.never_pause), and reads no SLURM limit.
+    total = memory_budget().total
+    memory_limit = total // (len(specs) * per_device) if processes else total
     for spec, copy in ((spec, k) for spec in specs for k in range(per_device)):
         name = worker_name(spec, copy)
         info = devices_of[spec]  # a split device's parts are CPU cores, whose memory does not count

@@ -29,6 +29,7 @@ from distributed import Client
 
 from .._version import code_identity
 from ..errors import ClusterError
+from ..memory import memory_budget
 from ..opencl.device import DEVICE_RESOURCE, Device, device_resource
 from ..opencl.discovery import list_devices
 from .client import scheduler_workers, worker_name
@@ -121,10 +122,12 @@ def _group_commands(group: WorkerGroup, address: str, listen_host: str | None, n
             raise ClusterError(f"no OpenCL device {whole!r} on {socket.gethostname()}; "
                                f"'dmap devices' lists {', '.join(devices)}")
     specs = [w if group.split == 1 else f"{w}/{group.split}:{k}" for w in wholes for k in range(group.split)]
-    # "auto": the host's memory shared equally among the group's workers (a fraction, which
-    # `dask worker` takes of the memory where it runs), not Dask's share by threads over cores.
+    # "auto": the memory this host gives these processes (dmap.memory: the machine's, or less
+    # under a memory limit such as a SLURM job's, which `dask worker` does not read) shared
+    # equally among the group's workers, not Dask's share by threads over cores.
     workers_here = len(specs) * group.per_device
-    memory_limit = f"{1 / workers_here:.6g}" if group.memory_limit == "auto" else group.memory_limit
+    memory_limit = (str(memory_budget().total // workers_here) if group.memory_limit == "auto"
+                    else group.memory_limit)
     commands = []
     for spec in specs:
         Device(spec)  # fails here, with the reason, if the device cannot be split so

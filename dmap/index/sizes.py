@@ -3,9 +3,8 @@ a block's build needs (checked before sorting starts)."""
 
 from __future__ import annotations
 
-import psutil
-
 from ..errors import InputFormatError
+from ..memory import MemoryBudget, format_bytes, memory_budget
 from .occ import occ_bytes_per_symbol
 from .store import MAX_QUERY_LENGTH
 
@@ -34,11 +33,6 @@ MAX_DEFAULT_SA_SAMPLE_RATE = 16
 MAX_BLOCK_LENGTH = (1 << 30) - 1
 
 
-def available_memory() -> int:
-    """Bytes of memory available to new allocations (page cache counts as available)."""
-    return int(psutil.virtual_memory().available)
-
-
 def default_sa_sample_rate(text_length: int) -> int:
     """S for a reference of ``text_length`` symbols: the smallest power of two
     whose SA samples (4 bytes each) fit SA_SAMPLE_BUDGET, at most 16."""
@@ -63,17 +57,15 @@ def default_block_length(sigma: int, rate: int) -> int:
     return min(LONGEST_DEFAULT_BLOCK, 1 << (int(longest).bit_length() - 1))
 
 
-def check_build_memory(longest_block: int, per_symbol: float) -> None:
-    """Refuse, before sorting, a block this machine cannot build (instead of being killed mid-build)."""
-    need, have = int(per_symbol * longest_block), available_memory()
-    if need > have:
-        fits = 1 << max(int(have // per_symbol).bit_length() - 2, 0)  # with room to spare
+def check_build_memory(longest_block: int, per_symbol: float, budget: MemoryBudget | None = None) -> None:
+    """Refuse, before sorting, a block this machine cannot build (instead of being killed
+    mid-build): the memory available is the machine's, or less under a memory limit such as a
+    SLURM job's (``budget``: :func:`dmap.memory.memory_budget`, by default now)."""
+    budget = budget or memory_budget()
+    need = int(per_symbol * longest_block)
+    if need > budget.available:
+        fits = 1 << max(int(budget.available // per_symbol).bit_length() - 2, 0)  # with room to spare
         raise InputFormatError(
-            f"building a block of {longest_block} symbols needs about {_size(need)} of memory, but {_size(have)} "
-            f"is available; pass a smaller --block-length, e.g. {fits}"
+            f"building a block of {longest_block} symbols needs about {format_bytes(need)} of memory, but "
+            f"{budget.describe_available()}; pass a smaller --block-length, e.g. {fits}"
         )
-
-
-def _size(n: int) -> str:
-    unit = next(u for u in (3, 2, 1, 0) if n >= 1024**u or u == 0)
-    return f"{n / 1024**unit:.1f} {('bytes', 'KiB', 'MiB', 'GiB')[unit]}"

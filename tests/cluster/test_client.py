@@ -6,10 +6,10 @@ import resource
 import subprocess
 import sys
 
-from distributed.system import MEMORY_LIMIT
 from helpers import pinnable, pinned_run, without_pg, write_fasta, write_fastq
 
 from dmap.cluster import client
+from dmap.memory import MemoryBudget, memory_budget
 from dmap.opencl.discovery import list_devices
 
 # The embedded cluster's task threads per worker and its PoCL device's compute units, as a
@@ -90,15 +90,19 @@ def test_device_task_slots_are_read_from_the_workers():
         assert client.require_device_workers(c) == [3]
 
 
-def test_workers_share_the_machines_memory(monkeypatch):
-    """Each embedded worker's memory limit is the machine's memory shared among the worker
-    processes, or all of it for workers in dmap's own process; not Dask's default, the
-    machine's memory times the worker's share of the cores (1/32 for 2 threads on 64 cores)."""
+def test_workers_share_the_memory_this_process_may_use(monkeypatch):
+    """Each embedded worker's memory limit is the memory dmap's process may use (the machine's, or
+    a SLURM job's limit: dmap.memory) shared among the worker processes, or all of it for workers
+    in dmap's own process; not Dask's default, the machine's memory times the worker's share of
+    the cores (1/32 for 2 threads on 64 cores), which reads no SLURM limit either."""
     monkeypatch.setattr(client, "list_devices", lambda: [_device("0:0", "CPU"), _device("1:0", "GPU")])
     _, workers = client.embedded_cluster_spec(cores=64)
-    assert {w["options"]["memory_limit"] for w in workers.values()} == {MEMORY_LIMIT}
+    assert {w["options"]["memory_limit"] for w in workers.values()} == {memory_budget().total}
+    monkeypatch.setattr(client, "memory_budget", lambda: MemoryBudget(total=16 << 30, available=12 << 30))
+    _, workers = client.embedded_cluster_spec(cores=64)
+    assert {w["options"]["memory_limit"] for w in workers.values()} == {16 << 30}
     _, workers = client.embedded_cluster_spec(cores=64, processes=True, per_device=4)
-    assert len(workers) == 8 and {w["options"]["memory_limit"] for w in workers.values()} == {MEMORY_LIMIT // 8}
+    assert len(workers) == 8 and {w["options"]["memory_limit"] for w in workers.values()} == {2 << 30}
 
 
 # A run's embedded worker, asked whether Dask may pause or spill it.
@@ -119,8 +123,8 @@ with embedded_client(processes=sys.argv[1] == "processes") as c:
 def test_workers_never_pause_for_memory(tmp_path):
     """Dask pauses a worker past 80% of its memory limit until its memory drops below that
     again; a device worker's memory is mostly resident index blocks, so a paused worker stayed
-    paused and the run waited for ever. Here Dask reads the machine's memory as 64 MB (the
-    hard RLIMIT_RSS, which Linux itself ignores), less than dmap's process holds once it has
+    paused and the run waited for ever. Here dmap and Dask read the machine's memory as 64 MB
+    (the hard RLIMIT_RSS, which Linux itself ignores), less than dmap's process holds once it has
     imported Dask: the run maps all the same, as without the limit (it waited for ever)."""
     def limited():
         resource.setrlimit(resource.RLIMIT_RSS, (64 << 20, 64 << 20))
@@ -128,7 +132,8 @@ def test_workers_never_pause_for_memory(tmp_path):
     for how in ("threads", "processes"):
         probe = subprocess.run([sys.executable, "-c", MEMORY_PROBE, how], capture_output=True, text=True,
                                timeout=120, check=True)
-        limit = MEMORY_LIMIT if how == "threads" else MEMORY_LIMIT // len(list_devices())
+        total = memory_budget().total
+        limit = total if how == "threads" else total // len(list_devices())
         assert json.loads(probe.stdout) == [[limit, False, False]], how
     write_fasta(tmp_path / "ref.fa", [("c1", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGC" * 20)])
     write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "TTTTTTTT", "CTAGCTAGCACGTTG"] * 2000)

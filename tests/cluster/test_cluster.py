@@ -532,24 +532,22 @@ def test_cluster_up_workers_declare_a_device_task_per_thread():
     assert [name for name, _ in commands] == ["dmap-0-0:0", "dmap-0-0:0-1", "dmap-0-0:0-2"]
 
 
-def test_cluster_up_workers_share_the_hosts_memory():
-    """``memory_limit: auto`` gives each of a group's workers an equal share of its host's
-    memory, as a fraction (``dask worker`` takes a limit of at most 1 as a fraction of the memory
-    where it runs), not Dask's share by threads over cores; a limit given stays as it is."""
-    from distributed.system import MEMORY_LIMIT
-    from distributed.worker_memory import parse_memory_limit
-
+def test_cluster_up_workers_share_the_hosts_memory(monkeypatch):
+    """``memory_limit: auto`` gives each of a group's workers an equal share of the memory its
+    host gives ``dmap cluster up`` (the machine's, or a SLURM job's limit, which ``dask worker``
+    does not read), in bytes, not Dask's share by threads over cores; a limit given stays as it is."""
+    from dmap.cluster import launch
     from dmap.cluster.config import WorkerGroup
-    from dmap.cluster.launch import _group_commands
+    from dmap.memory import MemoryBudget
 
     def limits(group: WorkerGroup) -> set[str]:
-        commands = _group_commands(group, "tcp://127.0.0.1:1", None, "dmap-0-")
+        commands = launch._group_commands(group, "tcp://127.0.0.1:1", None, "dmap-0-")
         return {cmd[cmd.index("--memory-limit") + 1] for _, cmd in commands}
 
-    for per_device, fraction in ((1, "1"), (4, "0.25"), (3, "0.333333")):
-        assert limits(WorkerGroup("0:0", per_device=per_device)) == {fraction}
-        share = parse_memory_limit(fraction, 2, total_cores=64, logger=None)
-        assert abs(share - MEMORY_LIMIT / per_device) < MEMORY_LIMIT * 1e-5
+    assert limits(WorkerGroup("0:0")) == {str(launch.memory_budget().total)}
+    monkeypatch.setattr(launch, "memory_budget", lambda: MemoryBudget(total=12 << 30, available=1 << 30))
+    for per_device, share in ((1, 12 << 30), (4, 3 << 30), (3, 4 << 30)):
+        assert limits(WorkerGroup("0:0", per_device=per_device)) == {str(share)}
     assert limits(WorkerGroup("0:0", memory_limit="8GB", per_device=2)) == {"8GB"}
 
 

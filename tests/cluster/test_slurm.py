@@ -6,6 +6,7 @@ an earlier run, and Dask workers started as jobs by dask-jobqueue, with the opti
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -16,8 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
-from helpers import dmap_cmd, genome_case, stop_processes, without_pg
+from helpers import dmap_cmd, genome_case, stop_processes, without_pg, write_fasta
 
 DAEMONS = ("slurmctld", "slurmd")
 CLIENTS = ("sbatch", "scancel", "scontrol", "sinfo", "squeue")
@@ -41,6 +43,7 @@ class Slurm:
 
     env: dict[str, str]
     folder: Path
+    tracking: str  # "pgid" or "cgroup": how slurmd tracks and bounds a job's processes
 
     def command(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
         return subprocess.run(args, env=self.env, capture_output=True, text=True, check=True, timeout=60, **kwargs)
@@ -69,10 +72,14 @@ class Slurm:
         return ((self.folder / f"job-{job}.out").read_text(), (self.folder / f"job-{job}.err").read_text())
 
 
-def slurm_conf(folder: Path, host: str) -> str:
-    # auth/none: no munge daemon to run; task/affinity: a job is pinned to the CPUs it was
-    # given, as on a real cluster; config_overrides: the node may claim two CPUs on any machine.
+def slurm_conf(folder: Path, host: str, tracking: str) -> str:
+    """The configuration of a one-node cluster.  auth/none: no munge daemon to run;
+    config_overrides: the node may claim two CPUs on any machine.  ``tracking``:
+    ``pgid``, SLURM's simplest (a job is pinned to the CPUs it was given by task/affinity), or
+    ``cgroup``, as most clusters run it: each job in control groups (cgroup.conf) that hold
+    its processes, its CPUs and, memory being a consumable resource, its ``--mem``."""
     controller, node = free_ports(2)
+    cgroups = tracking == "cgroup"
     return f"""\
 ClusterName=dmaptest
 SlurmctldHost={host}(127.0.0.1)
@@ -88,13 +95,13 @@ SlurmctldPidFile={folder}/slurmctld.pid
 SlurmdPidFile={folder}/slurmd.pid
 SlurmctldLogFile={folder}/slurmctld.log
 SlurmdLogFile={folder}/slurmd.log
-ProctrackType=proctrack/pgid
-TaskPlugin=task/affinity
+ProctrackType=proctrack/{tracking}
+TaskPlugin={"task/cgroup,task/affinity" if cgroups else "task/affinity"}
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SchedulerType=sched/builtin
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters={"CR_Core_Memory" if cgroups else "CR_Core"}
 SlurmdParameters=config_overrides
 ReturnToService=2
 MpiDefault=none
@@ -104,15 +111,40 @@ PartitionName=test Nodes=dmapnode Default=YES MaxTime=INFINITE State=UP
 """
 
 
+# cgroup.conf for tracking by control groups: a job's cores and memory are its groups' limits.
+CGROUP_CONF = """\
+CgroupPlugin=autodetect
+ConstrainCores=yes
+ConstrainRAMSpace=yes
+"""
+
+
+def cgroups_usable() -> bool:
+    """Whether slurmd can make control groups here: cgroup v1's freezer, cpuset and memory
+    hierarchies, or cgroup v2 with the memory and cpuset controllers, mounted writable."""
+    v1 = [Path("/sys/fs/cgroup", c) for c in ("freezer", "cpuset", "memory")]
+    if all(os.access(d / "cgroup.procs", os.W_OK) for d in v1):
+        return True
+    controllers = Path("/sys/fs/cgroup/cgroup.controllers")
+    return (controllers.exists() and {"memory", "cpuset"} <= set(controllers.read_text().split())
+            and os.access(controllers.parent / "cgroup.subtree_control", os.W_OK))
+
+
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
+def slurm(tmp_path_factory, request):
+    """A one-node SLURM cluster that tracks jobs by process group, or by control group where a
+    test asks for ``cgroup`` (``@pytest.mark.parametrize("slurm", [...], indirect=True)``)."""
+    tracking = getattr(request, "param", "pgid")
     if os.geteuid() != 0 or not all(shutil.which(t) for t in DAEMONS + CLIENTS):
         pytest.skip("needs root and SLURM (Debian's slurmctld, slurmd and slurm-client)")
-    folder = tmp_path_factory.mktemp("slurm")
+    if tracking == "cgroup" and not cgroups_usable():
+        pytest.skip("needs control groups that slurmd can make (cgroup v1 or v2, mounted writable)")
+    folder = tmp_path_factory.mktemp(f"slurm-{tracking}")
     (folder / "state").mkdir()
     (folder / "spool").mkdir()
     conf = folder / "slurm.conf"
-    conf.write_text(slurm_conf(folder, socket.gethostname().split(".")[0]))
+    conf.write_text(slurm_conf(folder, socket.gethostname().split(".")[0], tracking))
+    (folder / "cgroup.conf").write_text(CGROUP_CONF)  # read beside slurm.conf
     # PoCL's thread counts as dmap sets them for a pinned process are left to each job's own dmap
     env = {k: v for k, v in os.environ.items() if k not in ("POCL_MAX_PTHREAD_COUNT", "POCL_CPU_MAX_CU_NUM")}
     env["SLURM_CONF"] = str(conf)
@@ -120,7 +152,7 @@ def slurm(tmp_path_factory):
                                 stderr=subprocess.DEVNULL, start_new_session=True),
                subprocess.Popen(["slurmd", "-D", "-N", "dmapnode"], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)]
-    cluster = Slurm(env, folder)
+    cluster = Slurm(env, folder, tracking)
     try:
         deadline = time.monotonic() + 60
         while True:  # the node has registered and takes jobs
@@ -142,6 +174,17 @@ def slurm(tmp_path_factory):
                 ["squeue", "-h", "--partition", "test"], env=env, capture_output=True, text=True).stdout.strip():
             time.sleep(0.2)
         stop_processes(daemons)
+        if tracking == "cgroup":
+            remove_node_groups()
+
+
+def remove_node_groups() -> None:
+    """Remove the control groups slurmd made for the node (``slurm_dmapnode`` in each
+    hierarchy), empty once its jobs have ended; deepest first, as rmdir needs."""
+    for top in Path("/sys/fs/cgroup").glob("**/slurm_dmapnode"):
+        for folder in sorted((d for d in top.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)) + [top]:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +202,7 @@ def dmap_line(*args) -> str:
     return " ".join([sys.executable, "-m", "dmap", *map(str, args)])
 
 
+@pytest.mark.parametrize("slurm", ["pgid", "cgroup"], indirect=True)
 def test_a_batch_job_maps_on_the_cores_slurm_gave_it(slurm, case, tmp_path):
     run = dmap_line("run", case / "idx", case / "r.fq", "-o", tmp_path / "o.sam")
     job = slurm.submit(f"{dmap_line('devices')}\n{run}\n", "--cpus-per-task=1")
@@ -174,6 +218,33 @@ def test_a_failing_job_ends_failed_with_one_line(slurm, case, tmp_path):
     assert slurm.wait(job) == "FAILED"
     assert slurm.output(job)[1] == f"dmap: error: reads file '{tmp_path / 'missing.fq'}' does not exist\n"
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("slurm", ["cgroup"], indirect=True)
+def test_an_index_too_large_for_the_jobs_memory_is_refused_in_one_line(slurm, tmp_path):
+    """Under ``--mem`` the kernel kills a job that allocates past it, with no word from the job.
+    SLURM sets the limit on the job's control group, above the process's own, where psutil and
+    Dask do not look: dmap index read the machine's 24 GB as available, began a 20 Mbp block
+    (about 320 MB) and was killed (OUT_OF_MEMORY, its partial folder left).  dmap reads the
+    job's limit (dmap.memory) and refuses the block before sorting, in one line."""
+    rng = np.random.default_rng(3)
+    write_fasta(tmp_path / "ref.fa", [("r", np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, 20_000_000)]
+                                       .tobytes().decode())])
+    index = tmp_path / "ref.dmap"
+    job = slurm.submit(f"exec {dmap_line('index', tmp_path / 'ref.fa', '-o', index)}\n", "--mem=250M")
+    state = slurm.wait(job)
+    err = slurm.output(job)[1]
+    assert state == "FAILED", err
+    line = re.fullmatch(r"dmap: error: building a block of 20000000 symbols needs about 305.2 MiB of memory, "
+                        r"but (\d+\.\d) MiB is available \(the memory limit of control group (\S+)\); "
+                        r"pass a smaller --block-length, e\.g\. (\d+)\n", err)
+    assert line, err
+    assert float(line[1]) < 250 and re.search(rf"/job_{job}(/|$)", line[2])
+    assert os.listdir(tmp_path) == ["ref.fa"]
+    # The block it proposes is built within the limit.
+    job = slurm.submit(f"exec {dmap_line('index', tmp_path / 'ref.fa', '-o', index, '--block-length', line[3])}\n",
+                       "--mem=250M")
+    assert slurm.wait(job, timeout=300) == "COMPLETED", slurm.output(job)[1]
 
 
 def scancel_mid_run(slurm: Slurm, case: Path, folder: Path, launch: str) -> tuple[Path, str]:
@@ -197,6 +268,7 @@ def scancel_mid_run(slurm: Slurm, case: Path, folder: Path, launch: str) -> tupl
     return out, slurm.output(job)[1]
 
 
+@pytest.mark.parametrize("slurm", ["pgid", "cgroup"], indirect=True)
 def test_scancel_leaves_no_partial_file_and_the_earlier_output(slurm, case, tmp_path):
     """``scancel`` sends SIGTERM to every process of the job.  The script ``exec``s dmap, as
     docs/cluster.md says to: SLURM kills what is left of a job once its script has ended,

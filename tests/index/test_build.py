@@ -8,6 +8,7 @@ from helpers import write_fasta
 import dmap
 from dmap.index import sizes
 from dmap.index.occ import occ_bytes_per_symbol
+from dmap.memory import MemoryBudget
 
 
 @pytest.mark.parametrize("alphabet,sigma,expected", [("dna", 4, 1 << 29), ("protein", 22, 1 << 28),
@@ -24,12 +25,13 @@ def test_default_blocks_keep_the_occurrence_table_within_one_device_buffer(tmp_p
 
 def test_a_block_too_large_for_the_memory_is_refused_before_sorting(tmp_path, monkeypatch):
     write_fasta(tmp_path / "ref.fa", [("a", "ACGT" * 1000)])
-    monkeypatch.setattr(sizes, "available_memory", lambda: 10 * 4000)  # room for 10 bytes per symbol, not 16
+    machine = sizes.memory_budget()
+    monkeypatch.setattr(sizes, "memory_budget", lambda: MemoryBudget(machine.total, 10 * 4000))  # 10 bytes a symbol
     expected = r"block of 4000 symbols needs about 62.5 KiB of memory, but 39.1 KiB is available; .*, e.g. 1024$"
     with pytest.raises(dmap.InputFormatError, match=expected):
         dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.fa"]  # nothing half-written
-    monkeypatch.setattr(sizes, "available_memory", lambda: 20 * 4000)
+    monkeypatch.setattr(sizes, "memory_budget", lambda: MemoryBudget(machine.total, 20 * 4000))
     assert dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx").n_blocks == 1
 
 

@@ -1,0 +1,159 @@
+"""The memory this process may use: the machine's, bounded by the memory limits of the
+control groups it runs in.
+
+SLURM (``task/cgroup`` with ``ConstrainRAMSpace``), Kubernetes, systemd and container
+runtimes bound a job's memory with a control group, and the kernel kills a job that
+allocates past it (SIGKILL: no line from dmap, and whatever it was writing is left
+half-done).  ``psutil`` reports the machine's memory, and Dask reads the limit only at the
+root of the cgroup mount: right inside a container with its own cgroup namespace, but not
+under SLURM, which sets the limit on the job's group (``.../job_N``) a level or two above
+the process's own (``.../job_N/step_batch/task_0``).  A job given 250 MB of a 24 GB node
+saw 23 GB available, and ``dmap index`` started a build that the kernel killed
+(``tests/cluster/test_slurm.py``).  So dmap reads the limit of every group from the
+process's own up to the mount's root, for cgroup v1 and v2 alike.
+
+A group's memory in use is counted as the kernel charges it, less its inactive page cache
+(``inactive_file``), which the kernel reclaims before it kills: the "working set" of
+Kubernetes and of ``docker stats``.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+# A v1 group without a limit reports the largest page-aligned value that fits an int64
+# (9223372036854771712); anything from 2**62 on means no limit.
+_NO_LIMIT = 1 << 62
+
+
+@dataclass(frozen=True)
+class GroupMemory:
+    """The memory limit of one control group and what it holds now, in bytes."""
+
+    path: str
+    limit: int
+    used: int  # charged to the group, less its inactive page cache
+
+    @property
+    def available(self) -> int:
+        return max(self.limit - self.used, 0)
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """The memory this process may use, in bytes: ``total`` at most, ``available`` now (page
+    cache counts as available), and the limit that binds ``available``, if not the machine's
+    (e.g. 'control group /slurm/uid_0/job_2')."""
+
+    total: int
+    available: int
+    bound: str | None = None
+
+    def describe_available(self) -> str:
+        """E.g. '150.0 MiB is available (the memory limit of control group /slurm/uid_0/job_2)'."""
+        where = f" (the memory limit of {self.bound})" if self.bound else ""
+        return f"{format_bytes(self.available)} is available{where}"
+
+
+def memory_budget(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
+                  mountinfo: str | os.PathLike = "/proc/self/mountinfo") -> MemoryBudget:
+    """This process's memory: the machine's, bounded by each limited control group it is in
+    and, as Dask has it, by a hard ``RLIMIT_RSS`` (which Linux does not enforce, but which
+    says how much the process is meant to use).
+
+    ``proc_cgroup`` and ``mountinfo``: the files that say which groups the process is in and
+    where their hierarchies are mounted (tests give others).
+    """
+    machine = psutil.virtual_memory()
+    total, available, bound = int(machine.total), int(machine.available), None
+    for g in control_groups(proc_cgroup, mountinfo):
+        total = min(total, g.limit)
+        if g.available < available:
+            available, bound = g.available, f"control group {g.path}"
+    rss = resource.getrlimit(resource.RLIMIT_RSS)[1]  # RLIM_INFINITY: -1
+    if 0 < rss < total:
+        total = rss
+        if rss < available:
+            available, bound = rss, "RLIMIT_RSS"
+    return MemoryBudget(total, available, bound)
+
+
+def control_groups(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
+                   mountinfo: str | os.PathLike = "/proc/self/mountinfo") -> list[GroupMemory]:
+    """The memory-limited control groups this process is in: its own and every one above it up
+    to its hierarchy's mount, in cgroup v1's memory hierarchy and in cgroup v2's.  Empty where
+    there are none, or where they cannot be read (not Linux, no cgroup file system mounted)."""
+    try:
+        memberships = Path(proc_cgroup).read_text().splitlines()
+        mounts = Path(mountinfo).read_text().splitlines()
+    except OSError:
+        return []
+    groups = []
+    for line in memberships:
+        hierarchy, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        v2 = hierarchy == "0" and controllers == ""
+        if not (v2 or "memory" in controllers.split(",")):
+            continue
+        mount = _mount_of(mounts, v2)
+        if mount is None:
+            continue
+        mount_point, root = mount
+        path, root = path.rstrip("/"), root.rstrip("/")
+        if not (path + "/").startswith(root + "/"):
+            continue  # the group lies outside what is mounted here (another namespace's view)
+        while True:  # from the process's own group up to the mount's root
+            g = _group_memory(Path(mount_point + path[len(root):]), v2, path or "/")
+            if g is not None:
+                groups.append(g)
+            if len(path) <= len(root):
+                break
+            path = path.rsplit("/", 1)[0]
+    return groups
+
+
+def _mount_of(mounts: list[str], v2: bool) -> tuple[str, str] | None:
+    """Where the memory hierarchy (cgroup v1) or the unified one (v2) is mounted, and which of
+    its groups the mount shows as its root, from /proc/self/mountinfo's lines."""
+    for line in mounts:
+        fields, _, after = line.partition(" - ")
+        fields, after = fields.split(), after.split()
+        if len(fields) < 5 or len(after) < 3:
+            continue
+        fstype, options = after[0], after[2].split(",")
+        if (fstype == "cgroup2") if v2 else (fstype == "cgroup" and "memory" in options):
+            return _unescape(fields[4]), _unescape(fields[3])
+    return None
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path field: spaces, tabs, newlines and backslashes are octal escapes there."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+def _group_memory(folder: Path, v2: bool, name: str) -> GroupMemory | None:
+    """One group's limit and use, or None where it has no limit (or its files cannot be read)."""
+    limit_file, usage_file, inactive = (("memory.max", "memory.current", "inactive_file") if v2 else
+                                        ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"))
+    try:
+        text = (folder / limit_file).read_text().strip()
+        if text == "max" or int(text) >= _NO_LIMIT:
+            return None
+        limit = int(text)
+        usage = int((folder / usage_file).read_text())
+        stat = dict(line.split() for line in (folder / "memory.stat").read_text().splitlines() if " " in line)
+    except (OSError, ValueError):
+        return None
+    return GroupMemory(name, limit, max(usage - int(stat.get(inactive, 0)), 0))
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes in the largest binary unit it fills, e.g. '1.5 GiB'."""
+    unit = next(u for u in (3, 2, 1, 0) if n >= 1024**u or u == 0)
+    return f"{n} bytes" if unit == 0 else f"{n / 1024**unit:.1f} {('KiB', 'MiB', 'GiB')[unit - 1]}"
