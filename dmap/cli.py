@@ -28,7 +28,8 @@ from .mapping.schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_APPROX_GPU_CHUN
 
 def _user_errors(f):
     """Turn DmapError into one 'dmap: error: ...' line and exit status 1; an
-    interrupt (Ctrl-C, SIGTERM, SIGHUP) into one line and 128 + the signal's number."""
+    interrupt (Ctrl-C, SIGTERM, ...: :data:`TERMINATION_SIGNALS`) into one line and 128 + the
+    signal's number."""
 
     @wraps(f)
     def wrapper(*args, **kwargs):
@@ -61,20 +62,28 @@ def _show_warnings_as_lines() -> None:
     warnings.showwarning = show
 
 
+# Signals whose default is to end the process, and which a scheduler or a user sends to end
+# a command or to warn it of its end: SIGTERM (SLURM's time limit and scancel, timeout,
+# workflow managers), SIGHUP (a closed terminal), SIGINT (Ctrl-C) and SIGUSR2 (SGE's
+# -notify, SLURM's --signal). Their default ends dmap at once, its temporary file left
+# behind; dmap stops as at Ctrl-C. Not SIGUSR1 or SIGXCPU: the LLVM inside PoCL installs its
+# own handlers for them when it compiles a kernel, and those neither end the process nor pass
+# the signal on (SIGTERM, SIGHUP, SIGINT and SIGUSR2 it passes on), so a run goes on.
+TERMINATION_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT", "SIGUSR2")
+
+
 def _stop_on_termination() -> None:
-    """SIGTERM and SIGHUP (sent by SLURM at a time limit, by ``timeout`` and by
-    workflow managers) and SIGINT (Ctrl-C) end a command as an exception, so that
-    temporary files are removed.  Signals that come during that clean-up are
-    ignored, so it runs to its end.  A SIGINT that the command was started
-    ignoring (a shell's background job) stays ignored."""
+    """The termination signals (:data:`TERMINATION_SIGNALS`) end a command as an exception, so
+    that temporary files are removed.  Signals that come during that clean-up are ignored, so
+    it runs to its end.  A signal the command was started ignoring stays ignored: ``nohup``'s
+    SIGHUP, SIGINT for a shell's background job."""
     def stop(signum, frame):
         for s in signals:
             signal.signal(s, signal.SIG_IGN)
         raise Interrupted(signum)
 
-    signals = [signal.SIGTERM, signal.SIGHUP]
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signals.append(signal.SIGINT)
+    signals = [s for s in (getattr(signal, name) for name in TERMINATION_SIGNALS)
+               if signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler)]
     for s in signals:
         signal.signal(s, stop)
     _signals_reach_the_main_thread(stop, signals)

@@ -65,8 +65,9 @@ class ClusterError(DmapError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """A termination signal (SIGTERM, SIGHUP) turned into an exception, so that a
-    run cleans up as it does on Ctrl-C (SIGINT): temporary files are removed."""
+    """A termination signal (SIGTERM, SIGHUP, SIGUSR2: ``dmap.cli.TERMINATION_SIGNALS``)
+    turned into an exception, so that a run cleans up as it does on Ctrl-C (SIGINT):
+    temporary files are removed."""
 
     def __init__(self, signum: int):
         super().__init__(signum)

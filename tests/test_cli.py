@@ -1,5 +1,6 @@
 """The dmap command: bad input gets one clear line, exit status 1 and no output file."""
 
+import contextlib
 import gzip
 import os
 import re
@@ -629,30 +630,55 @@ def test_a_full_disk_while_indexing_is_one_line(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["ref.fa"]
 
 
-@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT"])
-def test_termination_signals_leave_nothing_partial(index, tmp_path, sig):
-    """The reads come from a pipe that stays open, so the run is in its middle when the signal comes
-    (more than one 4 MB piece is sent, so that the first chunks are mapped and written)."""
+def signal_mid_run(index, tmp_path, sig: str, preexec_fn=None) -> tuple[subprocess.Popen, str]:
+    """Send ``sig`` to a run that maps reads from a pipe which stays open, so the run is in its
+    middle when the signal comes (more than one 4 MB piece is sent, so that the first chunks are
+    mapped and written); then send the rest of the reads and close the pipe.  Returns the ended
+    process and its standard error."""
     import signal
     import time
 
     write_fastq(tmp_path / "r.fq", ["GCATGCAAG"] * 200_000)
-    out = tmp_path / "o.sam"
+    text = (tmp_path / "r.fq").read_text()
     # start_new_session: SIGINT is not ignored, as it is for a shell's background job
-    p = subprocess.Popen([sys.executable, "-m", "dmap", "run", str(index), "-", "-o", str(out)],
-                         stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    p.stdin.write((tmp_path / "r.fq").read_text())
+    p = subprocess.Popen([sys.executable, "-m", "dmap", "run", str(index), "-", "-o", str(tmp_path / "o.sam")],
+                         stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=preexec_fn)
+    p.stdin.write(text[: len(text) // 2])
     p.stdin.flush()
     deadline = time.monotonic() + 60
     while not any(".partial-" in name for name in os.listdir(tmp_path)):  # the run has started writing
         assert time.monotonic() < deadline and p.poll() is None
         time.sleep(0.05)
     p.send_signal(getattr(signal, sig))
+    with contextlib.suppress(BrokenPipeError):  # a run that stopped has closed its end
+        p.stdin.write(text[len(text) // 2 :])
     err = p.communicate(timeout=60)[1]
-    p.stdin.close()
+    return p, err
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT", "SIGUSR2"])
+def test_termination_signals_leave_nothing_partial(index, tmp_path, sig):
+    """The signals that schedulers and terminals send to end a job or to warn it of its end
+    (SIGUSR2: SGE's -notify, SLURM's --signal) stop a run as Ctrl-C does."""
+    import signal
+
+    p, err = signal_mid_run(index, tmp_path, sig)
     assert p.returncode == 128 + getattr(signal, sig), err
     assert err.strip() == f"dmap: stopped by {sig}; no partial output file was left"
     assert sorted(os.listdir(tmp_path)) == ["r.fq"]
+
+
+def test_a_run_under_nohup_goes_on_after_sighup(index, tmp_path):
+    """``nohup`` starts a command with SIGHUP ignored, so that it outlives its terminal: the run
+    keeps it ignored, and maps all its reads."""
+    import signal
+
+    p, err = signal_mid_run(index, tmp_path, "SIGHUP", preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    assert p.returncode == 0, err
+    plain = dmap_cmd("run", index, tmp_path / "r.fq")
+    assert plain.returncode == 0, plain.stderr
+    assert without_pg((tmp_path / "o.sam").read_bytes()) == without_pg(plain.stdout.encode())
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
