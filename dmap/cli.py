@@ -515,8 +515,9 @@ def console_main(gc_paused: bool = False) -> None:
         code = 0 if code is None else 1
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
-        except (BrokenPipeError, ValueError):  # a reader that went away; a closed stream
+            if stream is not None:  # None: the descriptor was closed when dmap started (`dmap ... >&-`)
+                stream.flush()
+        except (OSError, ValueError):  # a reader that went away, a descriptor closed since; a closed stream
             pass
     logging.shutdown()
     os._exit(code)

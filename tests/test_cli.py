@@ -499,6 +499,30 @@ def test_the_installed_command_and_python_m_dmap(tmp_path):
 # --- Safe in a pipeline: outputs that are not regular files, what is never replaced, signals ---
 
 
+def test_file_names_that_are_not_utf8(index, tmp_path):
+    """A file name is bytes, not always UTF-8 (Python's argv holds such bytes as lone
+    surrogates): the run reads and writes such files, and the @PG line shows those bytes as
+    \\xNN escapes, so that the header stays UTF-8 text."""
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"])
+    reads, out = tmp_path / os.fsdecode(b"r\xff\xfe.fq"), tmp_path / os.fsdecode(b"o\xff.sam")
+    os.rename(tmp_path / "r.fq", reads)
+    r = subprocess.run([sys.executable, "-m", "dmap", "run", os.fsencode(index), os.fsencode(reads), b"-o",
+                        os.fsencode(out)], capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with pysam.AlignmentFile(os.fsencode(out)) as sam:
+        assert f"'{tmp_path}/r\\xff\\xfe.fq' -o '{tmp_path}/o\\xff.sam'" in sam.header.to_dict()["PG"][0]["CL"]
+        assert [a.reference_start for a in sam] == [5]
+
+
+def test_a_closed_standard_output_is_one_line(index, tmp_path):
+    """``dmap run ... >&-``: no standard output at all (Python's sys.stdout is None)."""
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"])
+    r = subprocess.run(["bash", "-c", f"{sys.executable} -m dmap run {index} {tmp_path / 'r.fq'} >&-"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stderr.startswith("dmap: error: cannot write 'standard output'"), r.stderr
+    assert len(r.stderr.splitlines()) == 1, r.stderr
+
+
 def test_sam_goes_to_standard_output_without_o(index, tmp_path):
     write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC"])
     for extra in ([], ["-o", "-"]):
@@ -917,6 +941,7 @@ def test_read_groups_that_do_not_fit_the_files_are_refused(index, tmp_path, grou
 @pytest.mark.parametrize("line, words", [
     ("@RG\\tSM:x", ["no ID"]), ("ID:x", ["must start with '@RG"]), ("@RG\\tID:x\\nSM:y", ["line break"]),
     ("@RG\\tID:x\\tID:y", ["twice"]), ("@RG\\tIDx", ["TAG:VALUE"]),
+    (os.fsdecode(b"@RG\\tID:\xff\\tSM:x"), ["'@RG\\tID:\\xff\\tSM:x' is not UTF-8 text"]),  # a shell's $'\xff'
 ])
 def test_a_malformed_read_group_is_refused(index, tmp_path, line, words):
     write_fastq(tmp_path / "r.fq", ["GCATGCAAG"])
