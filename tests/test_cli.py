@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -514,13 +515,43 @@ def test_file_names_that_are_not_utf8(index, tmp_path):
         assert [a.reference_start for a in sam] == [5]
 
 
-def test_a_closed_standard_output_is_one_line(index, tmp_path):
-    """``dmap run ... >&-``: no standard output at all (Python's sys.stdout is None)."""
+@pytest.mark.parametrize("closed, args, line", [
+    (">&-", [], "cannot write 'standard output': it is closed; give an output file with -o"),
+    ("<&-", ["-", "-o", "o.sam"], "standard input ('-') is closed; give the reads file's name instead"),
+])
+def test_a_closed_standard_stream_asked_for_is_one_line(index, tmp_path, closed, args, line):
+    """``dmap run ... >&-``: no standard output at all (Python's sys.stdout is None), or no
+    standard input for reads given as '-'."""
     write_fastq(tmp_path / "r.fq", ["GCATGCAAG"])
-    r = subprocess.run(["bash", "-c", f"{sys.executable} -m dmap run {index} {tmp_path / 'r.fq'} >&-"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1 and r.stderr.startswith("dmap: error: cannot write 'standard output'"), r.stderr
-    assert len(r.stderr.splitlines()) == 1, r.stderr
+    cmd = f"{sys.executable} -m dmap run {index} {' '.join(args) or tmp_path / 'r.fq'} {closed}"
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (1, f"dmap: error: {line}\n")
+    assert sorted(os.listdir(tmp_path)) == ["r.fq"]
+
+
+def test_a_closed_standard_error_takes_no_file_of_the_run(index, tmp_path):
+    """``dmap run ... 2>&-``: a descriptor that is closed is the number the next file opened
+    gets, and what a library writes to standard error would go into that file (an internal
+    pipe of the run, here, or the output).  dmap holds the null device there for the whole
+    run, and the run writes what it writes with standard error open."""
+    write_fastq(tmp_path / "r.fq", ["GCATGCAAG"] * 200_000)
+    fifo = tmp_path / "r.fifo"
+    os.mkfifo(fifo)
+    p = subprocess.Popen([sys.executable, "-m", "dmap", "run", index, fifo, "-o", tmp_path / "o.sam"],
+                         preexec_fn=lambda: os.close(2))
+    with open(fifo, "wb") as reads:
+        data = (tmp_path / "r.fq").read_bytes()
+        reads.write(data[: len(data) // 2])
+        reads.flush()
+        deadline = time.monotonic() + 60
+        while not any(".partial-" in name for name in os.listdir(tmp_path)):  # in the middle of the run
+            assert time.monotonic() < deadline and p.poll() is None
+            time.sleep(0.05)
+        assert os.readlink(f"/proc/{p.pid}/fd/2") == os.devnull
+        reads.write(data[len(data) // 2 :])
+    assert p.wait(timeout=120) == 0
+    plain = dmap_cmd("run", index, tmp_path / "r.fq")
+    assert without_pg((tmp_path / "o.sam").read_bytes()) == without_pg(plain.stdout.encode())
 
 
 def test_sam_goes_to_standard_output_without_o(index, tmp_path):

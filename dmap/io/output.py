@@ -33,6 +33,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 import threading
 import warnings
 import zlib
@@ -226,6 +227,8 @@ class Output:
         self.tmp: str | None = None  # the temporary file renamed to self.target at the end
         self.target: str | None = None
         fd = 1 if path == STDOUT else _descriptor(path)
+        if fd == 1 and sys.stdout is None:  # closed when Python started; the null device holds its number
+            raise OutputError("cannot write 'standard output': it is closed; give an output file with -o")
         try:
             if fd is not None:
                 self.file = open(os.dup(fd), "wb")

@@ -40,6 +40,7 @@ import contextlib
 import os
 import socket
 import stat
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -185,8 +186,10 @@ def _exists(path: str) -> bool:
 
 
 def check_path(path: str, what: str) -> None:
-    """Refuse a missing file or a directory with one clear line."""
+    """Refuse a missing file, a directory or a closed standard input with one clear line."""
     if path == STDIN:
+        if sys.stdin is None:  # the descriptor was closed when Python started (dmap/__main__.py)
+            raise InputFormatError(f"standard input ('-') is closed; give the {what} file's name instead")
         return
     if is_url(path):  # one request for both questions
         info = _url_info(path)
