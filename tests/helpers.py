@@ -12,6 +12,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -217,6 +218,47 @@ def pinned_run(code: str, cores: str | None = None) -> str:
     prefix = ["taskset", "-c", cores] if cores is not None else []
     return subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           check=True, timeout=120).stdout.strip()
+
+
+@contextlib.contextmanager
+def cpu_quota_group(cpus: float):
+    """A control group of its own, under this process's, whose CPU quota is ``cpus`` CPUs' worth of
+    time per period (as ``docker --cpus`` and Kubernetes' CPU limits set it); yields a function
+    for ``preexec_fn`` that moves a child process into it.  Skips the test where no CPU
+    controller can be written (not root, no cgroup file system, a read-only one)."""
+    from dmap.host import _groups
+
+    # the process's own group: the first one listed (cgroup v1's cpu hierarchy before v2's)
+    own = next(_groups("cpu", "/proc/self/cgroup", "/proc/self/mountinfo"), None)
+    if own is None or not os.access(own[1], os.W_OK):
+        pytest.skip("needs a control group CPU controller this test may write (root, cgroup v1 or v2)")
+    _, parent, v2 = own
+    folder = parent / f"dmap-test-{os.getpid()}"
+    try:
+        folder.mkdir()
+        period = 100_000
+        if v2:
+            (folder / "cpu.max").write_text(f"{int(cpus * period)} {period}")
+        else:
+            (folder / "cpu.cfs_period_us").write_text(str(period))
+            (folder / "cpu.cfs_quota_us").write_text(str(int(cpus * period)))
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+        pytest.skip(f"cannot make a control group with a CPU quota here ({e})")
+
+    def enter() -> None:
+        (folder / "cgroup.procs").write_text("0")  # 0: the process that writes it
+
+    try:
+        yield enter
+    finally:
+        for _ in range(50):  # the child has ended, but its group may still count it for a moment
+            try:
+                folder.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
 
 
 # The pages of one of allocation_faults' buffers: fewer faults than this, and freed memory was reused.

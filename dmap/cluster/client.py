@@ -15,10 +15,10 @@ from distributed import Client, Nanny, Scheduler, SpecCluster, Worker
 
 from .._version import code_identity
 from ..errors import ClusterError, IndexFormatError
+from ..host import allowed_cores, memory_budget
 from ..index.store import unseen_index_error
-from ..memory import memory_budget
 from ..opencl.device import DEVICE_RESOURCE, device_resource, device_tasks
-from ..opencl.discovery import allowed_cores, limit_cpu_threads, list_devices
+from ..opencl.discovery import limit_cpu_threads, list_devices
 from .worker import DevicePlugin
 
 # Threads per device worker: one runs a kernel while the other locates,
@@ -92,7 +92,7 @@ def embedded_cluster_spec(
     devices_of = {spec: infos.get(spec.split("/")[0]) for spec in specs}  # None: the worker says why
     gpu_workers = per_device * sum(bool(d) and "GPU" in d.type for d in devices_of.values())
     # Each worker's memory limit: the memory this process may use (the machine's, or its memory
-    # limit's, such as a SLURM job's: dmap.memory), shared equally among the worker processes, or
+    # limit's, such as a SLURM job's: dmap.host), shared equally among the worker processes, or
     # all of it for in-process workers, which share this process. Dask's own default gives a
     # worker the share of the cores its threads are, far too little for a worker with a few task
     # threads on a many-core host (dmap.cluster.worker.never_pause), and reads no SLURM limit.
@@ -187,7 +187,7 @@ def embedded_client(processes: bool = False, dashboard: bool | int = False, thre
     """A client of a :class:`LocalDeviceCluster`, closed on exit.
 
     ``threads``: the cores to use; by default those this process may run on
-    where they are fewer than the machine's (:func:`~dmap.opencl.discovery.allowed_cores`).
+    where they are fewer than the machine's (:func:`~dmap.host.allowed_cores`).
     PoCL's CPU device then runs its kernels on that many
     (:func:`~dmap.opencl.discovery.limit_cpu_threads`: it takes effect if
     OpenCL has not started in this process yet, as in the ``dmap`` command,

@@ -29,7 +29,7 @@ from distributed import Client
 
 from .._version import code_identity
 from ..errors import ClusterError
-from ..memory import memory_budget
+from ..host import memory_budget
 from ..opencl.device import DEVICE_RESOURCE, Device, device_resource
 from ..opencl.discovery import list_devices
 from .client import scheduler_workers, worker_name
@@ -122,7 +122,7 @@ def _group_commands(group: WorkerGroup, address: str, listen_host: str | None, n
             raise ClusterError(f"no OpenCL device {whole!r} on {socket.gethostname()}; "
                                f"'dmap devices' lists {', '.join(devices)}")
     specs = [w if group.split == 1 else f"{w}/{group.split}:{k}" for w in wholes for k in range(group.split)]
-    # "auto": the memory this host gives these processes (dmap.memory: the machine's, or less
+    # "auto": the memory this host gives these processes (dmap.host: the machine's, or less
     # under a memory limit such as a SLURM job's, which `dask worker` does not read) shared
     # equally among the group's workers, not Dask's share by threads over cores.
     workers_here = len(specs) * group.per_device

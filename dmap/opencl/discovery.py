@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from ..errors import DeviceError
+from ..host import allowed_cores
 
 if TYPE_CHECKING:
     import pyopencl as cl_
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 def _cl():
     """pyopencl, imported with PoCL's CPU device kept to the cores this process may run on
-    (:func:`allowed_cores`) unless told otherwise: every OpenCL start in dmap comes here."""
+    (:func:`dmap.host.allowed_cores`) unless told otherwise: every OpenCL start in dmap comes here."""
     cores = allowed_cores()
     if cores is not None:
         limit_cpu_threads(cores)  # the user's and -t's values are kept
@@ -61,20 +62,6 @@ def usable_cache_home() -> str | None:
         return None
     os.environ["XDG_CACHE_HOME"] = folder
     return folder
-
-
-def allowed_cores() -> int | None:
-    """The cores this process may run on (its CPU affinity, which SLURM, ``taskset`` and a
-    container's cpuset restrict), or None where that is every core of the machine.
-
-    PoCL's CPU device otherwise starts a thread per core of the machine: a job given
-    4 cores of a 64-core node would run 64 kernel threads on them.
-    """
-    try:
-        allowed = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return None
-    return allowed if allowed < (os.cpu_count() or allowed) else None
 
 
 def limit_cpu_threads(threads: int) -> None:

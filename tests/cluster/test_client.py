@@ -9,7 +9,7 @@ import sys
 from helpers import pinnable, pinned_run, without_pg, write_fasta, write_fastq
 
 from dmap.cluster import client
-from dmap.memory import MemoryBudget, memory_budget
+from dmap.host import MemoryBudget, memory_budget
 from dmap.opencl.discovery import list_devices
 
 # The embedded cluster's task threads per worker and its PoCL device's compute units, as a
@@ -92,7 +92,7 @@ def test_device_task_slots_are_read_from_the_workers():
 
 def test_workers_share_the_memory_this_process_may_use(monkeypatch):
     """Each embedded worker's memory limit is the memory dmap's process may use (the machine's, or
-    a SLURM job's limit: dmap.memory) shared among the worker processes, or all of it for workers
+    a SLURM job's limit: dmap.host) shared among the worker processes, or all of it for workers
     in dmap's own process; not Dask's default, the machine's memory times the worker's share of
     the cores (1/32 for 2 threads on 64 cores), which reads no SLURM limit either."""
     monkeypatch.setattr(client, "list_devices", lambda: [_device("0:0", "CPU"), _device("1:0", "GPU")])

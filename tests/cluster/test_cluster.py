@@ -538,7 +538,7 @@ def test_cluster_up_workers_share_the_hosts_memory(monkeypatch):
     does not read), in bytes, not Dask's share by threads over cores; a limit given stays as it is."""
     from dmap.cluster import launch
     from dmap.cluster.config import WorkerGroup
-    from dmap.memory import MemoryBudget
+    from dmap.host import MemoryBudget
 
     def limits(group: WorkerGroup) -> set[str]:
         commands = launch._group_commands(group, "tcp://127.0.0.1:1", None, "dmap-0-")

@@ -226,7 +226,7 @@ def test_an_index_too_large_for_the_jobs_memory_is_refused_in_one_line(slurm, tm
     SLURM sets the limit on the job's control group, above the process's own, where psutil and
     Dask do not look: dmap index read the machine's 24 GB as available, began a 20 Mbp block
     (about 320 MB) under --mem=250M and was killed (OUT_OF_MEMORY, its partial folder left).
-    dmap reads the job's limit (dmap.memory) and refuses the block before sorting, in one line.
+    dmap reads the job's limit (dmap.host) and refuses the block before sorting, in one line.
     The limit here leaves room for the build's fixed part (the interpreter and its imports,
     the reference's arrays, freed memory the allocator keeps: 120-200 MB at 20 Mbp), which the
     check does not model and which a block of the proposed length would not fit beside in 250 MB."""

@@ -6,9 +6,9 @@ import pytest
 from helpers import write_fasta
 
 import dmap
+from dmap.host import MemoryBudget
 from dmap.index import sizes
 from dmap.index.occ import occ_bytes_per_symbol
-from dmap.memory import MemoryBudget
 
 
 @pytest.mark.parametrize("alphabet,sigma,expected", [("dna", 4, 1 << 29), ("protein", 22, 1 << 28),

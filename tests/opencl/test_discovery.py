@@ -5,7 +5,7 @@ import subprocess
 import sys
 import tempfile
 
-from helpers import dmap_cmd, pinnable, pinned_run, sam_body, write_fasta, write_fastq
+from helpers import cpu_quota_group, dmap_cmd, pinnable, pinned_run, sam_body, write_fasta, write_fastq
 
 from dmap.opencl import discovery
 
@@ -22,12 +22,15 @@ def test_pocl_keeps_to_the_cores_this_process_may_run_on():
     assert pinned_run(f"import os\nos.environ['POCL_MAX_PTHREAD_COUNT'] = '2'\n{UNITS}", "0") == "2"
 
 
-def test_allowed_cores_are_none_where_every_core_is(monkeypatch):
-    monkeypatch.setattr(os, "cpu_count", lambda: 64)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)))
-    assert discovery.allowed_cores() == 4
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
-    assert discovery.allowed_cores() is None
+def test_pocl_keeps_to_the_cpu_quota_of_the_process():
+    """Kubernetes' CPU limits and ``docker --cpus`` give a quota of CPU time on every core of
+    the node, not fewer cores: under a quota of 1 CPU, PoCL runs its kernels on one thread,
+    not one per core, each throttled for most of every period."""
+    with cpu_quota_group(1) as enter:
+        env = {k: v for k, v in os.environ.items() if k not in ("POCL_MAX_PTHREAD_COUNT", "POCL_CPU_MAX_CU_NUM")}
+        units = subprocess.run([sys.executable, "-c", UNITS], capture_output=True, text=True, env=env, check=True,
+                               timeout=120, preexec_fn=enter).stdout.strip()
+    assert units == "1"
 
 
 def test_a_cache_folder_in_the_temporary_directory_where_home_has_none(tmp_path, monkeypatch):

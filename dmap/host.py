@@ -1,5 +1,5 @@
-"""The memory this process may use: the machine's, bounded by the memory limits of the
-control groups it runs in.
+"""What this host gives this process: its cores and its memory, the machine's bounded by
+the process's CPU affinity and by the limits of the control groups it runs in.
 
 SLURM (``task/cgroup`` with ``ConstrainRAMSpace``), Kubernetes, systemd and container
 runtimes bound a job's memory with a control group, and the kernel kills a job that
@@ -15,16 +15,22 @@ process's own up to the mount's root, for cgroup v1 and v2 alike.
 A group's memory in use is counted as the kernel charges it, less its inactive page cache
 (``inactive_file``), which the kernel reclaims before it kills: the "working set" of
 Kubernetes and of ``docker stats``.
+
+Cores are bounded the same two ways: SLURM and ``taskset`` pin a process to some cores (its
+affinity), while Kubernetes' CPU limits and ``docker --cpus`` give it a quota of CPU time
+per period (``cpu.max``, ``cpu.cfs_quota_us``) on every core of the node.  PoCL starts a
+kernel thread per core it is told of: 64 threads under a quota of 2 CPUs spend most of
+each period throttled.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import resource
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import psutil
 
 # A v1 group without a limit reports the largest page-aligned value that fits an int64
 # (9223372036854771712); anything from 2**62 on means no limit.
@@ -69,6 +75,8 @@ def memory_budget(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
     ``proc_cgroup`` and ``mountinfo``: the files that say which groups the process is in and
     where their hierarchies are mounted (tests give others).
     """
+    import psutil  # here: `dmap --help` and the device listing that imports this module need no psutil
+
     machine = psutil.virtual_memory()
     total, available, bound = int(machine.total), int(machine.available), None
     for g in control_groups(proc_cgroup, mountinfo):
@@ -88,18 +96,65 @@ def control_groups(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
     """The memory-limited control groups this process is in: its own and every one above it up
     to its hierarchy's mount, in cgroup v1's memory hierarchy and in cgroup v2's.  Empty where
     there are none, or where they cannot be read (not Linux, no cgroup file system mounted)."""
+    return [g for name, folder, v2 in _groups("memory", proc_cgroup, mountinfo)
+            if (g := _group_memory(folder, v2, name)) is not None]
+
+
+def cpu_quota(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
+              mountinfo: str | os.PathLike = "/proc/self/mountinfo") -> float | None:
+    """The CPUs' worth of time per period that this process's control groups allow it (the
+    tightest quota over periods, from its own group up to its hierarchy's mount), or None
+    where no group sets a quota."""
+    quotas = []
+    for _, folder, v2 in _groups("cpu", proc_cgroup, mountinfo):
+        try:
+            if v2:
+                quota, period = (folder / "cpu.max").read_text().split()
+            else:
+                quota, period = ((folder / name).read_text() for name in ("cpu.cfs_quota_us", "cpu.cfs_period_us"))
+            if quota.strip() not in ("max", "-1") and int(period) > 0:
+                quotas.append(int(quota) / int(period))
+        except (OSError, ValueError):
+            continue
+    return min(quotas, default=None)
+
+
+def allowed_cores(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
+                  mountinfo: str | os.PathLike = "/proc/self/mountinfo") -> int | None:
+    """The cores this process may keep busy, or None where that is every core of the machine:
+    its CPU affinity (which SLURM, ``taskset`` and a container's cpuset restrict), and no more
+    than its control groups' CPU quota, rounded up (Kubernetes' CPU limits, ``docker --cpus``).
+
+    PoCL's CPU device otherwise starts a thread per core of the machine: a job given
+    4 cores of a 64-core node would run 64 kernel threads on them.
+    """
+    machine = os.cpu_count() or 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = machine
+    quota = cpu_quota(proc_cgroup, mountinfo)
+    if quota is not None:
+        cores = max(1, min(cores, math.ceil(quota)))
+    return cores if cores < machine else None
+
+
+def _groups(controller: str, proc_cgroup: str | os.PathLike,
+            mountinfo: str | os.PathLike) -> Iterator[tuple[str, Path, bool]]:
+    """The control groups this process is in for ``controller`` ("memory", "cpu"): for its cgroup
+    v1 hierarchy and for cgroup v2's unified one, its own group and every one above it up to
+    the hierarchy's mount, each as (its path in the hierarchy, its folder, whether v2)."""
     try:
         memberships = Path(proc_cgroup).read_text().splitlines()
         mounts = Path(mountinfo).read_text().splitlines()
     except OSError:
-        return []
-    groups = []
+        return
     for line in memberships:
         hierarchy, controllers, path = (line.split(":", 2) + ["", ""])[:3]
         v2 = hierarchy == "0" and controllers == ""
-        if not (v2 or "memory" in controllers.split(",")):
+        if not (v2 or controller in controllers.split(",")):
             continue
-        mount = _mount_of(mounts, v2)
+        mount = _mount_of(mounts, controller, v2)
         if mount is None:
             continue
         mount_point, root = mount
@@ -107,25 +162,22 @@ def control_groups(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
         if not (path + "/").startswith(root + "/"):
             continue  # the group lies outside what is mounted here (another namespace's view)
         while True:  # from the process's own group up to the mount's root
-            g = _group_memory(Path(mount_point + path[len(root):]), v2, path or "/")
-            if g is not None:
-                groups.append(g)
+            yield path or "/", Path(mount_point + path[len(root):]), v2
             if len(path) <= len(root):
                 break
             path = path.rsplit("/", 1)[0]
-    return groups
 
 
-def _mount_of(mounts: list[str], v2: bool) -> tuple[str, str] | None:
-    """Where the memory hierarchy (cgroup v1) or the unified one (v2) is mounted, and which of
-    its groups the mount shows as its root, from /proc/self/mountinfo's lines."""
+def _mount_of(mounts: list[str], controller: str, v2: bool) -> tuple[str, str] | None:
+    """Where ``controller``'s hierarchy (cgroup v1) or the unified one (v2) is mounted, and which
+    of its groups the mount shows as its root, from /proc/self/mountinfo's lines."""
     for line in mounts:
         fields, _, after = line.partition(" - ")
         fields, after = fields.split(), after.split()
         if len(fields) < 5 or len(after) < 3:
             continue
         fstype, options = after[0], after[2].split(",")
-        if (fstype == "cgroup2") if v2 else (fstype == "cgroup" and "memory" in options):
+        if (fstype == "cgroup2") if v2 else (fstype == "cgroup" and controller in options):
             return _unescape(fields[4]), _unescape(fields[3])
     return None
 

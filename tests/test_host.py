@@ -1,14 +1,23 @@
-"""The memory a process may use (dmap.memory), read from control-group trees laid out as
-cgroup v1 and v2 lay them out, in a temporary folder; the real ones under SLURM are in
-tests/cluster/test_slurm.py."""
+"""The cores and memory a process may use (dmap.host), read from control-group trees laid
+out as cgroup v1 and v2 lay them out, in a temporary folder; real ones: SLURM's in
+tests/cluster/test_slurm.py, a CPU quota in tests/opencl/test_discovery.py."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import psutil
 
-from dmap.memory import GroupMemory, MemoryBudget, control_groups, format_bytes, memory_budget
+from dmap.host import (
+    GroupMemory,
+    MemoryBudget,
+    allowed_cores,
+    control_groups,
+    cpu_quota,
+    format_bytes,
+    memory_budget,
+)
 
 MiB = 1 << 20
 NO_LIMIT_V1 = 9223372036854771712
@@ -119,3 +128,40 @@ def test_no_limits_or_no_cgroups_give_the_machines_memory(tmp_path):
 def test_format_bytes():
     assert [format_bytes(n) for n in (0, 1023, 1024, 1536 * MiB, 3 << 40)] == [
         "0 bytes", "1023 bytes", "1.0 KiB", "1.5 GiB", "3072.0 GiB"]
+
+
+def test_allowed_cores_are_the_affinity_and_none_where_every_core_is(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)))
+    none = tmp_path / "missing", tmp_path / "missing"
+    assert allowed_cores(*none) == 4
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    assert allowed_cores(*none) is None
+
+
+def test_a_cpu_quota_bounds_the_cores(tmp_path, monkeypatch):
+    """Kubernetes' CPU limit and ``docker --cpus`` give a quota of CPU time on every core: 2.5
+    CPUs are 3 cores' worth of threads; the tightest quota on the way up binds, and "max" (v2)
+    or -1 (v1) is none."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    root = tmp_path / "cg2"
+    (root / "kubepods/pod1/c1").mkdir(parents=True)
+    (root / "kubepods/cpu.max").write_text("max 100000\n")
+    (root / "kubepods/pod1/cpu.max").write_text("250000 100000\n")
+    (root / "kubepods/pod1/c1/cpu.max").write_text("max 100000\n")
+    files = proc_files(tmp_path, "0::/kubepods/pod1/c1\n", [f"30 1 0:26 / {root} rw - cgroup2 cgroup2 rw"])
+    assert cpu_quota(*files) == 2.5 and allowed_cores(*files) == 3
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(2)))
+    assert allowed_cores(*files) == 2  # the affinity is tighter
+    # cgroup v1: cpu.cfs_quota_us over cpu.cfs_period_us, in the cpu hierarchy (mounted with cpuacct here)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    cpu = tmp_path / "cg" / "cpu,cpuacct"
+    for folder, quota in ((cpu / "docker", -1), (cpu / "docker/abc", 50000)):
+        folder.mkdir(parents=True)
+        (folder / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+        (folder / "cpu.cfs_period_us").write_text("100000\n")
+    files = proc_files(tmp_path, "3:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n",
+                       [f"33 31 0:30 / {cpu} rw - cgroup cgroup rw,cpu,cpuacct"])
+    assert cpu_quota(*files) == 0.5 and allowed_cores(*files) == 1
+    assert cpu_quota(tmp_path / "missing", tmp_path / "missing") is None
