@@ -79,7 +79,7 @@ def memory_budget(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
 
     machine = psutil.virtual_memory()
     total, available, bound = int(machine.total), int(machine.available), None
-    for g in control_groups(proc_cgroup, mountinfo):
+    for g in memory_groups(proc_cgroup, mountinfo):
         total = min(total, g.limit)
         if g.available < available:
             available, bound = g.available, f"control group {g.path}"
@@ -91,12 +91,12 @@ def memory_budget(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
     return MemoryBudget(total, available, bound)
 
 
-def control_groups(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
+def memory_groups(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
                    mountinfo: str | os.PathLike = "/proc/self/mountinfo") -> list[GroupMemory]:
     """The memory-limited control groups this process is in: its own and every one above it up
     to its hierarchy's mount, in cgroup v1's memory hierarchy and in cgroup v2's.  Empty where
     there are none, or where they cannot be read (not Linux, no cgroup file system mounted)."""
-    return [g for name, folder, v2 in _groups("memory", proc_cgroup, mountinfo)
+    return [g for name, folder, v2 in group_folders("memory", proc_cgroup, mountinfo)
             if (g := _group_memory(folder, v2, name)) is not None]
 
 
@@ -106,7 +106,7 @@ def cpu_quota(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
     tightest quota over periods, from its own group up to its hierarchy's mount), or None
     where no group sets a quota."""
     quotas = []
-    for _, folder, v2 in _groups("cpu", proc_cgroup, mountinfo):
+    for _, folder, v2 in group_folders("cpu", proc_cgroup, mountinfo):
         try:
             if v2:
                 quota, period = (folder / "cpu.max").read_text().split()
@@ -139,7 +139,7 @@ def allowed_cores(proc_cgroup: str | os.PathLike = "/proc/self/cgroup",
     return cores if cores < machine else None
 
 
-def _groups(controller: str, proc_cgroup: str | os.PathLike,
+def group_folders(controller: str, proc_cgroup: str | os.PathLike,
             mountinfo: str | os.PathLike) -> Iterator[tuple[str, Path, bool]]:
     """The control groups this process is in for ``controller`` ("memory", "cpu"): for its cgroup
     v1 hierarchy and for cgroup v2's unified one, its own group and every one above it up to

@@ -226,10 +226,10 @@ def cpu_quota_group(cpus: float):
     time per period (as ``docker --cpus`` and Kubernetes' CPU limits set it); yields a function
     for ``preexec_fn`` that moves a child process into it.  Skips the test where no CPU
     controller can be written (not root, no cgroup file system, a read-only one)."""
-    from dmap.host import _groups
+    from dmap.host import group_folders
 
     # the process's own group: the first one listed (cgroup v1's cpu hierarchy before v2's)
-    own = next(_groups("cpu", "/proc/self/cgroup", "/proc/self/mountinfo"), None)
+    own = next(group_folders("cpu", "/proc/self/cgroup", "/proc/self/mountinfo"), None)
     if own is None or not os.access(own[1], os.W_OK):
         pytest.skip("needs a control group CPU controller this test may write (root, cgroup v1 or v2)")
     _, parent, v2 = own

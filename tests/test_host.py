@@ -13,10 +13,10 @@ from dmap.host import (
     GroupMemory,
     MemoryBudget,
     allowed_cores,
-    control_groups,
     cpu_quota,
     format_bytes,
     memory_budget,
+    memory_groups,
 )
 
 MiB = 1 << 20
@@ -66,7 +66,7 @@ def test_a_slurm_jobs_limit_above_the_process_own_group_bounds_it(tmp_path):
     group(memory / "slurm/uid_0/job_2/step_batch/task_0", NO_LIMIT_V1, 580 * MiB, 100 * MiB, v2=False)
     files = proc_files(tmp_path, "9:cpuset:/slurm/uid_0/job_2/step_batch\n"
                                  "4:memory:/slurm/uid_0/job_2/step_batch/task_0\n0::/\n", v1_mounts(tmp_path / "cg"))
-    assert control_groups(*files) == [
+    assert memory_groups(*files) == [
         GroupMemory("/slurm/uid_0/job_2/step_batch", 1000 * MiB, 490 * MiB),
         GroupMemory("/slurm/uid_0/job_2", 1000 * MiB, 400 * MiB),
     ]
@@ -85,7 +85,7 @@ def test_cgroup_v2_limits_up_to_the_mount(tmp_path):
     (root / "memory.stat").write_text("anon 1\n")  # the root group has no memory.max
     files = proc_files(tmp_path, "0::/user.slice/run.scope\n",
                        [f"30 1 0:26 / {root} rw,nosuid - cgroup2 cgroup2 rw,nsdelegate"])
-    assert control_groups(*files) == [GroupMemory("/user.slice", 2048 * MiB, 1500 * MiB)]
+    assert memory_groups(*files) == [GroupMemory("/user.slice", 2048 * MiB, 1500 * MiB)]
     budget = memory_budget(*files)
     assert (budget.total, budget.available, budget.bound) == (2048 * MiB, 548 * MiB, "control group /user.slice")
 
@@ -96,12 +96,12 @@ def test_a_containers_own_group_at_the_mounts_root(tmp_path):
     root = tmp_path / "cg2"
     group(root, 4096 * MiB, 1024 * MiB, 0, v2=True)
     files = proc_files(tmp_path, "0::/\n", [f"30 1 0:26 / {root} rw - cgroup2 cgroup2 rw"])
-    assert control_groups(*files) == [GroupMemory("/", 4096 * MiB, 1024 * MiB)]
+    assert memory_groups(*files) == [GroupMemory("/", 4096 * MiB, 1024 * MiB)]
     files = proc_files(tmp_path, "0::/docker/abc\n", [f"30 1 0:26 /docker/abc {root} rw - cgroup2 cgroup2 rw"])
-    assert control_groups(*files) == [GroupMemory("/docker/abc", 4096 * MiB, 1024 * MiB)]
+    assert memory_groups(*files) == [GroupMemory("/docker/abc", 4096 * MiB, 1024 * MiB)]
     # A group outside what the mount shows cannot be read: nothing is guessed.
     files = proc_files(tmp_path, "0::/other\n", [f"30 1 0:26 /docker/abc {root} rw - cgroup2 cgroup2 rw"])
-    assert control_groups(*files) == []
+    assert memory_groups(*files) == []
 
 
 def test_mount_points_with_spaces(tmp_path):
@@ -111,15 +111,15 @@ def test_mount_points_with_spaces(tmp_path):
     mounts = [line.replace(str(tmp_path / "c g"), str(tmp_path).replace(" ", "\\040") + "/c\\040g")
               for line in v1_mounts(tmp_path / "c g")]
     files = proc_files(tmp_path, "4:memory:/job\n", mounts)
-    assert control_groups(*files) == [GroupMemory("/job", 100 * MiB, 10 * MiB)]
+    assert memory_groups(*files) == [GroupMemory("/job", 100 * MiB, 10 * MiB)]
 
 
 def test_no_limits_or_no_cgroups_give_the_machines_memory(tmp_path):
     memory = tmp_path / "cg" / "memory"
     group(memory / "user", NO_LIMIT_V1, 10 * MiB, 0, v2=False)
     files = proc_files(tmp_path, "4:memory:/user\n", v1_mounts(tmp_path / "cg"))
-    assert control_groups(*files) == []
-    assert control_groups(tmp_path / "missing", tmp_path / "missing") == []
+    assert memory_groups(*files) == []
+    assert memory_groups(tmp_path / "missing", tmp_path / "missing") == []
     budget = memory_budget(tmp_path / "missing", tmp_path / "missing")
     assert budget.total == psutil.virtual_memory().total and budget.bound is None
     assert budget.describe_available().endswith("B is available")
