@@ -43,7 +43,6 @@ class Slurm:
 
     env: dict[str, str]
     folder: Path
-    tracking: str  # "pgid" or "cgroup": how slurmd tracks and bounds a job's processes
 
     def command(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
         return subprocess.run(args, env=self.env, capture_output=True, text=True, check=True, timeout=60, **kwargs)
@@ -152,7 +151,7 @@ def slurm(tmp_path_factory, request):
                                 stderr=subprocess.DEVNULL, start_new_session=True),
                subprocess.Popen(["slurmd", "-D", "-N", "dmapnode"], env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)]
-    cluster = Slurm(env, folder, tracking)
+    cluster = Slurm(env, folder)
     try:
         deadline = time.monotonic() + 60
         while True:  # the node has registered and takes jobs
@@ -180,8 +179,10 @@ def slurm(tmp_path_factory, request):
 
 def remove_node_groups() -> None:
     """Remove the control groups slurmd made for the node (``slurm_dmapnode`` in each
-    hierarchy), empty once its jobs have ended; deepest first, as rmdir needs."""
-    for top in Path("/sys/fs/cgroup").glob("**/slurm_dmapnode"):
+    hierarchy of cgroup v1, or at v2's root), empty once its jobs have ended; deepest first, as
+    rmdir needs."""
+    cgroups = Path("/sys/fs/cgroup")
+    for top in [*cgroups.glob("slurm_dmapnode"), *cgroups.glob("*/slurm_dmapnode")]:
         for folder in sorted((d for d in top.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)) + [top]:
             with contextlib.suppress(OSError):
                 folder.rmdir()
