@@ -691,7 +691,6 @@ def signal_mid_run(index, tmp_path, sig: str, preexec_fn=None) -> tuple[subproce
     mapped and written); then send the rest of the reads and close the pipe.  Returns the ended
     process and its standard error."""
     import signal
-    import time
 
     write_fastq(tmp_path / "r.fq", ["GCATGCAAG"] * 200_000)
     text = (tmp_path / "r.fq").read_text()
