@@ -24,6 +24,7 @@ from .index.store import DEFAULT_MAX_QUERY_LENGTH
 from .io.output import FORMATS
 from .mapping.pairs import ESTIMATE_PAIRS, PAIR_CAP
 from .mapping.schedule import DEFAULT_APPROX_CHUNK_SIZE, DEFAULT_APPROX_GPU_CHUNK_SIZE, DEFAULT_CHUNK_SIZE
+from .opencl.discovery import keep_signal_handlers
 
 
 def _user_errors(f):
@@ -64,12 +65,11 @@ def _show_warnings_as_lines() -> None:
 
 # Signals whose default is to end the process, and which a scheduler or a user sends to end
 # a command or to warn it of its end: SIGTERM (SLURM's time limit and scancel, timeout,
-# workflow managers), SIGHUP (a closed terminal), SIGINT (Ctrl-C) and SIGUSR2 (SGE's
-# -notify, SLURM's --signal). Their default ends dmap at once, its temporary file left
-# behind; dmap stops as at Ctrl-C. Not SIGUSR1 or SIGXCPU: the LLVM inside PoCL installs its
-# own handlers for them when it compiles a kernel, and those neither end the process nor pass
-# the signal on (SIGTERM, SIGHUP, SIGINT and SIGUSR2 it passes on), so a run goes on.
-TERMINATION_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT", "SIGUSR2")
+# workflow managers), SIGHUP (a closed terminal), SIGINT (Ctrl-C), SIGUSR1 and SIGUSR2
+# (SLURM's --signal, SGE's -notify) and SIGXCPU (a CPU-time limit). Their default ends dmap
+# at once, its temporary file left behind; dmap stops as at Ctrl-C. PoCL's LLVM would take
+# SIGUSR1 and SIGXCPU for itself: their handlers are kept (dmap.opencl.discovery).
+TERMINATION_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGXCPU")
 
 
 def _stop_on_termination() -> None:
@@ -86,6 +86,7 @@ def _stop_on_termination() -> None:
                if signal.getsignal(s) in (signal.SIG_DFL, signal.default_int_handler)]
     for s in signals:
         signal.signal(s, stop)
+    keep_signal_handlers({s: stop for s in signals if s in (signal.SIGUSR1, signal.SIGXCPU)})
     _signals_reach_the_main_thread(stop, signals)
 
 

@@ -65,7 +65,7 @@ class ClusterError(DmapError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """A termination signal (SIGTERM, SIGHUP, SIGUSR2: ``dmap.cli.TERMINATION_SIGNALS``)
+    """A termination signal (SIGTERM, SIGHUP, SIGUSR1, ...: ``dmap.cli.TERMINATION_SIGNALS``)
     turned into an exception, so that a run cleans up as it does on Ctrl-C (SIGINT):
     temporary files are removed."""
 

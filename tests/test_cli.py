@@ -711,10 +711,11 @@ def signal_mid_run(index, tmp_path, sig: str, preexec_fn=None) -> tuple[subproce
     return p, err
 
 
-@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT", "SIGUSR2"])
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGXCPU"])
 def test_termination_signals_leave_nothing_partial(index, tmp_path, sig):
-    """The signals that schedulers and terminals send to end a job or to warn it of its end
-    (SIGUSR2: SGE's -notify, SLURM's --signal) stop a run as Ctrl-C does."""
+    """The signals that schedulers, terminals and limits send to end a job or to warn it of its
+    end (SIGUSR1 and SIGUSR2: SLURM's --signal, SGE's -notify; SIGXCPU: a CPU-time limit) stop a
+    run as Ctrl-C does, SIGUSR1 and SIGXCPU too, which PoCL's LLVM would take for itself."""
     import signal
 
     p, err = signal_mid_run(index, tmp_path, sig)

@@ -4,7 +4,10 @@ worker's device spec (``P:D``, or ``P:D/N:K`` for a part of a split device)."""
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -14,6 +17,31 @@ from ..host import allowed_cores
 
 if TYPE_CHECKING:
     import pyopencl as cl_
+
+
+# Signal handlers that the OpenCL runtime must not take over (keep_signal_handlers).
+_kept_handlers: dict[int, Callable] = {}
+
+
+def keep_signal_handlers(handlers: dict[int, Callable]) -> None:
+    """Put ``handlers`` back each time OpenCL lists a platform's devices in the main thread.
+
+    The LLVM inside PoCL installs its own handlers for SIGUSR1, SIGUSR2, SIGXCPU, SIGTERM and
+    more when PoCL first lists its devices.  It passes SIGTERM, SIGHUP, SIGINT and SIGUSR2 on to
+    the handler it replaced, but takes SIGUSR1 for itself and SIGXCPU once, and neither ends
+    the process: a run sent SIGUSR1 (SLURM's ``--signal=B:USR1@N``) went on.  LLVM installs its
+    handlers once per process, so putting these back after the first listing keeps them.
+    """
+    _kept_handlers.update(handlers)
+
+
+def _devices(platform) -> list:
+    """``platform``'s devices; the kept signal handlers put back (:func:`keep_signal_handlers`)."""
+    devices = platform.get_devices()
+    if _kept_handlers and threading.current_thread() is threading.main_thread():
+        for signum, handler in _kept_handlers.items():
+            signal.signal(signum, handler)
+    return devices
 
 
 def _cl():
@@ -110,7 +138,7 @@ def list_devices() -> list[DeviceInfo]:
     out = []
     for p_i, p in enumerate(platforms):
         try:
-            devices = p.get_devices()
+            devices = _devices(p)
         except cl.Error:
             continue
         for d_i, d in enumerate(devices):
@@ -145,7 +173,7 @@ def resolve(cl: ModuleType, spec: str) -> cl_.Device:
     whole, _, part = spec.partition("/")
     try:
         p_i, d_i = (int(x) for x in whole.split(":"))
-        device = cl.get_platforms()[p_i].get_devices()[d_i]
+        device = _devices(cl.get_platforms()[p_i])[d_i]
     except (ValueError, IndexError):
         raise DeviceError(f"no OpenCL device {spec!r}; 'dmap devices' lists them as PLATFORM:DEVICE") from None
     if not part:
