@@ -46,14 +46,17 @@ def header(meta: IndexMeta, argv: list[str] | None = None, read_groups: Sequence
     lines += [f"@SQ\tSN:{name}\tLN:{length}" for name, length in zip(meta.contigs.names,
                                                                       meta.contigs.lengths.tolist())]
     lines += list(dict.fromkeys(group.line for group in read_groups))
-    # A tab or newline in an argument (a file name) would end the field or the line; bytes of a
-    # file name that are not UTF-8 (which Python's argv holds as lone surrogates) are written as
-    # \xNN escapes, so that the header stays UTF-8 text, as SAM asks.
-    args = [os.fsencode(a).decode("utf-8", "backslashreplace") for a in (argv if argv is not None else sys.argv)]
-    cl = shlex.join(args).replace("\t", "\\t").replace("\n", "\\n")
+    # A tab or newline in an argument (a file name) would end the field or the line.
+    cl = shlex.join(map(_utf8, argv if argv is not None else sys.argv)).replace("\t", "\\t").replace("\n", "\\n")
     lines.append(f"@PG\tID:dmap\tPN:dmap\tVN:{__version__}\tCL:{cl}")
     lines += [f"@CO\t{c}" for c in comments]
     return "\n".join(lines) + "\n"
+
+
+def _utf8(arg: str) -> str:
+    """A command-line argument as UTF-8 text: the bytes of a file name that are not UTF-8 (which
+    Python's argv holds as lone surrogates) as ``\\xNN`` escapes, for SAM's header (UTF-8 text)."""
+    return os.fsencode(arg).decode("utf-8", "backslashreplace")
 
 
 NONE = 0xFFFFFFFF  # RNAME or RNEXT '*' in a record column of pairs
@@ -84,8 +87,7 @@ class ReadGroup:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:  # bytes that are not UTF-8, which argv holds as lone surrogates
-            shown = os.fsencode(text).decode("utf-8", "backslashreplace")
-            raise DmapError(f"read group '{shown}' is not UTF-8 text, as SAM's header must be") from None
+            raise DmapError(f"read group '{_utf8(text)}' is not UTF-8 text, as SAM's header must be") from None
         tags = {}
         for f in fields[1:]:
             if len(f) < 3 or f[2] != ":" or not f[:2].isalnum() or not f[3:]:

@@ -4,7 +4,7 @@ a block's build needs (checked before sorting starts)."""
 from __future__ import annotations
 
 from ..errors import InputFormatError
-from ..host import MemoryBudget, format_bytes, memory_budget
+from ..host import format_bytes, memory_budget
 from .occ import occ_bytes_per_symbol
 from .store import MAX_QUERY_LENGTH
 
@@ -57,11 +57,11 @@ def default_block_length(sigma: int, rate: int) -> int:
     return min(LONGEST_DEFAULT_BLOCK, 1 << (int(longest).bit_length() - 1))
 
 
-def check_build_memory(longest_block: int, per_symbol: float, budget: MemoryBudget | None = None) -> None:
+def check_build_memory(longest_block: int, per_symbol: float) -> None:
     """Refuse, before sorting, a block this machine cannot build (instead of being killed
     mid-build): the memory available is the machine's, or less under a memory limit such as a
-    SLURM job's (``budget``: :func:`dmap.host.memory_budget`, by default now)."""
-    budget = budget or memory_budget()
+    SLURM job's (:func:`dmap.host.memory_budget`)."""
+    budget = memory_budget()
     need = int(per_symbol * longest_block)
     if need > budget.available:
         fits = 1 << max(int(budget.available // per_symbol).bit_length() - 2, 0)  # with room to spare
