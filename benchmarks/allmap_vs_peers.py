@@ -2,6 +2,7 @@
 
     python3 benchmarks/allmap_vs_peers.py [--reads 1000000] [--rows 100:3 150:4 40:2] [--refs ecoli synth]
                                           [--threads 2] [--repeat 1] [--context] [--work /tmp/dmap-bench]
+    python3 benchmarks/allmap_vs_peers.py --rows 100:5% --trimmed 40 --refs ecoli     # an error rate
 
 `dmap run -e K` promises every locus within K edits; so do SeqAn's Yara
 (FM index, optimum search schemes) and RazerS 3 (q-gram filter, Myers'
@@ -14,6 +15,13 @@ seed 1), in alternating order:
     razers3 -i ID -rr 100 -m 1000000 -tc T REF READS -o OUT    ID = 100 - 100 K / L
     dmap run INDEX READS -e K -o OUT                           the loci at the read's least distance
     yara_mapper -e PCT -s 0 -y full -t T INDEX READS -o OUT    PCT: the whole percent that gives K
+
+A row ``LENGTH:PCT%`` maps at an error rate instead, each read with its own
+K = floor(PCT / 100 x its length), as the peers take it: ``dmap run
+--error-rate PCT%``, ``razers3 -i (100 - PCT)`` and ``yara_mapper -e PCT``;
+with ``--trimmed SHORTEST`` each read is first cut to a length drawn from
+SHORTEST to LENGTH, as adapter and quality trimming leave reads
+(``trimmed_mates.py``).
 
 and with --context bwa mem, bowtie2 and minimap2 -ax sr, which are heuristics
 and promise neither.  References: E. coli (Debian's bowtie-examples) and a
@@ -45,6 +53,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from exact_vs_bowtie import DMAP, MAKE_READS, compile_dmap, device_workers, ecoli_reference, measure
+from trimmed_mates import trim
 
 SEQAN = Path("/usr/lib/seqan/bin")
 MAKE_REF = MAKE_READS.parent / "make_ref.py"
@@ -79,42 +88,67 @@ def indexes(work: Path, ref: Path) -> dict[str, Path]:
     return out
 
 
-def mason_reads(work: Path, ref: Path, n: int, length: int, threads: int) -> Path:
-    """``n`` reads of ``length`` from ``ref`` by mason_simulator (Illumina profile, seed 1), made once."""
+def mason_reads(work: Path, ref: Path, n: int, length: int, threads: int, trimmed: int | None = None) -> Path:
+    """``n`` reads of ``length`` from ``ref`` by mason_simulator (Illumina profile, seed 1), made once;
+    with ``trimmed``, each cut to a length from ``trimmed`` to ``length`` (seed 1)."""
     reads = work / f"mason_{ref.stem}_{n}_{length}.fq"
     if not reads.exists():
         subprocess.run([tool("mason_simulator"), "-ir", str(ref), "-n", str(n), "--illumina-read-length",
                         str(length), "-o", str(reads), "--seed", "1", "--num-threads", str(threads), "-q"],
                        check=True, capture_output=True)
-    return reads
+    if trimmed is None:
+        return reads
+    cut = reads.with_name(f"{reads.stem}_trimmed{trimmed}.fq")
+    if not cut.exists():
+        trim(str(reads), str(cut), trimmed)
+    return cut
+
+
+def errors_of(row: str) -> tuple[int, int | None, int | None]:
+    """A row ``LENGTH:K`` or ``LENGTH:PCT%``: the read length, K or None, and the percent or None."""
+    length, errors = row.split(":")
+    if errors.endswith("%"):
+        return int(length), None, int(errors[:-1])
+    return int(length), int(errors), None
+
+
+def dmap_label(k: int | None, percent: int | None) -> str:
+    """dmap's row name, its errors option as given."""
+    return f"dmap -e {k}" if percent is None else f"dmap --error-rate {percent}%"
 
 
 # Stands for each command's own output file in what commands() returns.
 OUT = "{out}"
 
 
-def commands(ref: Path, idx: dict[str, Path], reads: Path, length: int, k: int, threads: int,
-             context: bool, scheduler: str | None = None) -> dict[str, list[str]]:
-    """Each mapper's command line, its output file written as :data:`OUT`."""
+def commands(ref: Path, idx: dict[str, Path], reads: Path, length: int, k: int | None, threads: int,
+             context: bool, scheduler: str | None = None, percent: int | None = None) -> dict[str, list[str]]:
+    """Each mapper's command line, its output file written as :data:`OUT`: K edits, or with
+    ``percent`` each read's K of that error rate."""
     out = OUT
     t = str(threads)
-    # The peers take K as a share of the read length and round K down: RazerS 3 a percent identity a
-    # hair under 100 (1 - K / L), Yara a whole percent (the least that gives K: 3 for 150 bp and K = 4).
-    identity = f"{100 - 100 * k / length - 1e-4:.4f}".rstrip("0").rstrip(".")
-    percent = -(-100 * k // length)
-    if percent * length // 100 != k:
-        raise SystemExit(f"yara_mapper -e takes whole percents: none gives K = {k} for {length}-bp reads")
+    name = dmap_label(k, percent)
+    if percent is None:
+        # The peers take K as a share of the read length and round K down: RazerS 3 a percent identity a
+        # hair under 100 (1 - K / L), Yara a whole percent (the least that gives K: 3 for 150 bp and K = 4).
+        identity = f"{100 - 100 * k / length - 1e-4:.4f}".rstrip("0").rstrip(".")
+        percent = -(-100 * k // length)
+        if percent * length // 100 != k:
+            raise SystemExit(f"yara_mapper -e takes whole percents: none gives K = {k} for {length}-bp reads")
+        errors = ["-e", str(k)]
+    else:
+        identity, errors = str(100 - percent), ["--error-rate", f"{percent}%"]
     cmds = {
-        f"dmap -e {k} --all": [DMAP, "run", str(idx["dmap"]), str(reads), "-e", str(k), "--all", "-o", str(out)],
+        f"{name} --all": [DMAP, "run", str(idx["dmap"]), str(reads), *errors, "--all", "-o", str(out)],
         "razers3": [tool("razers3"), "-i", identity, "-rr", "100", "-m", "1000000", "-tc", t, str(ref), str(reads),
                     "-o", str(out)],
-        f"dmap -e {k}": [DMAP, "run", str(idx["dmap"]), str(reads), "-e", str(k), "-o", str(out)],
+        name: [DMAP, "run", str(idx["dmap"]), str(reads), *errors, "-o", str(out)],
         "yara": [tool("yara_mapper"), "-e", str(percent), "-s", "0", "-y", "full", "-t", t, str(idx["yara"]),
                  str(reads), "-o", str(out)],
     }
     if scheduler:
-        for name in (f"dmap -e {k} --all", f"dmap -e {k}"):
-            cmds[f"{name}, workers"] = [*cmds[name], "--scheduler", scheduler]
+        for dmap in (f"{name} --all", name):
+            cmds[f"{dmap}, workers"] = [*cmds[dmap], "--scheduler", scheduler]
     if context:
         cmds.update({
             "bwa mem": ["bwa", "mem", "-t", t, "-o", str(out), str(ref), str(reads)],
@@ -185,7 +219,10 @@ def check(ours: Path, theirs: Path, k: int, every_locus: bool) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reads", type=int, default=1_000_000)
-    ap.add_argument("--rows", nargs="+", default=["100:3", "150:4", "40:2"], help="READ_LENGTH:K")
+    ap.add_argument("--rows", nargs="+", default=["100:3", "150:4", "40:2"],
+                    help="READ_LENGTH:K, or READ_LENGTH:PCT%% for an error rate")
+    ap.add_argument("--trimmed", type=int, default=None, metavar="SHORTEST",
+                    help="cut each read to a length from SHORTEST to READ_LENGTH (seed 1)")
     ap.add_argument("--refs", nargs="+", default=["ecoli", "synth"], choices=["ecoli", "synth"])
     ap.add_argument("--threads", type=int, default=2, help="the peers' threads: every core of the machine")
     ap.add_argument("--repeat", type=int, default=1, help="rounds; medians are reported")
@@ -221,11 +258,13 @@ def run_reference(args: argparse.Namespace, work: Path, ref_name: str, scheduler
     ref = reference(work, ref_name)
     idx = indexes(work, ref)
     for row in args.rows:
-        length, k = map(int, row.split(":"))
-        reads = mason_reads(work, ref, args.reads, length, args.threads)
-        outs, runs, wall = run_rounds(commands(ref, idx, reads, length, k, args.threads, args.context, scheduler),
-                                      work / "allmap", [reads, ref, *idx.values()], args.repeat)
-        print(f"\n### {ref_name}, {args.reads:,} x {length} bp (mason_simulator), K = {k}; "
+        length, k, percent = errors_of(row)
+        reads = mason_reads(work, ref, args.reads, length, args.threads, args.trimmed)
+        outs, runs, wall = run_rounds(commands(ref, idx, reads, length, k, args.threads, args.context, scheduler,
+                                               percent), work / "allmap", [reads, ref, *idx.values()], args.repeat)
+        shape = f"{length} bp" if args.trimmed is None else f"{args.trimmed}-{length} bp (trimmed)"
+        errors = f"K = {k}" if percent is None else f"K = floor({percent}% x length)"
+        print(f"\n### {ref_name}, {args.reads:,} x {shape} (mason_simulator), {errors}; "
               f"{args.threads} threads for the peers; medians of {args.repeat}\n")
         print("| mapper | wall s | reads/s | peak RSS MB | candidate regions per read | speed vs its peer |")
         print("|---|---|---|---|---|---|")
@@ -235,9 +274,11 @@ def run_reference(args: argparse.Namespace, work: Path, ref_name: str, scheduler
             ratio = f"{wall[peer] / wall[name]:.2f}x" if peer in wall else ""
             print(f"| {name} | {wall[name]:.2f} | {args.reads / wall[name]:,.0f} | "
                   f"{max(m['rss_mb'] for m in ms):.0f} | {cand.group(1) if cand else ''} | {ratio} |")
-        for ours, theirs, every in ((f"dmap -e {k} --all", "razers3", True), (f"dmap -e {k}", "yara", False)):
+        name = dmap_label(k, percent)
+        most = k if percent is None else percent * length // 100  # the position tolerance of a locus: 2K
+        for ours, theirs, every in ((f"{name} --all", "razers3", True), (name, "yara", False)):
             if ours in outs and theirs in outs:
-                print(f"\n{ours} vs {theirs}: {check(outs[ours], outs[theirs], k, every)}")
+                print(f"\n{ours} vs {theirs}: {check(outs[ours], outs[theirs], most, every)}")
         sys.stdout.flush()
 
 

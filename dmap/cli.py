@@ -278,9 +278,12 @@ def index_info(index_path: str) -> None:
               help="cluster.yaml describing the cluster.")
 @click.option("--max-errors", "-e", type=int, default=0, show_default=True,
               help="K: find every locus within K edits (substitutions, insertions, deletions); 0 = exact matches.")
+@click.option("--error-rate", default=None, metavar="RATE",
+              help="Instead of -e: each read's K is floor(RATE x its length), as Yara's -e and RazerS 3's -i "
+                   "take it: 0.05 or 5%.  Reads too long for the index at their K are written unmapped.")
 @click.option("--all", "report_all", is_flag=True,
-              help="With --max-errors: report every locus within K, not only those at the best distance.")
-@click.option("--eqx", is_flag=True, help="With --max-errors: CIGAR with =/X instead of M.")
+              help="With -e or --error-rate: report every locus within K, not only those at the best distance.")
+@click.option("--eqx", is_flag=True, help="With -e or --error-rate: CIGAR with =/X instead of M.")
 @click.option("--engine", type=click.Choice(["fm", "phash"]), default="fm", show_default=True,
               help="Candidates from FM-index seeds (every locus within K) or the neighborhood index "
                    "(MAROSE; needs 'dmap index --neighborhood').")
@@ -333,7 +336,7 @@ def index_info(index_path: str) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on standard error; errors only.")
 @_user_errors
 def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, scheduler, cluster_file, max_errors,
-        report_all, eqx, engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes,
+        error_rate, report_all, eqx, engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes,
         workers_per_device, dashboard, threads, read_group, manifest, interleaved, min_insert, max_insert, strict,
         quiet) -> None:
     """Map READS (FASTQ/FASTA, optionally .gz; '-' for standard input) against INDEX and write SAM
@@ -378,7 +381,7 @@ def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, s
     try:
         res = map_reads(index_path, reads, mates, interleaved=interleaved, min_insert=min_insert,
                         max_insert=max_insert, sam_path=output, output_format=output_format, max_hits=max_hits,
-                        max_errors=max_errors,
+                        max_errors=max_errors, error_rate=error_rate,
                         report_all=report_all, eqx=eqx, engine=engine, delta=delta,
                         neighborhood_errors=neighborhood_errors,
                         seed_edits=None if seed_edits == "auto" else int(seed_edits),

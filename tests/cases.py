@@ -56,6 +56,7 @@ def make_case(rng, alphabet: str, k: int, n_reads: int = 40):
 
 
 def oracle(contigs, reads, alphabet, k):
+    """The oracle's loci of ``reads`` within ``k`` edits: one K for all, or a sequence of each read's."""
     alpha = alphabet_for(alphabet, contigs)
     ref = [alpha.reference_table[np.frombuffer(s.encode(), np.uint8)] for _, s in contigs]
     pats = []
@@ -65,9 +66,10 @@ def oracle(contigs, reads, alphabet, k):
         pats.append(c)
         if n_strands == 2:
             pats.append(alpha.complement_codes(c[::-1]))
-    loci = brute_force_loci(ref, pats, alpha.sigma, k)
+    ks = np.broadcast_to(np.asarray(k), (len(reads),))
+    loci = brute_force_loci(ref, pats, alpha.sigma, np.repeat(ks, n_strands))
     # reads of at most K symbols align everywhere; dmap reports them unmapped
-    return {lc for lc in loci if len(reads[lc[0] // n_strands]) > k}, ref, pats, n_strands, alpha
+    return {lc for lc in loci if len(reads[lc[0] // n_strands]) > ks[lc[0] // n_strands]}, ref, pats, n_strands, alpha
 
 
 def found(hits, contigs, n_strands):

@@ -420,6 +420,18 @@ def test_bad_neighborhood_options(tmp_path, args, words):
     assert_clean_failure(dmap_cmd("index", tmp_path / "ref.fa", "-o", out, *args), out, *words)
 
 
+@pytest.mark.parametrize("args, words", [
+    (["--error-rate", "0.05", "-e", "2"], ["either --max-errors or --error-rate"]),
+    (["--error-rate", "five"], ["--error-rate takes a fraction", "'five'"]),
+    (["--error-rate", "120%"], ["--error-rate must be above 0 and below 1"]),
+    (["--error-rate", "0"], ["--error-rate must be above 0"]),
+])
+def test_a_bad_error_rate_is_one_line(index, tmp_path, args, words):
+    write_fastq(tmp_path / "r.fq", ["ACGTTGCATGCAAGTCCG"])
+    assert_clean_failure(dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", *args),
+                         tmp_path / "o.sam", *words)
+
+
 def test_phash_needs_a_neighborhood_index(index, tmp_path):
     write_fastq(tmp_path / "r.fq", ["ACGTTGCATGCAAGTCCG"])
     r = dmap_cmd("run", index, tmp_path / "r.fq", "-o", tmp_path / "o.sam", "-e", "1", "--engine", "phash")

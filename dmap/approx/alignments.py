@@ -52,6 +52,16 @@ class BlockAlignments:
         z = np.zeros(0, dtype=np.int64)
         return cls(z, z, z, z, z, z, FlatStrings.empty(), FlatStrings.empty())
 
+    @classmethod
+    def concat(cls, parts: list[BlockAlignments]) -> BlockAlignments:
+        """The alignments of ``parts`` as one: several blocks', or one block's of several sets of
+        reads (each K of an error rate's)."""
+        if len(parts) < 2:
+            return parts[0] if parts else cls.empty()
+        cat = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
+        return cls(*(cat(name) for name in ("pattern", "start", "end", "distance", "run_first", "run_last")),
+                   FlatStrings.concat([p.cigar for p in parts]), FlatStrings.concat([p.md for p in parts]))
+
     def __len__(self) -> int:
         return int(self.pattern.size)
 
@@ -264,11 +274,10 @@ def merge_alignments(
     the read name, where there is a tie; None: the first).  ``max_hits``
     caps the records per read.  MAPQ, X0 and X1: :mod:`dmap.mapq`.
     """
-    cat = lambda name: np.concatenate([getattr(p, name) for p in parts]) if parts else np.zeros(0, np.int64)  # noqa: E731
-    pattern, first, last = cat("pattern"), cat("run_first"), cat("run_last")
-    start, end, dist = cat("start"), cat("end"), cat("distance")
-    cigars = FlatStrings.concat([p.cigar for p in parts])
-    mds = FlatStrings.concat([p.md for p in parts])
+    joined = BlockAlignments.concat(parts)
+    pattern, first, last = joined.pattern, joined.run_first, joined.run_last
+    start, end, dist = joined.start, joined.end, joined.distance
+    cigars, mds = joined.cigar, joined.md
     # One block's pieces come sorted by (pattern, first end); several blocks' are sorted here.
     if len(parts) == 1 and _sorted_by(pattern, first):
         order = np.arange(pattern.size)

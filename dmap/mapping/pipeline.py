@@ -57,7 +57,7 @@ from distributed.comm.core import CommClosedError
 from distributed.scheduler import KilledWorker, NoValidWorkerError, NoWorkerError
 
 from ..approx.alignments import ChunkAlignments
-from ..approx.settings import MAX_ERRORS_LIMIT, approximate_settings
+from ..approx.settings import MAX_ERRORS_LIMIT, approximate_settings, longest_read, parse_error_rate
 from ..cluster.client import client_for, require_device_workers, require_same_code, require_same_index
 from ..cluster.worker import device_stats, run_on_workers
 from ..errors import ClusterError, DeviceError, DmapError, DmapWarning, OutputError
@@ -112,6 +112,7 @@ def map_reads(
     scheduler: str | None = None,
     max_hits: int | None = None,
     max_errors: int = 0,
+    error_rate: float | str | None = None,
     report_all: bool = False,
     eqx: bool = False,
     engine: str = "fm",
@@ -171,10 +172,16 @@ def map_reads(
         K: 0 for exact matches; otherwise every locus where the read aligns
         with at most K edits (substitutions, insertions, deletions) is found
         (see :mod:`dmap.approx.alignments`), and the best ones reported.
+    error_rate
+        Instead of ``max_errors``: each read's K is floor(rate x its length), as
+        Yara's ``-e`` and RazerS 3's ``-i`` take it, so that reads trimmed to
+        different lengths allow the same share of edits (``0.05`` or ``"5%"``).
+        Reads too long for the index at their K (m + K symbols over its maximum
+        query length, or K over 32) are written unmapped.
     report_all
-        With ``max_errors``: report every locus within K, not only the best.
+        With ``max_errors`` or ``error_rate``: report every locus within K, not only the best.
     eqx
-        With ``max_errors``: CIGAR with ``=``/``X`` instead of ``M``.
+        With ``max_errors`` or ``error_rate``: CIGAR with ``=``/``X`` instead of ``M``.
     engine
         Where candidates come from: ``"fm"`` (pigeonhole seeds on the
         FM-index: every locus within K is found) or ``"phash"`` (MAROSE's
@@ -271,8 +278,16 @@ def map_reads(
     idx = open_index(index)
     if paired and idx.alphabet.n_strands != 2:
         raise DmapError(f"paired-end reads need a DNA index (both strands); this index is of {idx.alphabet.name}")
+    # The longest read searched: an alignment with K edits spans up to m + K reference symbols,
+    # and must fit in a block overlap.
+    max_length = idx.meta.max_query_length - max_errors
+    if error_rate is not None:
+        if max_errors:
+            raise DmapError("give either --max-errors or --error-rate, not both")
+        error_rate = parse_error_rate(error_rate)
+        max_length, max_errors = longest_read(idx.meta.max_query_length, error_rate)
     approx = approximate_settings(idx, max_errors, report_all, eqx, max_hits, engine, delta, neighborhood_errors,
-                                   seed_edits)
+                                   seed_edits, error_rate)
     if max_errors >= idx.meta.max_query_length:
         raise DmapError(f"--max-errors {max_errors} leaves no read length within the index's maximum query "
                         f"length {idx.meta.max_query_length}")
@@ -307,10 +322,8 @@ def map_reads(
     if isinstance(first, FirstPairs):
         first_pairs, first = first.source, next(sources, None)
     sources = _prepended([first], sources) if first is not None else iter(())
-    # An alignment with K edits spans up to m + K reference symbols, and must fit in a block overlap.
     # Exact mapping checks the symbols of every chunk but the first in the search kernel.
-    reading = dict(max_length=idx.meta.max_query_length - max_errors, check_symbols=approx is not None,
-                   strict=strict)
+    reading = dict(max_length=max_length, check_symbols=approx is not None, strict=strict)
     settings = RecordSettings(max_hits, groups[0].tag if groups else "", approx, strict, return_hits,
                               format=fmt, insert=insert)
     parts = None

@@ -64,13 +64,15 @@ def cached_index(path: str) -> Index:
 
 @dataclass
 class ChunkSeeds:
-    """What approximate mapping searches for a chunk: its reads as codes, their seeds (FM engine)
-    or neighborhood patterns (``phash``), the seeds as codes, and the edits per seed."""
+    """What approximate mapping searches for a chunk's reads of one K: the chunk's reads as codes,
+    the seeds (FM engine) or neighborhood patterns (``phash``) of those of this K, the seeds as
+    codes, and the edits per seed."""
 
     reads: EncodedReads
     seeds: Seeds
     queries: EncodedReads | None  # the seeds' codes (FM engine)
     seed_edits: int = 0
+    max_errors: int = 0  # K of these seeds' reads
 
 
 def read_task(index_path: str, source: Source | PairChunk, max_length: int, check_symbols: bool,
@@ -102,15 +104,27 @@ def first_pairs_insert_task(index_path: str, source: PairChunk, reading: dict, a
     return finish_task(index_path, chunk, parts, dataclasses.replace(settings, parts=None, keep_hits=False)).insert
 
 
-def chunk_seeds(chunk: ReadChunk, approx: Approximate) -> ChunkSeeds:
-    """The seeds (or neighborhood patterns) of a chunk's searched reads, made once per chunk on
-    a worker for all of its block tasks there (:meth:`dmap.reads.ReadChunk.derived`)."""
-    def make() -> ChunkSeeds:
-        reads = chunk.encoded()
+def chunk_seeds(chunk: ReadChunk, approx: Approximate) -> list[ChunkSeeds]:
+    """The seeds (or neighborhood patterns) of a chunk's searched reads, one set per K among them
+    (one K, unless an error rate gives reads of different lengths their own), made once per
+    chunk on a worker for all of its block tasks there (:meth:`dmap.reads.ReadChunk.derived`).
+
+    Each K is searched and verified on its own, so that a read's loci are those
+    of a run with its K: a run of ends within a larger K could join two loci.
+    """
+    def of_errors(reads: EncodedReads, k: int, lengths: np.ndarray) -> ChunkSeeds:
         if approx.engine == "phash":
-            return ChunkSeeds(reads, neighborhood_patterns(reads.lengths, approx.window, approx.delta), None)
-        seeds, seed_edits = approx.seeds_for(reads.lengths)
-        return ChunkSeeds(reads, seeds, seeds.encoded(reads), seed_edits)
+            return ChunkSeeds(reads, neighborhood_patterns(lengths, approx.window, approx.delta), None, 0, k)
+        seeds, seed_edits = approx.seeds_for(lengths, k)
+        return ChunkSeeds(reads, seeds, seeds.encoded(reads), seed_edits, k)
+
+    def make() -> list[ChunkSeeds]:
+        reads = chunk.encoded()
+        if approx.error_rate is None:
+            return [of_errors(reads, approx.max_errors, reads.lengths)]
+        k = approx.errors_of(reads.lengths)
+        # The other reads' lengths as 0: they get no seeds or patterns in this set.
+        return [of_errors(reads, int(e), np.where(k == e, reads.lengths, 0)) for e in np.unique(k)]
 
     return chunk.derived("seeds", make)  # one approximate setting per run
 
@@ -127,14 +141,16 @@ def block_task(index_path: str, block: int, chunk: ReadChunk,
     ``dmap run`` and the scheduler their bookkeeping (about a millisecond
     each, docs/performance.md "Client CPU"); so the seeds are made here too.
     """
-    queries = chunk if approx is None else chunk_seeds(chunk, approx)
-    if approx is not None and approx.engine == "phash":
-        located = find_neighborhood(index_path, block, queries, approx.neighborhood_errors)
-    else:
-        located = locate(index_path, block, search(index_path, block, queries))
     if approx is None:
-        return located
-    return verify(index_path, block, queries, located, approx.max_errors, approx.eqx)
+        return locate(index_path, block, search(index_path, block, chunk))
+    found = []
+    for seeds in chunk_seeds(chunk, approx):
+        if approx.engine == "phash":
+            located = find_neighborhood(index_path, block, seeds, approx.neighborhood_errors)
+        else:
+            located = locate(index_path, block, search(index_path, block, seeds))
+        found.append(verify(index_path, block, seeds, located, seeds.max_errors, approx.eqx))
+    return BlockAlignments.concat(found)
 
 
 def search(index_path: str, block: int, queries: ReadChunk | ChunkSeeds) -> np.ndarray | SeedIntervals:

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 
@@ -49,12 +51,13 @@ def runs(values: np.ndarray, limit: int) -> list[tuple[int, int, int, int]]:
 
 
 def brute_force_loci(
-    contigs: list[np.ndarray], patterns: list[np.ndarray], sigma: int, max_errors: int
+    contigs: list[np.ndarray], patterns: list[np.ndarray], sigma: int, max_errors: int | Sequence[int]
 ) -> set[tuple[int, int, int, int]]:
     """Every locus of every pattern: ``(pattern, contig, best end, distance)``.
 
     A locus is a maximal run of consecutive end positions in one contig where
-    the pattern aligns with at most ``max_errors`` edits; its best end has the
+    the pattern aligns with at most ``max_errors`` edits (one K for all, or
+    each pattern's); its best end has the
     least distance (the leftmost among equals).  Two loci whose best
     alignments (the DP traceback of :func:`dmap.approx.traceback.traceback`)
     start at the same position are one: the better is kept (least distance,
@@ -64,21 +67,23 @@ def brute_force_loci(
 
 
 def brute_force_alignments(
-    contigs: list[np.ndarray], patterns: list[np.ndarray], sigma: int, max_errors: int
+    contigs: list[np.ndarray], patterns: list[np.ndarray], sigma: int, max_errors: int | Sequence[int]
 ) -> set[tuple[int, int, int, int, int]]:
     """The loci of :func:`brute_force_loci` with the start of each best alignment:
     ``(pattern, contig, start, best end, distance)``."""
     from ..approx.traceback import traceback
 
     out = set()
+    errors = np.broadcast_to(np.asarray(max_errors), (len(patterns),))
     for p, pat in enumerate(patterns):
+        k = int(errors[p])
         for c, text in enumerate(contigs):
-            found = runs(semiglobal_row(pat, text, sigma), max_errors)
+            found = runs(semiglobal_row(pat, text, sigma), k)
             if not found:
                 continue
             ends = np.array([end for _, _, end, _ in found])
             starts, _, _ = traceback(pat[None, :].repeat(ends.size, 0), pat.size, text, ends,
-                                     np.zeros(ends.size, np.int64), max_errors, sigma)
+                                     np.zeros(ends.size, np.int64), k, sigma)
             best: dict[int, tuple[int, int]] = {}
             for start, (_, _, end, dist) in zip(starts.tolist(), found):
                 best[start] = min(best.get(start, (dist, end)), (dist, end))

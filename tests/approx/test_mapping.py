@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from fractions import Fraction
 
 import numpy as np
 import pysam
@@ -21,28 +22,40 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dmap
+from dmap.approx.settings import parse_error_rate
 from dmap.mapq import name_hashes, tie_pick
 from dmap.reads import ReadFields
 from dmap.testing.approx import edit_distance, runs, semiglobal_row
 
 
-def run_case(tmp_path, client, contigs, reads, alphabet, k, block_length, report_all=True, seed_edits=None):
+def run_case(tmp_path, client, contigs, reads, alphabet, k, block_length, report_all=True, seed_edits=None,
+             error_rate=None):
     written(tmp_path, contigs, reads)
     idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", alphabet=alphabet, max_query_length=80,
                            block_length=block_length, overwrite=True)
-    return dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / "out.sam", client=client, max_errors=k,
-                          report_all=report_all, chunk_size=17, seed_edits=seed_edits)
+    return dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / "out.sam", client=client,
+                          max_errors=0 if error_rate else k, error_rate=error_rate, report_all=report_all,
+                          chunk_size=17, seed_edits=seed_edits)
 
 
-def check_against_oracle(tmp_path, client, contigs, reads, alphabet, k, block_length, seed_edits=None):
-    """dmap's loci == the oracle's; ``seed_edits``: m for the seeds (None: dmap's choice)."""
+def rate_errors(reads, rate: Fraction) -> np.ndarray:
+    """Each read's K at an error rate: floor(rate * length)."""
+    return np.array([len(r) * rate.numerator // rate.denominator for r in reads], dtype=np.int64)
+
+
+def check_against_oracle(tmp_path, client, contigs, reads, alphabet, k, block_length, seed_edits=None,
+                         error_rate=None):
+    """dmap's loci == the oracle's; ``seed_edits``: m for the seeds (None: dmap's choice); with
+    ``error_rate`` (a Fraction) each read's K is its own and ``k`` is not used."""
     contigs = written(tmp_path, contigs, reads)
-    expected, ref, pats, ns, alpha = oracle(contigs, reads, alphabet, k)
-    res = run_case(tmp_path, client, contigs, reads, alphabet, k, block_length, seed_edits=seed_edits)
+    ks = rate_errors(reads, error_rate) if error_rate else np.full(len(reads), k)
+    expected, ref, pats, ns, alpha = oracle(contigs, reads, alphabet, ks)
+    res = run_case(tmp_path, client, contigs, reads, alphabet, k, block_length, seed_edits=seed_edits,
+                   error_rate=error_rate)
     got = found(res.hits, contigs, ns)
     assert {g[:4] for g in got} == expected
     for p, c, _, dist, pos, span in got:
-        assert dist <= k and edit_distance(pats[p], ref[c][pos : pos + span], alpha.sigma) == dist
+        assert dist <= ks[p // ns] and edit_distance(pats[p], ref[c][pos : pos + span], alpha.sigma) == dist
     samtools_quickcheck(tmp_path / "out.sam")
     return res
 
@@ -92,6 +105,40 @@ def test_random_cases_equal_oracle(tmp_path, client, seed, k, block_length, seed
     rng = np.random.default_rng(seed)
     contigs, reads = make_case(rng, "dna", k, n_reads=15)
     check_against_oracle(tmp_path, client, contigs, reads, "dna", k, block_length, seed_edits)
+
+
+@pytest.mark.parametrize("alphabet", ["dna", "protein"])
+@pytest.mark.parametrize("rate", ["0.07", "12.5%"])
+def test_an_error_rate_gives_each_read_its_own_k(tmp_path, client, alphabet, rate):
+    """Reads of 12-60 symbols at 7% have K of 0-4, at 12.5% 1-7: each read's loci are those within
+    its own K (a run of ends within a larger K could join two of them), every K in one chunk."""
+    rng = np.random.default_rng(["dna", "protein"].index(alphabet) * 10 + len(rate))
+    contigs, reads = make_case(rng, alphabet, 5)
+    error_rate = parse_error_rate(rate)
+    assert len(set(rate_errors(reads, error_rate))) >= 4  # the case holds what it is about
+    check_against_oracle(tmp_path, client, contigs, reads, alphabet, None, block_length=500, error_rate=error_rate)
+
+
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), rate=st.sampled_from(["0.03", "0.05", "0.08", "0.1", "0.15"]),
+       block_length=st.integers(60, 900), seed_edits=st.sampled_from([None, 0, 1]))
+def test_random_error_rates_equal_oracle(tmp_path, client, seed, rate, block_length, seed_edits):
+    rng = np.random.default_rng(seed)
+    contigs, reads = make_case(rng, "dna", 4, n_reads=15)
+    check_against_oracle(tmp_path, client, contigs, reads, "dna", None, block_length, seed_edits,
+                         error_rate=Fraction(rate))
+
+
+def test_reads_too_long_for_their_k_are_written_unmapped(tmp_path, client):
+    """At 5% an index of 80-symbol queries maps reads of up to 77 symbols (77 + 3 edits): a read of
+    78 is written unmapped, and counted."""
+    genome = "".join(np.random.default_rng(2).choice(list("ACGT"), size=400))
+    reads = [genome[10:87], genome[100:178]]
+    write_fasta(tmp_path / "ref.fa", [("c", genome)])
+    write_fastq(tmp_path / "r.fq", reads)
+    idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", max_query_length=80)
+    res = dmap.map_reads(idx, tmp_path / "r.fq", client=client, error_rate="5%")
+    assert list(res.hits.read) == [0] and res.unmappable == {"too long": 1}
 
 
 def test_default_reports_the_best_loci_with_mapq(tmp_path, client):

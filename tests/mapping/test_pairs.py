@@ -13,6 +13,7 @@ import gzip
 import re
 import subprocess
 import tempfile
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -105,20 +106,24 @@ def proper_pairs_of(sam_path, names: list[str]) -> set[tuple[int, int, int, int,
     return out
 
 
-def check_pairs_against_oracle(directory, client, seed: int, n: int, k: int, chunk_size: int):
+def check_pairs_against_oracle(directory, client, seed: int, n: int, k: int, chunk_size: int,
+                               error_rate: Fraction | None = None):
     """A :func:`pair_case` mapped with ``--all``: its proper pairs equal the oracle's, and its mate
-    fields what samtools fixmate writes; returns the run's result and the oracle's pairs."""
+    fields what samtools fixmate writes; returns the run's result and the oracle's pairs.  With
+    ``error_rate`` each mate's K is floor(rate * its length), ``k`` only the edits planted."""
     idx, contigs, first, second = pair_case(directory, seed, n, k)
+    errors = dict(error_rate=error_rate) if error_rate else dict(max_errors=k)
     res = dmap.map_reads(idx, directory / "r1.fq", directory / "r2.fq", sam_path=directory / "out.sam",
-                         client=client, max_errors=k, report_all=k > 0, chunk_size=chunk_size, min_insert=LOW,
-                         max_insert=HIGH)
+                         client=client, report_all=k > 0, chunk_size=chunk_size, min_insert=LOW,
+                         max_insert=HIGH, **errors)
     alpha = alphabet_for("dna", contigs)
     ref = [alpha.reference_table[np.frombuffer(s.encode(), np.uint8)] for _, s in contigs]
-    pats = []
+    pats, ks = [], []
     for r in (x for pair in zip(first, second) for x in pair):
         codes = alpha.read_table[np.frombuffer(r.encode(), np.uint8)]
         pats += [codes, alpha.complement_codes(codes[::-1])]
-    expected = brute_force_pairs(brute_force_alignments(ref, pats, alpha.sigma, k), LOW, HIGH)
+        ks += [len(r) * error_rate.numerator // error_rate.denominator if error_rate else k] * 2
+    expected = brute_force_pairs(brute_force_alignments(ref, pats, alpha.sigma, ks), LOW, HIGH)
     got = proper_pairs_of(directory / "out.sam", [n for n, _ in contigs])
     assert got == expected
     assert len({p for p, *_ in expected}) == res.n_proper
@@ -131,6 +136,12 @@ def check_pairs_against_oracle(directory, client, seed: int, n: int, k: int, chu
 def test_all_proper_pairs_equal_oracle(tmp_path, client, k):
     res, _ = check_pairs_against_oracle(tmp_path, client, 40 + k, 70, k, chunk_size=17)
     assert res.n_proper > 10  # the case holds proper pairs
+
+
+def test_pairs_at_an_error_rate_equal_oracle(tmp_path, client):
+    """Mates of 20-45 symbols at 8% have K of 1-3, each mate its own."""
+    res, _ = check_pairs_against_oracle(tmp_path, client, 47, 70, 3, chunk_size=17, error_rate=Fraction(8, 100))
+    assert res.n_proper > 10
 
 
 @settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -33,13 +33,15 @@ def alignments(hits) -> dict:
     return {(r.read, r.strand, r.contig, r.position): (r.distance, r.cigar) for r in hits.to_pandas().itertuples()}
 
 
-def run_both(tmp_path, client, contigs, reads, alphabet, k, block_length, spec, **phash_options):
+def run_both(tmp_path, client, contigs, reads, alphabet, k, block_length, spec, error_rate=None, **phash_options):
+    """Both engines' alignments of ``reads`` within ``k`` edits, or with ``error_rate`` each read's K."""
     written(tmp_path, contigs, reads)
     idx = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", alphabet=alphabet, max_query_length=80,
                            block_length=block_length, neighborhood=spec, overwrite=True)
-    fm = dmap.map_reads(idx, tmp_path / "r.fq", client=client, max_errors=k, report_all=True, chunk_size=17)
-    ph = dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / "out.sam", client=client, max_errors=k,
-                        report_all=True, chunk_size=17, engine="phash", **phash_options)
+    errors = dict(error_rate=error_rate) if error_rate else dict(max_errors=k)
+    fm = dmap.map_reads(idx, tmp_path / "r.fq", client=client, report_all=True, chunk_size=17, **errors)
+    ph = dmap.map_reads(idx, tmp_path / "r.fq", sam_path=tmp_path / "out.sam", client=client, report_all=True,
+                        chunk_size=17, engine="phash", **errors, **phash_options)
     samtools_quickcheck(tmp_path / "out.sam")
     return alignments(fm.hits), alignments(ph.hits)
 
@@ -60,6 +62,14 @@ def test_phash_reports_a_subset_of_fm_with_the_same_alignments(tmp_path, client,
     mapped = {read for read, *_ in ph}
     assert all(len(reads) - len(exact) + i in mapped for i in range(len(exact)))
     assert len(ph) >= 0.5 * len(fm)  # the filter finds most loci of these reads, not a handful
+
+
+def test_phash_with_an_error_rate_reports_a_subset_of_fm(tmp_path, client):
+    """Each read's K of the rate (reads of 12-60 symbols at 6%: 0-3) bounds both engines alike."""
+    contigs, reads = make_case(np.random.default_rng(44), "dna", 3)
+    fm, ph = run_both(tmp_path, client, contigs, reads, "dna", None, 150, SPECS["dna"], error_rate="0.06")
+    assert ph.items() <= fm.items() and len(ph) >= 0.5 * len(fm)
+    assert all(distance <= len(reads[read]) * 6 // 100 for (read, *_), (distance, _) in fm.items())
 
 
 @settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
