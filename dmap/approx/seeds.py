@@ -78,14 +78,14 @@ def selective_length(text_length: int, sigma: int, n_strands: int) -> float:
 
 
 def choose_seed_edits(max_errors: int, lengths: np.ndarray, can_edit: bool = True,
-                      requested: int | None = None, chance_length: float = 0.0) -> int:
-    """Edits per seed (m) for a chunk of reads.
+                      requested: int | None = None, chance_length: float = 0.0) -> np.ndarray:
+    """Edits per seed (m) of each read, by its length.
 
-    With no request: m = 1 where the K+1 exact pieces would be more than a
-    symbol shorter than ``chance_length`` (:func:`selective_length` of the
-    reference), so that each would hit the reference at about 4 or more
-    random places, and locating those hits would cost more than the search
-    with one edit; else exact pieces.  This is what measured fastest on
+    With no request: m = 1 where the read's K+1 exact pieces would be more
+    than a symbol shorter than ``chance_length`` (:func:`selective_length`
+    of the reference), so that each would hit the reference at about 4 or
+    more random places, and locating those hits would cost more than the
+    search with one edit; else exact pieces.  This is what measured fastest on
     E. coli for reads of 36-150 symbols and K of 1-4 (pieces of 10 symbols
     against a chance length of 11.6: m = 1; 12: m = 0) and on a 100 Mbp
     reference (pieces of 13 against 13.8: exact pieces 2.9x faster, the
@@ -93,16 +93,20 @@ def choose_seed_edits(max_errors: int, lengths: np.ndarray, can_edit: bool = Tru
     (benchmarks/seed_schemes.py, docs/performance.md "Seeds with edits");
     m = 2 was faster only for 36-bp reads with K=4, by 1.1x.
 
-    ``requested`` (``--seed-edits``) is used where every read of the chunk
-    is long enough for its pieces (more than m symbols each); otherwise
-    exact pieces, which find the same loci.  The shortest read of the
-    chunk decides, so that every read gets valid pieces.  ``can_edit`` is
-    False for an index without the reversed-text occ (format version < 4).
+    ``requested`` (``--seed-edits``) is used for every read long enough for
+    its pieces (more than m symbols each); shorter reads take exact pieces,
+    which find the same loci.  Each read is judged by its own length, so
+    that trimmed reads of many lengths each get the scheme that suits them
+    (a chunk maps each scheme's reads as a group, :func:`dmap.mapping.tasks.chunk_seeds`).
+    ``can_edit`` is False for an index without the reversed-text occ
+    (format version < 4).  Reads of at most K symbols (no seeds) get 0.
     """
-    mapped = lengths[lengths > max_errors]
-    if not can_edit or max_errors == 0 or mapped.size == 0:
-        return 0
-    shortest = int(mapped.min())
+    lengths = lengths.astype(np.int64)
+    if not can_edit or max_errors == 0:
+        return np.zeros(lengths.size, dtype=np.int64)
     if requested is None:
-        requested = 1 if shortest // n_pieces(max_errors, 0) < chance_length - 1 else 0
-    return requested if shortest >= n_pieces(max_errors, requested) * (requested + 1) else 0
+        m = (lengths // n_pieces(max_errors, 0) < chance_length - 1).astype(np.int64)
+    else:
+        m = np.full(lengths.size, requested, dtype=np.int64)
+    fits = lengths >= np.array([n_pieces(max_errors, e) * (e + 1) for e in range(int(m.max(initial=0)) + 1)])[m]
+    return np.where(fits & (lengths > max_errors), m, 0)

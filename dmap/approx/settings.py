@@ -11,7 +11,7 @@ from ..errors import DmapError
 from ..index.store import Index
 from ..neighborhood.params import MAX_NEIGHBORHOOD_ERRORS
 from ..search.edits import MAX_SEED_EDITS
-from .seeds import Seeds, choose_seed_edits, pigeonhole_seeds, selective_length
+from .seeds import choose_seed_edits, selective_length
 
 MAX_ERRORS_LIMIT = 32  # distances are kept in one byte; seeds shorter than ~3 symbols hit everywhere anyway
 
@@ -40,12 +40,18 @@ class Approximate:
             return np.full(lengths.size, self.max_errors, dtype=np.int64)
         return lengths.astype(np.int64) * self.error_rate.numerator // self.error_rate.denominator
 
-    def seeds_for(self, lengths: np.ndarray, max_errors: int | None = None) -> tuple[Seeds, int]:
-        """The FM engine's seeds of a chunk's reads of K = ``max_errors`` (by default the run's),
-        and the edits each is searched with."""
-        k = self.max_errors if max_errors is None else max_errors
-        m = choose_seed_edits(k, lengths, self.can_edit, self.seed_edits, self.chance_length)
-        return pigeonhole_seeds(lengths, k, m), m
+    def seed_edits_of(self, lengths: np.ndarray, errors: np.ndarray) -> np.ndarray:
+        """The FM engine's edits per seed (m) of each read, for its K (:func:`choose_seed_edits`);
+        0 with the neighborhood engine, which has no seeds."""
+        if self.engine != "fm":
+            return np.zeros(lengths.size, dtype=np.int64)
+        if self.error_rate is None:  # one K
+            return choose_seed_edits(self.max_errors, lengths, self.can_edit, self.seed_edits, self.chance_length)
+        m = np.zeros(lengths.size, dtype=np.int64)
+        for k in np.flatnonzero(np.bincount(errors)):  # the few K of a chunk, without a sort
+            these = errors == k
+            m[these] = choose_seed_edits(int(k), lengths[these], self.can_edit, self.seed_edits, self.chance_length)
+        return m
 
 
 def parse_error_rate(rate: float | str | Fraction) -> Fraction:

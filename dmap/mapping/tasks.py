@@ -19,7 +19,7 @@ from ..alphabet import Alphabet
 from ..approx.alignments import BlockAlignments, ChunkAlignments, align_block, merge_alignments, verified_runs
 from ..approx.candidates import Regions, candidate_regions
 from ..approx.patterns import oriented_patterns
-from ..approx.seeds import Seeds
+from ..approx.seeds import Seeds, pigeonhole_seeds
 from ..approx.settings import Approximate
 from ..format import bgzf
 from ..format.bam import References, encode_records_device
@@ -39,7 +39,7 @@ from ..io.splits import FileSplit, Source
 from ..neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
 from ..opencl.device import current_device, device_task
 from ..reads import EncodedReads, FlatStrings, ReadChunk
-from ..search.edits import SeedIntervals, search_with_edits
+from ..search.edits import MAX_SEED_EDITS, SeedIntervals, search_with_edits
 from ..search.exact import bad_queries, search_block
 from ..search.hits import BlockHits, ChunkHits, merge_block_hits, unique_reads
 from ..search.kmers import KmerTable, kmer_table, table_bytes
@@ -105,26 +105,35 @@ def first_pairs_insert_task(index_path: str, source: PairChunk, reading: dict, a
 
 
 def chunk_seeds(chunk: ReadChunk, approx: Approximate) -> list[ChunkSeeds]:
-    """The seeds (or neighborhood patterns) of a chunk's searched reads, one set per K among them
-    (one K, unless an error rate gives reads of different lengths their own), made once per
-    chunk on a worker for all of its block tasks there (:meth:`dmap.reads.ReadChunk.derived`).
+    """The seeds (or neighborhood patterns) of a chunk's searched reads, one set per K and seed
+    scheme among them, made once per chunk on a worker for all of its block tasks there
+    (:meth:`dmap.reads.ReadChunk.derived`).
 
-    Each K is searched and verified on its own, so that a read's loci are those
-    of a run with its K: a run of ends within a larger K could join two loci.
+    Reads of one length make one set.  An error rate gives reads of other
+    lengths other K, and each K is searched and verified on its own, so that a
+    read's loci are those of a run with its K (a run of ends within a larger K
+    could join two loci).  Within a K, short reads may take seeds with an edit
+    where long reads take exact pieces (:func:`dmap.approx.seeds.choose_seed_edits`).
     """
-    def of_errors(reads: EncodedReads, k: int, lengths: np.ndarray) -> ChunkSeeds:
-        if approx.engine == "phash":
-            return ChunkSeeds(reads, neighborhood_patterns(lengths, approx.window, approx.delta), None, 0, k)
-        seeds, seed_edits = approx.seeds_for(lengths, k)
-        return ChunkSeeds(reads, seeds, seeds.encoded(reads), seed_edits, k)
-
     def make() -> list[ChunkSeeds]:
         reads = chunk.encoded()
-        if approx.error_rate is None:
-            return [of_errors(reads, approx.max_errors, reads.lengths)]
-        k = approx.errors_of(reads.lengths)
-        # The other reads' lengths as 0: they get no seeds or patterns in this set.
-        return [of_errors(reads, int(e), np.where(k == e, reads.lengths, 0)) for e in np.unique(k)]
+        errors = approx.errors_of(reads.lengths)
+        edits = approx.seed_edits_of(reads.lengths, errors)
+        sets = []
+        key = errors * (MAX_SEED_EDITS + 1) + edits  # (K, m) of each read as one number
+        keys = np.flatnonzero(np.bincount(key))  # the few (K, m) of a chunk, without a sort
+        for k, m in zip((keys // (MAX_SEED_EDITS + 1)).tolist(), (keys % (MAX_SEED_EDITS + 1)).tolist()):
+            # The other reads' lengths as 0: they get no seeds or patterns in this set.
+            lengths = reads.lengths if keys.size == 1 else np.where(key == k * (MAX_SEED_EDITS + 1) + m,
+                                                                     reads.lengths, 0)
+            if not (lengths > k).any():  # reads of at most K symbols: no seeds, written unmapped
+                continue
+            if approx.engine == "phash":
+                sets.append(ChunkSeeds(reads, neighborhood_patterns(lengths, approx.window, approx.delta), None, 0, k))
+            else:
+                seeds = pigeonhole_seeds(lengths, k, m)
+                sets.append(ChunkSeeds(reads, seeds, seeds.encoded(reads), m, k))
+        return sets
 
     return chunk.derived("seeds", make)  # one approximate setting per run
 
@@ -230,8 +239,8 @@ def find_neighborhood(index_path: str, block: int, seeds: ChunkSeeds, errors: in
     store = device.neighborhood(index, block, upload_neighborhood)
     query, positions = seed_and_filter(device, store, index.neighborhood_params, reads, patterns, errors,
                                        index.alphabet.n_strands)
-    # (read, strand) pairs, as exact search counts them
-    device.tally("queries_searched", int(reads.lengths.size) * index.alphabet.n_strands)
+    # (read, strand) pairs, as exact search counts them: the reads of this set (of one K), which have patterns
+    device.tally("queries_searched", int(np.unique(patterns.read).size) * index.alphabet.n_strands)
     return BlockHits(block, index.meta.blocks[block].start, index.own_length(block), query, positions)
 
 

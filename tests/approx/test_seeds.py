@@ -27,13 +27,16 @@ def test_pieces_tile_each_read():
 def test_choice_follows_the_measured_rule():
     ecoli = selective_length(4_641_652, 4, 2)
     assert 11.5 < ecoli < 11.7
-    assert choose_seed_edits(3, np.array([40] * 5), chance_length=ecoli) == 1  # exact pieces of 10 hit by chance
-    assert choose_seed_edits(3, np.array([100] * 5), chance_length=ecoli) == 0  # pieces of 25 are selective
-    assert choose_seed_edits(2, np.array([36] * 5), chance_length=ecoli) == 0  # pieces of 12: just selective
+    choose = lambda k, lengths, **kw: choose_seed_edits(k, np.array(lengths), **kw).tolist()  # noqa: E731
+    assert choose(3, [40] * 5, chance_length=ecoli) == [1] * 5  # exact pieces of 10 hit by chance
+    assert choose(3, [100] * 5, chance_length=ecoli) == [0] * 5  # pieces of 25 are selective
+    assert choose(2, [36] * 5, chance_length=ecoli) == [0] * 5  # pieces of 12: just selective
     # 100 Mbp: pieces of 13 against a chance length of 13.8 hit ~3 random places; exact pieces measured faster
-    assert choose_seed_edits(2, np.array([40] * 5), chance_length=selective_length(100_000_003, 4, 2)) == 0
-    assert choose_seed_edits(3, np.array([40, 100]), chance_length=ecoli) == 1  # the shortest read decides
-    assert choose_seed_edits(0, np.array([40]), chance_length=ecoli) == 0
-    assert choose_seed_edits(3, np.array([40]), can_edit=False, chance_length=ecoli) == 0  # format < 4
-    assert choose_seed_edits(3, np.array([40]), requested=2) == 2
-    assert choose_seed_edits(3, np.array([40, 5]), requested=2) == 0  # a read too short for 2 pieces of 3+
+    assert choose(2, [40] * 5, chance_length=selective_length(100_000_003, 4, 2)) == [0] * 5
+    assert choose(3, [40, 100], chance_length=ecoli) == [1, 0]  # each read by its own length (trimmed reads)
+    assert choose(0, [40], chance_length=ecoli) == [0]
+    assert choose(3, [40], can_edit=False, chance_length=ecoli) == [0]  # format < 4
+    assert choose(3, [40], requested=2) == [2]
+    assert choose(3, [40, 5], requested=2) == [2, 0]  # a read too short for 2 pieces of 3+ takes exact pieces
+    assert choose(3, [3, 0], chance_length=ecoli) == [0, 0]  # reads of at most K symbols have no seeds
+    assert choose(3, [], chance_length=ecoli) == []
