@@ -28,7 +28,7 @@ class Approximate:
     delta: int = 1
     neighborhood_errors: int = 0
     window: int = 0  # a neighborhood pattern's span
-    seed_edits: int | None = None  # engine "fm": edits per seed, None to choose per chunk
+    seed_edits: int | None = None  # engine "fm": edits per seed, None to choose per read
     can_edit: bool = False  # the index has the reversed-text occ that seeds with edits need
     chance_length: float = 0.0  # pieces shorter than this hit the reference by chance
     error_rate: Fraction | None = None  # K of each read: floor(rate * its length); max_errors is the run's largest

@@ -197,7 +197,7 @@ def map_reads(
         ``engine="fm"`` only: m, the edits each seed is searched with: 0
         for K+1 exact pieces, m >= 1 for K // (m+1) + 1 pieces searched by
         backtracking (Liu and Schmidt 2012).  Every locus within K is found either
-        way; the default (None) picks per chunk what measured fastest
+        way; the default (None) picks for each read, by its length, what measured fastest
         (:func:`dmap.approx.seeds.choose_seed_edits`).
     chunk_size
         Reads per task (the largest chunk when ``guided``); by default
