@@ -64,9 +64,9 @@ def cached_index(path: str) -> Index:
 
 @dataclass
 class ChunkSeeds:
-    """What approximate mapping searches for a chunk's reads of one K: the chunk's reads as codes,
-    the seeds (FM engine) or neighborhood patterns (``phash``) of those of this K, the seeds as
-    codes, and the edits per seed."""
+    """What approximate mapping searches for a chunk's reads of one K and seed scheme: the chunk's
+    reads as codes, the seeds (FM engine) or neighborhood patterns (``phash``) of those reads, the
+    seeds as codes, and the edits per seed."""
 
     reads: EncodedReads
     seeds: Seeds
