@@ -2,6 +2,7 @@
 
     python3 benchmarks/pairs_vs_peers.py [--pairs 500000] [--length 100] [--errors 3] [--refs ecoli synth]
                                          [--threads 2] [--repeat 1] [--work /tmp/dmap-bench]
+    python3 benchmarks/pairs_vs_peers.py --error-rate 5 --trimmed 40 --refs ecoli   # trimmed mates, a rate
 
 Pairs come from ``mason_simulator -ir REF -n N --illumina-read-length L -o r1.fq -or r2.fq
 -oa truth.sam`` (seed 1: fragments of 300 +- 30 bp, its Illumina error profile), on
@@ -12,6 +13,12 @@ E. coli and the 100 Mbp synthetic reference (``make_ref.py --size 100000000
     yara_mapper -e PCT -y full -t T INDEX r1.fq r2.fq -o OUT
     bwa mem -t T REF r1.fq r2.fq -o OUT
     bowtie2 -p T -x REF -1 r1.fq -2 r2.fq -S OUT
+
+With ``--error-rate PCT`` each mate's K is floor(PCT / 100 x its length):
+``dmap run --error-rate PCT%`` against ``yara_mapper -e PCT``; with
+``--trimmed SHORTEST`` each mate is first cut to a length drawn from
+SHORTEST to its own (``trimmed_mates.py``; a reverse mate's leftmost
+position then moves right by what was cut, and mason's is moved with it).
 
 Reported per mapper: wall time, pairs/s, peak RSS, the share of pairs whose
 primary records are a proper pair (flag 0x2), and the share whose two
@@ -29,8 +36,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from allmap_vs_peers import OUT, heuristic_indexes, indexes, reference, run_rounds, tool
+from allmap_vs_peers import OUT, dmap_label, heuristic_indexes, indexes, reference, run_rounds, tool
 from exact_vs_bowtie import DMAP, compile_dmap
+from trimmed_mates import trim
 
 SLACK = 10  # positions a placement may differ from mason's and count as correct
 
@@ -46,13 +54,34 @@ def mason_pairs(work: Path, ref: Path, n: int, length: int, threads: int) -> tup
     return r1, r2, truth
 
 
-def commands(ref: Path, idx: dict[str, Path], r1: Path, r2: Path, length: int, k: int,
-             threads: int) -> dict[str, list[str]]:
-    """Each mapper's command line, its output written as :data:`OUT`."""
+def trimmed_pairs(r1: Path, r2: Path, shortest: int) -> tuple[Path, Path]:
+    """Both mates' files with each mate cut to a length from ``shortest`` to its own (seeds 1 and 2), made once."""
+    out = []
+    for seed, path in enumerate((r1, r2), 1):
+        cut = path.with_name(f"{path.stem}_trimmed{shortest}.fq")
+        if not cut.exists():
+            trim(str(path), str(cut), shortest, seed)
+        out.append(cut)
+    return out[0], out[1]
+
+
+def lengths(fastq: Path) -> dict[str, int]:
+    """Read name (without /1 /2) -> length."""
+    with open(fastq) as f:
+        return {re.sub(r"/[12]$", "", head[1:].split()[0]): len(seq.rstrip("\n"))
+                for head, seq, _, _ in zip(f, f, f, f)}
+
+
+def commands(ref: Path, idx: dict[str, Path], r1: Path, r2: Path, length: int, k: int | None,
+             threads: int, percent: int | None = None) -> dict[str, list[str]]:
+    """Each mapper's command line, its output written as :data:`OUT`: K edits, or with ``percent``
+    each mate's K of that error rate."""
     t = str(threads)
-    percent = -(-100 * k // length)
+    errors = ["-e", str(k)] if percent is None else ["--error-rate", f"{percent}%"]
+    name = dmap_label(k, percent)
+    percent = -(-100 * k // length) if percent is None else percent
     cmds = {
-        f"dmap -e {k}": [DMAP, "run", str(idx["dmap"]), str(r1), str(r2), "-e", str(k), "-o", OUT],
+        name: [DMAP, "run", str(idx["dmap"]), str(r1), str(r2), *errors, "-o", OUT],
         "yara": [tool("yara_mapper"), "-e", str(percent), "-y", "full", "-t", t, str(idx["yara"]), str(r1),
                  str(r2), "-o", OUT],
         "bwa mem": ["bwa", "mem", "-t", t, "-o", OUT, str(ref), str(r1), str(r2)],
@@ -96,6 +125,10 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=500_000)
     ap.add_argument("--length", type=int, default=100)
     ap.add_argument("--errors", type=int, default=3, help="K")
+    ap.add_argument("--error-rate", type=int, default=None, metavar="PCT",
+                    help="instead of K: each mate's K is floor(PCT / 100 x its length)")
+    ap.add_argument("--trimmed", type=int, default=None, metavar="SHORTEST",
+                    help="cut each mate to a length from SHORTEST to its own")
     ap.add_argument("--refs", nargs="+", default=["ecoli", "synth"], choices=["ecoli", "synth"])
     ap.add_argument("--threads", type=int, default=2, help="the peers' threads: every core of the machine")
     ap.add_argument("--repeat", type=int, default=1, help="rounds; medians are reported")
@@ -109,9 +142,17 @@ def main() -> None:
         idx = indexes(work, ref)
         r1, r2, truth_sam = mason_pairs(work, ref, args.pairs, args.length, args.threads)
         truth = primaries(truth_sam)
-        outs, runs, wall = run_rounds(commands(ref, idx, r1, r2, args.length, args.errors, args.threads),
+        if args.trimmed is not None:
+            r1, r2 = trimmed_pairs(r1, r2, args.trimmed)
+            cut = {mate: lengths(path) for mate, path in ((1, r1), (2, r2))}
+            truth = {(n, mate): (contig, pos + (args.length - cut[mate][n] if flag & 16 else 0), flag)
+                     for (n, mate), (contig, pos, flag) in truth.items()}
+        k = None if args.error_rate is not None else args.errors
+        outs, runs, wall = run_rounds(commands(ref, idx, r1, r2, args.length, k, args.threads, args.error_rate),
                                       work / "pairs", [r1, r2, ref, *idx.values()], args.repeat)
-        print(f"\n### {ref_name}, {args.pairs:,} pairs x {args.length} bp (mason_simulator), K = {args.errors}; "
+        shape = f"{args.length} bp" if args.trimmed is None else f"{args.trimmed}-{args.length} bp (trimmed)"
+        errors = f"K = {k}" if k is not None else f"K = floor({args.error_rate}% x length)"
+        print(f"\n### {ref_name}, {args.pairs:,} pairs x {shape} (mason_simulator), {errors}; "
               f"{args.threads} threads for the peers; medians of {args.repeat}\n")
         print("| mapper | wall s | pairs/s | peak RSS MB | properly paired % | placed as mason % | speed vs Yara |")
         print("|---|---|---|---|---|---|---|")
@@ -120,7 +161,8 @@ def main() -> None:
             ratio = f"{wall['yara'] / wall[name]:.2f}x" if name.startswith("dmap") and "yara" in wall else ""
             print(f"| {name} | {wall[name]:.2f} | {args.pairs / wall[name]:,.0f} | "
                   f"{max(m['rss_mb'] for m in ms):.0f} | {proper:.2f} | {correct:.2f} | {ratio} |")
-        line = next((x for x in runs[f"dmap -e {args.errors}"][-1]["stderr"].splitlines() if "insert size" in x), "")
+        line = next((x for x in runs[dmap_label(k, args.error_rate)][-1]["stderr"].splitlines() if "insert size" in x),
+                    "")
         print(f"\n{line}")
         sys.stdout.flush()
 
