@@ -395,8 +395,9 @@ def checked_chunk(chunk: ReadChunk, path: str, max_length: int | None, check_sym
         if too_long is not None and too_long.any():
             i = int(np.argmax(lengths))
             raise InputFormatError(
-                f"read {_shown(chunk.names[i])} is {lengths[i]} symbols long, longer than the index's maximum query "
-                f"length {max_length}; rebuild the index with a larger --max-query-length"
+                f"read {_shown(chunk.names[i])} is {lengths[i]} symbols long; this run maps reads of at most "
+                f"{max_length} (the index's maximum query length, less the edits allowed); rebuild the index with "
+                "a larger --max-query-length, or allow fewer edits"
             )
         if check_symbols or chunk.number == 0:
             chunk.check_symbols()
