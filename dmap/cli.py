@@ -271,7 +271,7 @@ def index_info(index_path: str) -> None:
 @click.option("--chunk-size", type=int, default=None,
               help=f"Most reads per task; chunks grow to it (the first chunk of pairs holds the first "
                    f"{ESTIMATE_PAIRS:,} pairs, which the insert size is estimated from) [default: "
-                   f"{DEFAULT_CHUNK_SIZE}; {DEFAULT_APPROX_CHUNK_SIZE} with --max-errors, on GPUs "
+                   f"{DEFAULT_CHUNK_SIZE}; {DEFAULT_APPROX_CHUNK_SIZE} with -e or --error-rate, on GPUs "
                    f"{DEFAULT_APPROX_GPU_CHUNK_SIZE}].")
 @click.option("--scheduler", default=None, help="Dask scheduler address (tcp://HOST:PORT) of a running cluster.")
 @click.option("--cluster", "cluster_file", default=None, type=click.Path(dir_okay=False),

@@ -201,7 +201,7 @@ def map_reads(
         (:func:`dmap.approx.seeds.choose_seed_edits`).
     chunk_size
         Reads per task (the largest chunk when ``guided``); by default
-        200,000 for exact mapping and 50,000 with ``max_errors`` (200,000 where
+        200,000 for exact mapping and 50,000 with ``max_errors`` or ``error_rate`` (200,000 where
         every device is a GPU).
     guided
         Shrink chunks toward the end of an uncompressed input so that devices
