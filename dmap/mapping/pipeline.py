@@ -48,6 +48,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
+from fractions import Fraction
 
 import dask
 from distributed import Client
@@ -112,7 +113,7 @@ def map_reads(
     scheduler: str | None = None,
     max_hits: int | None = None,
     max_errors: int = 0,
-    error_rate: float | str | None = None,
+    error_rate: float | str | Fraction | None = None,
     report_all: bool = False,
     eqx: bool = False,
     engine: str = "fm",
