@@ -55,7 +55,7 @@ class BlockAlignments:
     @classmethod
     def concat(cls, parts: list[BlockAlignments]) -> BlockAlignments:
         """The alignments of ``parts`` as one: several blocks', or one block's of several sets of
-        reads (each K of an error rate's)."""
+        reads (each seed scheme's, :func:`dmap.mapping.tasks.chunk_seeds`)."""
         if len(parts) < 2:
             return parts[0] if parts else cls.empty()
         cat = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
@@ -174,6 +174,37 @@ def verified_runs(
     first = myers_runs(device, text.buffer, patterns, sigma, regions, max_errors, own_from, own_until, kernel=kernel)
     return runs_from_first(first, regions, patterns.lengths, max_errors, own_from, own_until, lambda which: (
         myers_distances(device, text.buffer, patterns, sigma, regions.subset(which), kernel=kernel)))
+
+
+def runs_of_each_k(
+    device: Device,
+    text: BlockText,
+    patterns: DevicePatterns,
+    sigma: int,
+    regions: Regions,
+    errors: np.ndarray,
+    own_from: int | None,
+    own_until: int | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """:func:`verified_runs` of ``regions``, each region's runs within its own K (``errors``,
+    one per region): the regions of each K verified together, their runs put back in region order.
+
+    A run of ends within K is one locus, so each read is verified with its own K (an error
+    rate's): a larger one could join two of its loci into one run.
+    """
+    ks = np.flatnonzero(np.bincount(errors))  # the few K, without a sort
+    if ks.size == 1:
+        return verified_runs(device, text, patterns, sigma, regions, int(ks[0]), own_from, own_until)
+    parts = []
+    for k in ks.tolist():
+        which = np.flatnonzero(errors == k)
+        region, *rest, _ = verified_runs(device, text, patterns, sigma, regions.subset(which), k, own_from,
+                                         own_until)
+        parts.append((which[region], *rest))
+    columns = [np.concatenate(c) for c in zip(*parts)]
+    order = np.argsort(columns[0], kind="stable")  # by region; a region's runs stay in end order
+    region, end, dist, run_first, run_last = (c[order] for c in columns)
+    return region, end, dist, run_first, run_last, int(order.size)
 
 
 def align_block(

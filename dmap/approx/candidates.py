@@ -52,16 +52,19 @@ class QueryWindows:
     pattern: np.ndarray
 
     @classmethod
-    def of(cls, seeds: Seeds, read_length: np.ndarray, n_strands: int, max_errors: int) -> QueryWindows:
+    def of(cls, seeds: Seeds, read_length: np.ndarray, n_strands: int, max_errors: int | np.ndarray) -> QueryWindows:
+        """The windows of ``seeds``' queries: K one for all reads, or each read's (``max_errors[read]``)."""
         # On the reverse strand the pattern is the reverse complement: the seed sits at
         # m - offset - length in it.
+        if np.ndim(max_errors):
+            max_errors = np.asarray(max_errors, dtype=np.int64)[seeds.read][:, None]
         m = read_length[seeds.read].astype(np.int64)
         offset = seeds.offset.astype(np.int64)
         back = np.empty((seeds.read.size, n_strands), dtype=np.int64)
         back[:, 0] = offset
         if n_strands == 2:
             back[:, 1] = m - offset - seeds.length
-        return cls((back + max_errors).ravel(), np.repeat(m + 2 * max_errors, n_strands),
+        return cls((back + max_errors).ravel(), np.repeat(m + 2 * np.ravel(max_errors), n_strands),
                    (seeds.read.astype(np.int64)[:, None] * n_strands + np.arange(n_strands)).ravel())
 
 
@@ -70,7 +73,7 @@ def candidate_regions(
     seeds: Seeds,
     read_length: np.ndarray,
     n_strands: int,
-    max_errors: int,
+    max_errors: int | np.ndarray,
     block_length: int,
     contig_offsets: np.ndarray,
     contig_lengths: np.ndarray,
@@ -78,6 +81,7 @@ def candidate_regions(
 ) -> Regions:
     """Merged, clipped candidate regions of a block's located seed hits, sorted by (pattern, start).
 
+    ``max_errors`` is K, one for all reads or each read's (an error rate's).
     Each hit's window and sort keys are made on ``device`` (``kernels/candidates.cl``, one
     pass), or with ``device`` None in numpy (the kernel's reference); the sort and merge
     are numpy's either way.

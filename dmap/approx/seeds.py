@@ -46,25 +46,28 @@ def n_pieces(max_errors: int, seed_edits: int) -> int:
     return max_errors // (seed_edits + 1) + 1
 
 
-def pigeonhole_seeds(lengths: np.ndarray, max_errors: int, seed_edits: int = 0) -> Seeds:
-    """K // (m+1) + 1 pieces of each read, as equal as possible.
+def pigeonhole_seeds(lengths: np.ndarray, max_errors: int | np.ndarray, seed_edits: int = 0) -> Seeds:
+    """K // (m+1) + 1 pieces of each read, as equal as possible; K one for all reads, or each read's.
 
     Reads of at most K symbols get no seeds: every position of the
     reference is within K edits of them, so they are reported unmapped.
     With m >= 1 every piece must be longer than m (a piece of m symbols
     is within m edits of anything); :func:`choose_seed_edits` sees to it.
     """
-    k1 = n_pieces(max_errors, seed_edits)
     lengths = lengths.astype(np.int64)
-    has = np.flatnonzero(lengths > max_errors)
+    k = np.broadcast_to(np.asarray(max_errors, dtype=np.int64), lengths.shape)
+    has = np.flatnonzero(lengths > k)
+    k1 = k[has] // (seed_edits + 1) + 1  # pieces of each read with seeds
     if seed_edits and (lengths[has] < k1 * (seed_edits + 1)).any():
-        raise ValueError(f"reads of {int(lengths[has].min())} symbols are too short for {k1} pieces "
+        short = int(np.argmax(lengths[has] < k1 * (seed_edits + 1)))
+        raise ValueError(f"reads of {int(lengths[has][short])} symbols are too short for {int(k1[short])} pieces "
                          f"with {seed_edits} edits each")
     read = np.repeat(has, k1)
-    piece = np.tile(np.arange(k1), has.size)
+    pieces = np.repeat(k1, k1)
+    piece = np.arange(read.size) - np.repeat(np.cumsum(k1) - k1, k1)
     m = lengths[read]
-    start = piece * m // k1
-    stop = (piece + 1) * m // k1
+    start = piece * m // pieces
+    stop = (piece + 1) * m // pieces
     return Seeds(read, start.astype(np.uint32), (stop - start).astype(np.uint32))
 
 

@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..alphabet import Alphabet
-from ..approx.alignments import BlockAlignments, ChunkAlignments, align_block, merge_alignments, verified_runs
+from ..approx.alignments import BlockAlignments, ChunkAlignments, align_block, merge_alignments, runs_of_each_k
 from ..approx.candidates import Regions, candidate_regions
 from ..approx.patterns import oriented_patterns
 from ..approx.seeds import Seeds, pigeonhole_seeds
@@ -39,7 +39,7 @@ from ..io.splits import FileSplit, Source
 from ..neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
 from ..opencl.device import current_device, device_task
 from ..reads import EncodedReads, FlatStrings, ReadChunk
-from ..search.edits import MAX_SEED_EDITS, SeedIntervals, search_with_edits
+from ..search.edits import SeedIntervals, search_with_edits
 from ..search.exact import bad_queries, search_block
 from ..search.hits import BlockHits, ChunkHits, merge_block_hits, unique_reads
 from ..search.kmers import KmerTable, kmer_table, table_bytes
@@ -64,15 +64,15 @@ def cached_index(path: str) -> Index:
 
 @dataclass
 class ChunkSeeds:
-    """What approximate mapping searches for a chunk's reads of one K and seed scheme: the chunk's
-    reads as codes, the seeds (FM engine) or neighborhood patterns (``phash``) of those reads, the
-    seeds as codes, and the edits per seed."""
+    """What approximate mapping searches for a chunk's reads of one seed scheme: the chunk's reads
+    as codes, the seeds (FM engine) or neighborhood patterns (``phash``) of those reads, the seeds
+    as codes, the edits per seed, and each read's K (one for all, or by an error rate)."""
 
     reads: EncodedReads
     seeds: Seeds
     queries: EncodedReads | None  # the seeds' codes (FM engine)
     seed_edits: int = 0
-    max_errors: int = 0  # K of these seeds' reads
+    errors: np.ndarray | int = 0  # K of each of the chunk's reads, or of all
 
 
 def read_task(index_path: str, source: Source | PairChunk, max_length: int, check_symbols: bool,
@@ -105,34 +105,29 @@ def first_pairs_insert_task(index_path: str, source: PairChunk, reading: dict, a
 
 
 def chunk_seeds(chunk: ReadChunk, approx: Approximate) -> list[ChunkSeeds]:
-    """The seeds (or neighborhood patterns) of a chunk's searched reads, one set per K and seed
-    scheme among them, made once per chunk on a worker for all of its block tasks there
+    """The seeds (or neighborhood patterns) of a chunk's searched reads, one set per seed scheme
+    among them, made once per chunk on a worker for all of its block tasks there
     (:meth:`dmap.reads.ReadChunk.derived`).
 
-    Reads of one length make one set.  An error rate gives reads of other
-    lengths other K, and each K is searched and verified on its own, so that a
-    read's loci are those of a run with its K (a run of ends within a larger K
-    could join two loci).  Within a K, short reads may take seeds with an edit
-    where long reads take exact pieces (:func:`dmap.approx.seeds.choose_seed_edits`).
+    Short reads may take seeds with an edit where long reads take exact pieces
+    (:func:`dmap.approx.seeds.choose_seed_edits`); reads of one length make one
+    set.  With an error rate each read has its own K (:meth:`Approximate.errors_of`),
+    which its pieces, its candidate windows and its verification follow.
     """
     def make() -> list[ChunkSeeds]:
         reads = chunk.encoded()
-        errors = approx.errors_of(reads.lengths)
-        edits = approx.seed_edits_of(reads.lengths, errors)
+        errors = approx.errors_of(reads.lengths) if approx.error_rate is not None else approx.max_errors
+        edits = approx.seed_edits_of(reads.lengths, np.broadcast_to(errors, reads.lengths.shape))
         sets = []
-        key = errors * (MAX_SEED_EDITS + 1) + edits  # (K, m) of each read as one number
-        keys = np.flatnonzero(np.bincount(key))  # the few (K, m) of a chunk, without a sort
-        for k, m in zip((keys // (MAX_SEED_EDITS + 1)).tolist(), (keys % (MAX_SEED_EDITS + 1)).tolist()):
+        for m in np.flatnonzero(np.bincount(edits, minlength=1)).tolist():  # the one or two schemes, no sort
             # The other reads' lengths as 0: they get no seeds or patterns in this set.
-            lengths = reads.lengths if keys.size == 1 else np.where(key == k * (MAX_SEED_EDITS + 1) + m,
-                                                                     reads.lengths, 0)
-            if not (lengths > k).any():  # reads of at most K symbols: no seeds, written unmapped
-                continue
+            lengths = reads.lengths if not edits.any() else np.where(edits == m, reads.lengths, 0)
             if approx.engine == "phash":
-                sets.append(ChunkSeeds(reads, neighborhood_patterns(lengths, approx.window, approx.delta), None, 0, k))
+                sets.append(ChunkSeeds(reads, neighborhood_patterns(lengths, approx.window, approx.delta), None, 0,
+                                       errors))
             else:
-                seeds = pigeonhole_seeds(lengths, k, m)
-                sets.append(ChunkSeeds(reads, seeds, seeds.encoded(reads), m, k))
+                seeds = pigeonhole_seeds(lengths, errors, m)
+                sets.append(ChunkSeeds(reads, seeds, seeds.encoded(reads), m, errors))
         return sets
 
     return chunk.derived("seeds", make)  # one approximate setting per run
@@ -158,7 +153,7 @@ def block_task(index_path: str, block: int, chunk: ReadChunk,
             located = find_neighborhood(index_path, block, seeds, approx.neighborhood_errors)
         else:
             located = locate(index_path, block, search(index_path, block, seeds))
-        found.append(verify(index_path, block, seeds, located, seeds.max_errors, approx.eqx))
+        found.append(verify(index_path, block, seeds, located, approx.eqx))
     return BlockAlignments.concat(found)
 
 
@@ -245,18 +240,24 @@ def find_neighborhood(index_path: str, block: int, seeds: ChunkSeeds, errors: in
 
 
 def verify(index_path: str, block: int, chunk_seeds: ChunkSeeds, located: BlockHits,
-           max_errors: int, eqx: bool = False) -> BlockAlignments:
+           eqx: bool = False) -> BlockAlignments:
     """Candidate regions of a block's seed hits, verified by Myers' kernel, traced back to alignments.
 
     ``seeds`` and ``located`` come from either engine: FM-index seeds
     (search + locate) or neighborhood patterns (:func:`find_neighborhood`).
+    Each read's regions are verified with its own K
+    (:func:`dmap.approx.alignments.runs_of_each_k`),
+    and traced back with the band of the largest: an optimal alignment of
+    d <= K edits stays within d diagonals of its end's, so every cell the
+    traceback visits holds the same value in either band, and each
+    alignment is the one its own K gives (docs/approximate.md).
     """
-    reads, seeds = chunk_seeds.reads, chunk_seeds.seeds
+    reads, seeds, errors = chunk_seeds.reads, chunk_seeds.seeds, chunk_seeds.errors
     index = cached_index(index_path)
     device = current_device()
     meta = index.meta
     ns = index.alphabet.n_strands
-    regions = candidate_regions(located, seeds, reads.lengths, ns, max_errors, meta.blocks[block].length,
+    regions = candidate_regions(located, seeds, reads.lengths, ns, errors, meta.blocks[block].length,
                                 meta.contigs.offsets, meta.contigs.lengths, device)
     device.tally("candidates", int(located.query.size), "seed hits")
     device.tally("candidates", len(regions), "regions")
@@ -272,10 +273,11 @@ def verify(index_path: str, block: int, chunk_seeds: ChunkSeeds, located: BlockH
     local = Regions(dense, regions.start, regions.length)
     last = block == index.n_blocks - 1
     own_from, own_until = None if block == 0 else 0, None if last else located.own_length
-    runs = verified_runs(device, text, patterns, sigma, local, max_errors, own_from, own_until)
+    region_errors = np.broadcast_to(errors, reads.lengths.shape)[regions.pattern // ns]
+    runs = runs_of_each_k(device, text, patterns, sigma, local, region_errors, own_from, own_until)
     with device.timed("dmap-traceback"):
         found = align_block(device, runs, local, patterns, text, reference_letters(index.alphabet), sigma,
-                            max_errors, located.start, eqx)
+                            int(region_errors.max()), located.start, eqx)
     found.pattern = used[found.pattern]
     return found
 

@@ -40,3 +40,19 @@ def test_choice_follows_the_measured_rule():
     assert choose(3, [40, 5], requested=2) == [2, 0]  # a read too short for 2 pieces of 3+ takes exact pieces
     assert choose(3, [3, 0], chance_length=ecoli) == [0, 0]  # reads of at most K symbols have no seeds
     assert choose(3, [], chance_length=ecoli) == []
+
+
+def test_pieces_of_each_reads_own_k_are_those_of_its_k_alone():
+    """With a K per read (an error rate's), each read gets the pieces it gets with that K for all."""
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(0, 120, size=60)
+    ks = rng.integers(0, 6, size=60)
+    for m in (0, 1):
+        fits = choose_seed_edits(5, lengths, requested=m) == m  # reads long enough for m with K = 5
+        mine = np.where(fits, lengths, 0)
+        both = pigeonhole_seeds(mine, ks, m)
+        for r in range(lengths.size):
+            alone = pigeonhole_seeds(mine[r : r + 1], ks[r], m)
+            at = both.read == r
+            assert both.offset[at].tolist() == alone.offset.tolist()
+            assert both.length[at].tolist() == alone.length.tolist()
