@@ -234,8 +234,8 @@ def find_neighborhood(index_path: str, block: int, seeds: ChunkSeeds, errors: in
     store = device.neighborhood(index, block, upload_neighborhood)
     query, positions = seed_and_filter(device, store, index.neighborhood_params, reads, patterns, errors,
                                        index.alphabet.n_strands)
-    # (read, strand) pairs, as exact search counts them: the reads of this set (of one K), which have patterns
-    device.tally("queries_searched", int(np.unique(patterns.read).size) * index.alphabet.n_strands)
+    # (read, strand) pairs, as exact search counts them (the neighborhood engine makes one set per chunk)
+    device.tally("queries_searched", int(reads.lengths.size) * index.alphabet.n_strands)
     return BlockHits(block, index.meta.blocks[block].start, index.own_length(block), query, positions)
 
 
