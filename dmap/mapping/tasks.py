@@ -116,6 +116,7 @@ def chunk_seeds(chunk: ReadChunk, approx: Approximate) -> list[ChunkSeeds]:
     """
     def make() -> list[ChunkSeeds]:
         reads = chunk.encoded()
+        # One K stays a number: the windows and runs then take no per-read gather.
         errors = approx.errors_of(reads.lengths) if approx.error_rate is not None else approx.max_errors
         edits = approx.seed_edits_of(reads.lengths, np.broadcast_to(errors, reads.lengths.shape))
         sets = []
