@@ -35,24 +35,32 @@ CHUNK_HEAP_TRIM_THRESHOLD = 2 * CHUNK_HEAP_MMAP_THRESHOLD
 NANNY_TRIM_THRESHOLD = "65536"
 
 
-def restore_chunk_heap() -> bool:
-    """Give this process glibc's own heap policy back where Dask's Nanny took it away;
-    True if it did.
+def set_chunk_heap() -> bool:
+    """Give this process the heap thresholds that a device worker's chunks want, unless
+    someone chose thresholds of their own; True if it did.
 
-    The Nanny starts every worker process with ``MALLOC_TRIM_THRESHOLD_=65536``
-    (``distributed.nanny.pre-spawn-environ``), and setting any malloc threshold also turns
-    off glibc's dynamic mmap threshold: each array over 128 KiB is then mapped afresh,
-    its pages zeroed by the OS kernel on first touch, and unmapped when freed. A device
-    worker allocates a few arrays of 1-40 MB per chunk (reads, codes, hits, SAM text), so
-    in such a worker 1M exact reads mapped in 0.95-1.08 s instead of 0.62-0.76 s
-    (docs/performance.md, "Worker processes and glibc's heap"). Here the thresholds are set
-    to what glibc's dynamic policy reaches on its own after freeing such arrays: arrays up
-    to 32 MiB reuse freed heap memory, and more than 64 MiB free at the heap's top goes
-    back to the OS. A process where the variable is not set (the embedded cluster's,
-    a worker started with ``--no-nanny``), or set to another value than Dask's (someone
-    chose it), keeps its allocator as it is.
+    A device worker allocates a few arrays of 1-40 MB per chunk (reads, codes, hits). glibc
+    maps each array over its mmap threshold afresh, its pages zeroed by the OS kernel on
+    first touch, and unmaps it when freed. Its dynamic policy raises the threshold to the
+    size of each mapped array freed, up to 32 MiB, but:
+
+    - Dask's Nanny starts every worker process with ``MALLOC_TRIM_THRESHOLD_=65536``
+      (``distributed.nanny.pre-spawn-environ``), and setting any threshold turns the
+      dynamic policy off: in such a worker 1M exact reads mapped in 0.95-1.08 s instead
+      of 0.62-0.76 s (docs/performance.md, "Worker processes and glibc's heap");
+    - a chunk's SAM records, its largest array, are not freed but recycled
+      (:class:`dmap.opencl.device.RecycledArrays`), so the policy learns from the smaller
+      arrays alone, and in the embedded cluster's process the block tasks of a 1M-read run
+      took 16,107 page faults against 1,216 with these thresholds (docs/performance.md,
+      "Recycled records").
+
+    The thresholds set are those glibc's dynamic policy ends at: arrays up to 32 MiB reuse
+    freed heap memory, and more than 64 MiB free at the heap's top goes back to the OS.
+    A trim threshold of another value than the Nanny's, an mmap threshold or glibc's malloc
+    tunables in the environment are someone's choice, and the allocator is left as it is.
     """
-    if os.environ.get("MALLOC_TRIM_THRESHOLD_") != NANNY_TRIM_THRESHOLD:
+    if (os.environ.get("MALLOC_TRIM_THRESHOLD_", NANNY_TRIM_THRESHOLD) != NANNY_TRIM_THRESHOLD
+            or "MALLOC_MMAP_THRESHOLD_" in os.environ or "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", "")):
         return False
     from ..io.mapfile import libc
 
@@ -122,7 +130,7 @@ class DevicePlugin(WorkerPlugin):
         return self._device
 
     def setup(self, worker) -> None:
-        restore_chunk_heap()
+        set_chunk_heap()
         never_pause(worker)
         worker.plugins[self.name] = self
         # Sent with every heartbeat; the dashboard's worker pages list them.

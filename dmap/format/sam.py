@@ -412,7 +412,7 @@ def _write_records(device: Device, chunk: ReadChunk, cols: RecordColumns,
             cigars.lengths.astype(np.uint32), mds.data, mds.offsets.astype(np.uint64), mds.lengths.astype(np.uint32))]
     if cols.paired:
         mates = [cols.rnext, cols.pnext, cols.tlen.astype(np.int64), cols.mate_alignment, cols.mate_mapq]
-    out = device.host_array(int(ends[-1])) if scratch else np.empty(int(ends[-1]), dtype=np.uint8)
+    out = device.host_array(int(ends[-1])) if scratch else device.recycled_array(int(ends[-1]))
     # Names, sequences and qualities all lie in the chunk's bytes, sent once.
     # The buffers must outlive the kernels: OpenCL kernels need not retain their arguments.
     with device.timed("dmap-transfer"):

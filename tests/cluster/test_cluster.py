@@ -836,7 +836,7 @@ def test_worker_memory_stays_bounded_on_a_long_run(real_cluster, tmp_path):
 def test_nanny_started_workers_reuse_freed_memory(real_cluster):
     """``dask worker`` starts its worker under a Nanny, which sets MALLOC_TRIM_THRESHOLD_ and
     with it maps every buffer over 128 KiB afresh; the preload's plugin gives the worker
-    glibc's own policy back (dmap.cluster.worker.restore_chunk_heap), so a chunk's arrays
+    glibc's own policy back (dmap.cluster.worker.set_chunk_heap), so a chunk's arrays
     reuse freed memory (tests/cluster/test_worker.py has the mechanism)."""
     import cloudpickle
     import helpers

@@ -29,11 +29,16 @@ def test_chunks_hold_what_dnaio_reads(tmp_path, text, chunk_size, gz, sizes):
     assert chunk_records(path, chunk_size, sizes) == dnaio_records(path)
 
 
-def test_low_bytes():
+@pytest.mark.parametrize("step", [fastx.LOW_BYTES_STEP, 7, 256, 512])
+def test_low_bytes(monkeypatch, step):
+    # Found a step at a time: across the steps' edges, a last step that is cut short, one step.
+    monkeypatch.setattr(fastx, "LOW_BYTES_STEP", step)
     data = np.frombuffer(bytes(range(256)) * 2, np.uint8)
     expected = [i for i, b in enumerate(data) if b <= 32 or b >= 128]  # control bytes and non-ASCII
     positions, values = fastx._low_bytes(data)
     assert positions.tolist() == expected and values.tolist() == [data[i] for i in expected]
+    positions, values = fastx._low_bytes(data[:0])
+    assert positions.size == values.size == 0
 
 
 def test_plain_records_take_the_numpy_path():

@@ -27,13 +27,17 @@ def test_records_in_a_part_file_equal_those_handed_over(tmp_path, monkeypatch, z
     settings = RecordSettings(max_hits=None, tail="", approx=None, strict=True, keep_hits=False)
     handed_over = finish_task(path, chunk, located, settings)
     assert handed_over.part is None and handed_over.n_hits >= 300
-    settings = dataclasses.replace(settings, parts=Parts.create(str(tmp_path / "out.sam")))
+    parts = Parts.create(str(tmp_path / "out.sam"))
+    settings = dataclasses.replace(settings, parts=parts)
     monkeypatch.setattr(Parts, "usable", lambda self: True)  # as in a worker process of its own
-    for _ in range(2):  # the second time from buffers back in the pool
-        written = finish_task(path, chunk, located, settings)
-        assert written.records.size == 0 and written.nbytes == handed_over.nbytes
-        with open(written.part, "rb") as f:
-            assert f.read() == handed_over.records.tobytes()
+    try:
+        for _ in range(2):  # the second time from buffers back in the pool
+            written = finish_task(path, chunk, located, settings)
+            assert written.records.size == 0 and written.nbytes == handed_over.nbytes
+            with open(written.part, "rb") as f:
+                assert f.read() == handed_over.records.tobytes()
+    finally:
+        parts.remove()  # and its lock: tests/format/test_writer.py counts the folders this process holds
     assert (device.scratch_buffers_made > made) == (not zero_copy)
 
 
@@ -83,7 +87,11 @@ def test_a_chunk_written_in_place_goes_direct_only_when_asked(tmp_path, monkeypa
                       file_bytes=0)
     path = tmp_path / "out.sam"
     path.write_bytes(b"@HD\n")
-    parts = dataclasses.replace(Parts.create(str(path)), client_pid=-1)  # as seen by a worker in its own process
-    write_at_task(out, parts, str(path), 4, direct)
+    made = Parts.create(str(path))
+    parts = dataclasses.replace(made, client_pid=-1)  # as seen by a worker in its own process
+    try:
+        write_at_task(out, parts, str(path), 4, direct)
+    finally:
+        made.remove()
     assert path.read_bytes() == b"@HD\n" + records.tobytes()
     assert opened == ([str(path)] if direct else [])

@@ -7,7 +7,7 @@ from helpers import alphabet_for, genome_case, kernel_hits, single_block
 from dmap.alphabet import reverse_complement
 from dmap.errors import DeviceError
 from dmap.format.sam import format_records_device
-from dmap.opencl.device import Device, device_resource, device_tasks
+from dmap.opencl.device import RECYCLE_TAKES, Device, RecycledArrays, device_resource, device_tasks
 from dmap.opencl.discovery import list_devices
 from dmap.reads import ReadChunk, ReadFields, encode_reads
 from dmap.search.exact import search_block
@@ -101,7 +101,7 @@ def test_copied_and_shared_buffers_give_the_same_results(mode):
 
 def _search_and_format(device, scratch=False):
     """Exact search, locate, the early stop and SAM records of a random case, each against its oracle
-    (``scratch``: the records in the device's scratch memory, ``Device.host_array``)."""
+    (``scratch``: the records in the device's scratch memory, ``Device.host_array``); the records."""
     rng = np.random.default_rng(7)
     text = "".join(rng.choice(list("ACGT"), size=4000))
     reads = [text[i : i + int(rng.integers(8, 60))] for i in rng.integers(0, 3900, size=150)]
@@ -115,8 +115,9 @@ def _search_and_format(device, scratch=False):
     chunk = ReadChunk(0, ReadFields.from_strings([f"r{i}" for i in range(len(reads))], reads,
                                                    ["I" * len(r) for r in reads]), alphabet.read_table, "dna")
     chunk_hits = ChunkHits(read, strand.astype(np.int8), np.zeros(read.size, np.int64), position, len(reads))
-    assert b"".join(b.tobytes() for b in format_records_device(device, chunk, chunk_hits, ["t"], scratch=scratch)) \
-        == format_records(chunk, chunk_hits, ["t"]).encode()
+    records = format_records_device(device, chunk, chunk_hits, ["t"], scratch=scratch)
+    assert records.tobytes() == format_records(chunk, chunk_hits, ["t"]).encode()
+    return records
 
 
 def test_pooled_buffers_never_hold_resident_ones(tmp_path):
@@ -170,6 +171,54 @@ def test_a_failed_task_leaves_its_buffers_out_of_the_pool():
     with device.scratch():
         device.upload(np.ones(100, dtype=np.uint8))
     assert device.scratch_buffers_made == 2
+
+
+def test_recycled_arrays_come_back_once_nothing_refers_to_them():
+    pool = RecycledArrays()
+    first = pool.take(5000)
+    assert first.size == 5000 and first.dtype == np.uint8
+    # Held in any form (a view of a view, an array over its buffer, a memoryview), it is not lent again.
+    holders = [first[10:][:5], np.frombuffer(first[:8], np.uint64), memoryview(first)]
+    del first
+    for holder in holders:
+        second = pool.take(6000)  # the same size class (8 KiB)
+        assert not np.shares_memory(second, np.asarray(holder))
+        del second
+    assert pool.made == 2  # the second came back each time: only the first was held
+    del holder, holders
+    taken = [pool.take(4097) for _ in range(3)]  # both free ones, then a third: none lent twice
+    assert pool.made == 3
+    assert not any(np.shares_memory(a, b) for k, a in enumerate(taken) for b in taken[k + 1:])
+
+
+def test_recycled_arrays_follow_the_work():
+    """A size that takes no longer ask for leaves the pool, so a standing worker does not keep an
+    earlier run's arrays; sizes of a power of two's class share their arrays."""
+    pool = RecycledArrays()
+    for _ in range(3):
+        pool.take(1 << 20)
+        pool.take((1 << 20) - 10)
+    assert pool.made == 1
+    for _ in range(RECYCLE_TAKES):
+        pool.take(100)
+    assert sorted(base.size for base, _ in pool._entries) == [4096]
+    pool.take(1 << 20)
+    assert pool.made == 3
+
+
+def test_records_kept_after_their_task_reuse_memory_no_longer_used():
+    """SAM records that leave their task (``Device.recycled_array``) are correct whether their memory
+    is fresh or recycled, and another task's records never overwrite records still held."""
+    device = Device()
+    held = [_search_and_format(device) for _ in range(3)]
+    made = device.recycled.made
+    assert made == 3 and len({id(r.base) for r in held}) == 3
+    want = held[0].tobytes()
+    assert all(r.tobytes() == want for r in held)
+    del held
+    for _ in range(3):
+        assert _search_and_format(device).tobytes() == want
+    assert device.recycled.made == made
 
 
 def _search_case():
