@@ -83,9 +83,14 @@ def flat_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """Strings back to back as bytes (UTF-8), with int64 offsets and lengths in bytes."""
     encoded = [x.encode("utf-8", "surrogateescape") for x in strings]
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    offsets = np.zeros(len(encoded), dtype=np.int64)
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), segment_offsets(lengths), lengths
+
+
+def segment_offsets(lengths: np.ndarray) -> np.ndarray:
+    """Where each of segments of ``lengths``, laid back to back from 0, starts (int64)."""
+    offsets = np.zeros(lengths.size, dtype=np.int64)
     np.cumsum(lengths[:-1], out=offsets[1:])
-    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, lengths
+    return offsets
 
 
 def ragged_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -143,9 +148,7 @@ class FlatStrings:
     def packed(cls, data: np.ndarray, lengths: np.ndarray) -> FlatStrings:
         """Strings of ``lengths`` lying in ``data`` in order with no gaps."""
         lengths = lengths.astype(np.int64, copy=False)
-        offsets = np.zeros(lengths.size, dtype=np.int64)
-        np.cumsum(lengths[:-1], out=offsets[1:])
-        return cls(data, offsets, lengths)
+        return cls(data, segment_offsets(lengths), lengths)
 
     @classmethod
     def concat(cls, parts: list[FlatStrings]) -> FlatStrings:

@@ -178,14 +178,28 @@ def test_bad_reads(index, tmp_path, case):
     assert "n" * 41 not in r.stderr
 
 
-@pytest.mark.parametrize("name, data", [("r.bam", gzip.compress(b"BAM\x01" + bytes(60))),
-                                        ("r.cram", b"CRAM\x03\x00" + bytes(60))])
-def test_bam_or_cram_reads_say_how_to_convert_them(index, tmp_path, name, data):
-    """Reads given as (unaligned) BAM or CRAM: one line that names the format and says how to get FASTQ."""
-    (tmp_path / name).write_bytes(data)
+def test_cram_reads_say_how_to_convert_them(index, tmp_path):
+    """Reads given as CRAM: one line that names the format and says how to get FASTQ."""
+    (tmp_path / "r.cram").write_bytes(b"CRAM\x03\x00" + bytes(60))
     out = tmp_path / "o.sam"
-    assert_clean_failure(dmap_cmd("run", index, tmp_path / name, "-o", out), out,
-                         f"is {name[2:].upper()}, not FASTA or FASTQ", f"samtools fastq {name} > reads.fq")
+    assert_clean_failure(dmap_cmd("run", index, tmp_path / "r.cram", "-o", out), out,
+                         "is CRAM, not FASTA, FASTQ or BAM", "samtools fastq r.cram > reads.fq")
+
+
+def test_bam_reads_map_as_their_fastq(index, tmp_path):
+    """Reads given as unaligned BAM (`samtools import`) map as the FASTQ they came from; BAM in plain
+    gzip (not BGZF, which no BAM writer makes) or from a pipe is one line that says what to do."""
+    reads = tmp_path / "r.fq"
+    reads.write_text("@r1\nGCATGCAAG\n+\nIIIIIIIII\n@r2\nGGGGCCCC\n+\nIIIIIIII\n")
+    subprocess.run(["samtools", "import", "-0", str(reads), "-o", str(tmp_path / "r.bam")], check=True)
+    for name in ("r.fq", "r.bam"):
+        r = dmap_cmd("run", index, tmp_path / name, "-o", tmp_path / f"{name}.sam")
+        assert r.returncode == 0, r.stderr
+    assert without_pg((tmp_path / "r.bam.sam").read_bytes()) == without_pg((tmp_path / "r.fq.sam").read_bytes())
+    (tmp_path / "gz.bam").write_bytes(gzip.compress(gzip.decompress((tmp_path / "r.bam").read_bytes())))
+    out = tmp_path / "o.sam"
+    assert_clean_failure(dmap_cmd("run", index, tmp_path / "gz.bam", "-o", out), out,
+                         "is BAM compressed as plain gzip, not in BGZF blocks")
 
 
 @pytest.mark.parametrize("case", sorted(ODD_READS))

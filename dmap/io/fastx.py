@@ -23,7 +23,7 @@ from ..alphabet import INVALID, Alphabet
 from ..errors import InputFormatError
 from ..mapping.schedule import DEFAULT_CHUNK_SIZE
 from ..reads import MAX_NAME_LENGTH, ReadChunk, ReadFields, ragged_positions, reads_with_unknown_symbols
-from . import splits
+from . import splits, ubam
 from .splits import FileSplit, RawBlock, Source, SourceGroup, check_path, plan_input, reads_paths, split_bytes
 
 
@@ -306,6 +306,8 @@ def source_bytes(source: FileSplit | RawBlock) -> tuple[np.ndarray, str]:
 
 def bytes_fields(source: FileSplit | RawBlock, data: np.ndarray, where: str) -> ReadFields:
     """The records of ``data``, whole records of ``source``'s bytes (see :func:`source_fields`)."""
+    if getattr(source, "bam", False):
+        return ubam.read_fields(data, source.path, where, splits.MAX_RECORD_BYTES)
     fields = split_fastq(data) if source.fastq else split_fasta(data)
     if fields is None:
         if data.size == 0:
@@ -340,7 +342,7 @@ def _group_fields(group: SourceGroup) -> tuple[ReadFields, tuple[tuple[str, int]
     parts joined (:func:`joined_fields`); anything else, or a read without a name, parsed part by
     part, so that dnaio's records and every error come from the part's own file."""
     parts = [source_bytes(part) for part in group.parts]
-    if group.fastq:
+    if group.fastq_text:
         joined = joined_fields([data for data, _ in parts])
         if joined is not None:
             return joined[0], tuple((part.path, int(n)) for part, n in zip(group.parts, joined[1]))

@@ -36,8 +36,20 @@ import numpy as np
 from ..alphabet import Alphabet
 from ..errors import InputFormatError
 from ..reads import ReadChunk, ReadFields
+from . import ubam
 from .fastx import bytes_fields, check_named, checked_chunk, joined_fields, source_bytes, source_fields
-from .splits import FileSplit, RawBlock, check_path, open_reads, plan_input, sniff, splittable, stream_blocks
+from .splits import (
+    MAX_RECORD_BYTES,
+    FileSplit,
+    RawBlock,
+    bam_stream_error,
+    check_path,
+    open_reads,
+    plan_input,
+    sniff,
+    splittable,
+    stream_blocks,
+)
 
 
 @dataclass
@@ -71,7 +83,7 @@ class RecordRange:
     def cut_by_lines(self) -> bool:
         """Whether a worker cuts the records it takes out of the splits by counting lines
         (:func:`_range_parts`): counted FASTQ."""
-        return self.count is not None and self.counts is not None and all(s.fastq for s in self.splits)
+        return self.count is not None and self.counts is not None and all(s.fastq_text for s in self.splits)
 
     def taken(self) -> tuple[int, int]:
         """Which of the records parsed from :func:`_range_parts`' bytes the range takes: the first, how many."""
@@ -134,9 +146,12 @@ def count_records(split: FileSplit) -> int:
     and dnaio alike), so a FASTQ range's newlines count its records at a quarter of the cost
     of parsing it (6-9 ms against 28 ms per 200,000 records).  Lines that are not whole
     records cannot parse: the range is parsed then, which says what is wrong with it.  A FASTA
-    record is a ``>`` line and its sequence lines, so its ``>`` lines count them.
+    record is a ``>`` line and its sequence lines, so its ``>`` lines count them.  BAM's records
+    are found as the worker finds them (:func:`dmap.io.ubam.record_starts`), and not decoded.
     """
-    data, _ = source_bytes(split)
+    data, where = source_bytes(split)
+    if split.bam:
+        return ubam.read_count(data, ubam.records_of(data, split.path, where, MAX_RECORD_BYTES))
     if not split.fastq:
         records = int(data.size > 0)  # the range begins at a record's '>' line; the others follow a newline
         for k in range(0, data.size - 1, COUNT_BLOCK):
@@ -509,6 +524,8 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
         for path in paths:
             f = stack.enter_context(open_reads(path))
             sniffed = sniff(f, path)
+            if sniffed is not None and sniffed.bam:
+                raise bam_stream_error(path)
             fastq.append(None if sniffed is None else sniffed[2])
             streams.append(iter(()) if sniffed is None else stream_blocks(f, path, sniffed[0], sniffed[1],
                                                                           sniffed[2], sniffed[3], wanted))
@@ -588,7 +605,7 @@ def _joined_mates(ranges: list[RawBlock | RecordRange]) -> tuple[ReadFields, lis
     # Each range's sources: a block read by the client, or the byte ranges of a record range.
     sources = [[r] if isinstance(r, RawBlock) else list(r.splits) for r in ranges]
     flat = [s for each in sources for s in each]
-    if not flat or not all(s.fastq for s in flat):
+    if not flat or not all(s.fastq_text for s in flat):
         return None
     parts = []
     for r in ranges:

@@ -43,13 +43,14 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 from xopen import xopen
 
 from ..errors import InputFormatError
 from ..format import bgzf
+from . import ubam
 from .mapfile import map_bytes
 
 STDIN = "-"  # a reads path that means standard input
@@ -81,6 +82,12 @@ class FileSplit:
     bgzf: bool = False  # the file is BGZF: start, end and size count its compressed bytes
     # The records it holds, estimated from the bytes per record of the file's first 64 KiB (planning).
     reads: float = field(default=0.0, compare=False)
+    bam: bool = False  # the file is BAM (BGZF, records as dmap.io.ubam reads them; ``fastq``: they have qualities)
+
+    @property
+    def fastq_text(self) -> bool:
+        """Whether the records are FASTQ text (four lines each), which is counted and cut by lines."""
+        return self.fastq and not self.bam
 
 
 @dataclass
@@ -92,6 +99,11 @@ class RawBlock:
     offset: int  # of the block's first byte in the (decompressed) stream
     data: np.ndarray
     fastq: bool
+
+    @property
+    def fastq_text(self) -> bool:
+        """Whether the records are FASTQ text (a stream is never BAM: :func:`bam_stream_error`)."""
+        return self.fastq
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,10 @@ class SourceGroup:
     @property
     def fastq(self) -> bool:
         return self.parts[0].fastq
+
+    @property
+    def fastq_text(self) -> bool:
+        return all(part.fastq_text for part in self.parts)
 
     @property
     def path(self) -> str:
@@ -349,22 +365,68 @@ def _url_size(path: str) -> int | None:
     return int(info["size"]) if info and info.get("size") else None
 
 
-def sniff(f: BinaryIO, path: str) -> tuple[np.ndarray, int, bool, float] | None:
+class Sniffed(NamedTuple):
+    """What :func:`sniff` learns from a reads file's first bytes."""
+
+    head: np.ndarray  # the file's (inflated) bytes from its first record on
+    origin: int  # where that record begins
+    fastq: bool  # FASTQ (or BAM: records with qualities), not FASTA
+    per_record: float  # bytes per record
+    bam: bool = False
+
+
+def sniff(f: BinaryIO, path: str) -> Sniffed | None:
     """The start of a reads file that ``f`` reads (:func:`open_reads`), from its first record on,
     where that record begins, whether the file is FASTQ, and its bytes per record; None for a
     file without records."""
     head = np.zeros(SNIFF_BYTES, dtype=np.uint8)
     n = fill(f, memoryview(head), path)
+    if ubam.is_bam(head[:n].tobytes()):
+        return _sniff_bam(f, head[:n], path)
     return sniff_head(head[:n], path)
 
 
-def sniff_head(head: np.ndarray, path: str) -> tuple[np.ndarray, int, bool, float] | None:
+def _sniff_bam(f: BinaryIO, head: np.ndarray, path: str) -> Sniffed | None:
+    """:func:`sniff` of a BAM file: its header read past (as far as it goes), and the bytes per
+    record of the records that follow it in the next :data:`SNIFF_BYTES`."""
+    while (origin := ubam.header_end(head, path)) is None or head.size < origin + SNIFF_BYTES:
+        more = np.zeros(max(SNIFF_BYTES, head.size), dtype=np.uint8)
+        got = fill(f, memoryview(more), path)
+        if not got:
+            break
+        head = np.concatenate([head, more[:got]])
+    if origin is None:
+        raise InputFormatError(f"reads file {path!r} is not whole BAM: it ends inside its header")
+    records = head[origin:]
+    if not records.size:
+        return None
+    starts = ubam.record_starts(records, 0, None, path, "its header", MAX_RECORD_BYTES)
+    if not starts.size:
+        per_record = float(records.size)  # one record longer than what was read
+    else:
+        last = starts[-1]
+        per_record = (last + 4 + ubam.record_size(records, last)) / starts.size
+    return Sniffed(records, origin, True, per_record, True)
+
+
+def bam_stream_error(path: str) -> InputFormatError:
+    """BAM that workers cannot cut: from a pipe or standard input, a file system that cannot map
+    files, or gzip that is not BGZF (which no BAM writer makes)."""
+    pipe = f"or pipe FASTQ ('samtools fastq {os.path.basename(path)} | dmap run INDEX -')"
+    if path != STDIN and not is_url(path) and os.path.isfile(path) and _bgzf_ratio(path) is None:
+        with open(path, "rb") as f:
+            if not bgzf.is_bgzf(f.read(bgzf.MAX_BLOCK)):
+                return InputFormatError(f"reads file {path!r} is BAM compressed as plain gzip, not in BGZF blocks "
+                                        f"as BAM is; rewrite it with 'samtools view -b', {pipe}")
+    return InputFormatError(f"reads file {path!r} is BAM read as a stream (a pipe, standard input, or a file "
+                            f"system that cannot map files); dmap reads BAM from a file: give the file's path, {pipe}")
+
+
+def sniff_head(head: np.ndarray, path: str) -> Sniffed | None:
     """:func:`sniff` of a file's first :data:`SNIFF_BYTES` (all of it, if shorter)."""
-    start = head[:4].tobytes()
-    if start in (b"BAM\x01", b"CRAM"):  # BAM's magic once inflated (dmap reads gzip); CRAM's as it is
-        kind = "BAM" if start.startswith(b"BAM") else "CRAM"
-        raise InputFormatError(f"reads file {path!r} is {kind}, not FASTA or FASTQ; dmap reads FASTA and FASTQ: "
-                               f"convert it with 'samtools fastq {os.path.basename(path)} > reads.fq'")
+    if head[:4].tobytes() == b"CRAM":
+        raise InputFormatError(f"reads file {path!r} is CRAM, not FASTA, FASTQ or BAM: convert it with "
+                               f"'samtools fastq {os.path.basename(path)} > reads.fq'")
     origin = _skip_head(head, path)
     if origin == head.size:
         if head.size < SNIFF_BYTES:
@@ -372,7 +434,7 @@ def sniff_head(head: np.ndarray, path: str) -> tuple[np.ndarray, int, bool, floa
         raise InputFormatError(f"reads file {path!r} is not FASTA or FASTQ: it starts with "
                                f"{SNIFF_BYTES} blank bytes")
     fastq = _record_format(int(head[origin]), path)
-    return head[origin:], origin, fastq, _bytes_per_record(head[origin:], fastq)
+    return Sniffed(head[origin:], origin, fastq, _bytes_per_record(head[origin:], fastq))
 
 
 def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterator[Source]:
@@ -422,14 +484,16 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
             sniffed = sniff(f, path) if plain is None else sniff_head(plain[0], path)
             if sniffed is None:
                 continue  # no records
-            head, origin, fastq, per_record = sniffed
+            head, origin, fastq, per_record, bam = sniffed
             # FASTQ and FASTA records do not share a chunk.
             if held and held_kind[0] != fastq:
                 yield flush()
             held_kind[0] = fastq
-            if path.endswith(COMPRESSED):  # BGZF is cut in its compressed bytes; other compression is a stream
-                blocked = _bgzf_ratio(path)
+            if path.endswith(COMPRESSED) or bam:  # BGZF is cut in its compressed bytes; other compression is a stream
+                blocked = _bgzf_ratio(path) if path != STDIN else None
                 size = None if blocked is None else file_size(path)
+                if bam and size is None:
+                    raise bam_stream_error(path)
             elif path == STDIN:  # read from where it stands, by this process: workers cannot open it by name
                 blocked, size = None, None
             elif plain is not None:
@@ -446,7 +510,7 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
                     target = max(1, round(wanted() * per_read))
                     end = min(size, at + target)
                     reads = (end - at) / per_read
-                    hold(FileSplit(done[0], path, at, end, fastq, origin, size, blocked is not None, reads),
+                    hold(FileSplit(done[0], path, at, end, fastq, origin, size, blocked is not None, reads, bam),
                          reads, end - at)
                     if end - at >= target:  # the chunk is full; else the next file goes on with it
                         yield flush()
@@ -581,7 +645,7 @@ class _Inflated:
     the blocks are inflated as they are asked for."""
 
     def __init__(self, file: _File, first: int):
-        self.file, self.path = file, file.path
+        self.file, self.path, self.first = file, file.path, first
         self.next = first  # the compressed offset of the next block to inflate
         self.data = np.empty(0, dtype=np.uint8)
         self.parts: list[bytes] = []  # inflated, not yet in ``data``
@@ -720,12 +784,31 @@ def _inflated_split(file: _File, split: FileSplit) -> tuple[np.ndarray, str]:
     inflated.take(split.end)
     own = inflated.size  # the inflated bytes of the blocks that begin in the split
     inflated.take(inflated.next + 1)  # and those of the next block, where its last record most often ends
+    if split.bam:  # the record rule of BAM, whose records are not lines: at the blocks' first bytes
+        begin = split.origin if split.start == 0 else bam_record_start(inflated, 0)
+        end = max(begin, bam_record_start(inflated, own))
+        return inflated.upto(begin, end)[0], f"the BGZF blocks at byte {first}"
     begin = split.origin if split.start == 0 else record_start(inflated, 1, split.fastq, 0)
     end = max(begin, record_start(inflated, own + 1, split.fastq, 0))
     data, at_end = inflated.upto(begin, end)
     if at_end and end >= inflated.size:
         data = data[:records_end(data, split.fastq)]
     return data, f"the BGZF blocks at byte {first}"
+
+
+def bam_record_start(inflated: _Inflated, pos: int) -> int:
+    """The offset of the first BAM record that begins at or after ``pos`` of ``inflated`` (its size
+    if none does), by :func:`dmap.io.ubam.first_record`: the same for both neighbours of a cut."""
+    window = SNIFF_BYTES
+    while True:
+        data, at_end = inflated.upto(pos, pos + window)
+        found = ubam.first_record(data, 0, at_end, MAX_RECORD_BYTES)
+        if found is not None:
+            return pos + found
+        if window > 2 * ubam.CHAIN * MAX_RECORD_BYTES:
+            raise InputFormatError(f"reads file {inflated.path!r} is not whole BAM: no record begins in the "
+                                   f"{window} bytes after the BGZF block at byte {inflated.first}")
+        window *= 2
 
 
 def records_end(data: np.ndarray, fastq: bool) -> int:

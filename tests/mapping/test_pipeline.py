@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dmap
+from dmap.errors import InputFormatError
 from dmap.io.fastx import iter_contigs
 from dmap.testing.search import brute_force_hits
 
@@ -34,6 +35,11 @@ def check_hits_against_brute_force(directory, client, rng, alphabet, layout, blo
     equal the brute-force search's, and its SAM holds them."""
     contigs = [(f"chr{i}", random_contig(rng, alphabet, n)) for i, n in enumerate(lengths)]
     write_fasta(directory / "ref.fa", contigs)
+    if alphabet == "text" and not any(seq.strip() for _, seq in iter_contigs(directory / "ref.fa")):
+        # A few random text symbols can all be blanks, which FASTA does not count as sequence.
+        with pytest.raises(InputFormatError, match="^the reference has no searchable symbols$"):
+            dmap.build_index(directory / "ref.fa", directory / "idx", alphabet=alphabet)
+        return
     idx = dmap.build_index(directory / "ref.fa", directory / "idx", alphabet=alphabet, occ_layout=layout,
                            block_length=block_length, max_query_length=max_len, sa_sample_rate=sa_sample_rate)
     assert idx.n_blocks == -(-idx.meta.text_length // block_length)

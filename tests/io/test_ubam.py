@@ -1,0 +1,263 @@
+"""Reads from BAM (dmap.io.ubam): records found and decoded as pysam reads them, in byte ranges
+cut anywhere, by the workers; mapped as the same reads in FASTQ are; bad BAM in one line."""
+
+import array
+import gzip
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pysam
+import pytest
+from helpers import examples, genome_case, without_pg
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from readfiles import DNA, bgzf_blocks
+
+import dmap
+from dmap.errors import InputFormatError
+from dmap.format import bgzf
+from dmap.io import fastx, pairs, splits, ubam
+from dmap.testing.ubam import bam_reads as reference_reads
+
+IUPAC = "=ACMGRSVTWYHKDBN"
+COMPLEMENT = str.maketrans("ACGTMKRYWSBVDHN=", "TGCAKMYRWSVBHDN=")  # the oracle's own table
+NAME_SYMBOLS = "".join(chr(c) for c in range(33, 127) if c != ord("@"))  # SAM's QNAME: [!-?A-~]
+
+
+def write_bam(path, records, references=(("chr1", 5000),), cuts=None):
+    """``records`` (dicts of name, seq, qual (0-93 each), flag, and optionally cigar, pos, tags) as BAM
+    at ``path``, in htslib's BGZF blocks, or (``cuts``) in blocks that end at those offsets of the
+    inflated bytes (as small as one byte, records straddling them)."""
+    header = {"HD": {"VN": "1.6"}, "SQ": [{"SN": n, "LN": length} for n, length in references]}
+    with pysam.AlignmentFile(str(path), "wb", header=header) as out:
+        for r in records:
+            a = pysam.AlignedSegment(out.header)
+            a.query_name = r["name"]
+            a.flag = r["flag"]
+            a.query_sequence = r["seq"] or None
+            if r["seq"]:
+                a.query_qualities = pysam.qualitystring_to_array("".join(chr(q + 33) for q in r["qual"]))
+            mapped = not r["flag"] & 4
+            a.reference_id = 0 if mapped else -1
+            a.reference_start = r.get("pos", 10) if mapped else -1
+            a.cigarstring = r.get("cigar") or (f"{len(r['seq'])}M" if mapped and r["seq"] else None)
+            a.mapping_quality = 60 if mapped else 0
+            for tag, value in r.get("tags", ()):
+                a.set_tag(tag, array.array("i", value) if isinstance(value, list) else value)
+            out.write(a)
+    if cuts is not None:
+        path.write_bytes(bgzf_blocks(gzip.decompress(path.read_bytes()), cuts))
+    return path
+
+
+def oracle(records):
+    """What the reads are, from the records as written: secondary and supplementary records left
+    out, reverse-strand ones turned back."""
+    out = []
+    for r in records:
+        if r["flag"] & 0x900:
+            continue
+        seq, qual = r["seq"], "".join(chr(q + 33) for q in r["qual"])
+        if r["flag"] & 16:
+            seq, qual = seq.translate(COMPLEMENT)[::-1], qual[::-1]
+        out.append((r["name"], seq, qual if r["seq"] else ""))
+    return out
+
+
+def bam_splits(path, cuts):
+    """The splits of BAM ``path`` between compressed offsets ``cuts``, as the client plans them."""
+    size = os.path.getsize(path)
+    with splits.open_reads(str(path)) as f:
+        sniffed = splits.sniff(f, str(path))
+    bounds = [0] + sorted(c for c in set(cuts) if 0 < c < size) + [size]
+    return [splits.FileSplit(k, str(path), lo, hi, True, sniffed.origin, size, True, bam=True)
+            for k, (lo, hi) in enumerate(zip(bounds, bounds[1:]))]
+
+
+def split_reads(path, cuts):
+    out = []
+    for split in bam_splits(path, cuts):
+        f = fastx.source_fields(split)
+        text = f.data.tobytes().decode()
+        out += [(text[f.name_off[i]:f.name_off[i] + f.name_len[i]], text[f.seq_off[i]:f.seq_off[i] + f.seq_len[i]],
+                 text[f.qual_off[i]:f.qual_off[i] + f.seq_len[i]]) for i in range(len(f))]
+        assert pairs.count_records(split) == len(f)
+    return out
+
+
+@st.composite
+def bam_records(draw):
+    """Records as sequencers and mappers write them: unaligned (uBAM) or aligned on either strand,
+    secondary and supplementary ones, names of any length, every IUPAC code, odd and even lengths,
+    tags whose bytes (integer arrays) may look like anything."""
+    is_aligned = draw(st.booleans())
+    out = []
+    for i in range(draw(st.integers(1, 30))):
+        seq = draw(st.text(IUPAC if draw(st.integers(0, 4)) == 0 else "ACGTN", min_size=1, max_size=160))
+        flag = draw(st.sampled_from([0, 16, 256, 272, 2048, 2064])) if is_aligned else 4
+        tags = []
+        if draw(st.booleans()):
+            tags.append(("RG", "lane1"))
+        if draw(st.booleans()):
+            tags.append(("XB", draw(st.lists(st.integers(-2**31, 2**31 - 1), min_size=1, max_size=40))))
+        out.append({"name": draw(st.text(NAME_SYMBOLS, min_size=1, max_size=30)) + str(i), "seq": seq, "flag": flag,
+                    "qual": draw(st.lists(st.integers(0, 93), min_size=len(seq), max_size=len(seq))), "tags": tags,
+                    "cigar": f"{len(seq)}M" if is_aligned else None})
+    return out
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=bam_records(), data=st.data())
+def test_bam_split_anywhere_reads_every_read_once(tmp_path, records, data):
+    path = tmp_path / "r.bam"
+    raw_size = len(gzip.decompress(write_bam(path, records).read_bytes()))
+    blocks = data.draw(st.lists(st.integers(0, raw_size), max_size=12), label="block ends")
+    write_bam(path, records, cuts=blocks)
+    size = os.path.getsize(path)
+    cuts = data.draw(st.lists(st.integers(1, size), max_size=8), label="cuts")
+    assert split_reads(path, cuts) == oracle(records)
+    # The Python reference that the kernel is held to reads them so too.
+    raw = np.frombuffer(gzip.decompress(path.read_bytes()), np.uint8)[bam_splits(path, [])[0].origin:]
+    assert reference_reads(raw, ubam.records_of(raw, "r.bam", "test", splits.MAX_RECORD_BYTES)) == oracle(records)
+
+
+def test_every_cut_of_a_small_bam(tmp_path):
+    """Blocks of 50 inflated bytes, so records straddle blocks; one cut at every compressed offset."""
+    rng = np.random.default_rng(4)
+    records = [{"name": f"r{i}", "seq": "".join(rng.choice(list("ACGTN"), size=int(rng.integers(1, 40)))),
+                "flag": 4, "qual": list(rng.integers(0, 42, 40))} for i in range(12)]
+    for r in records:
+        r["qual"] = r["qual"][:len(r["seq"])]
+    path = tmp_path / "r.bam"
+    raw_size = len(gzip.decompress(write_bam(path, records).read_bytes()))
+    write_bam(path, records, cuts=list(range(0, raw_size, 50)))
+    expected = oracle(records)
+    for cut in range(os.path.getsize(path) + 1):
+        assert split_reads(path, [cut]) == expected, cut
+
+
+def test_a_samtools_import_ubam_maps_as_its_fastq(tmp_path, client):
+    """`samtools import` of FASTQ gives unaligned BAM: mapped as the FASTQ, the same SAM, whatever
+    the chunk size; pairs interleaved in it (flags 0x40 and 0x80) map as the two files do."""
+    index = genome_case(tmp_path, 3, 3000, 60, 200)
+    fq = tmp_path / "r.fq"
+    subprocess.run(["samtools", "import", "-0", str(fq), "-o", str(tmp_path / "r.bam")], check=True)
+    want = dmap.map_reads(index, fq, sam_path=tmp_path / "fq.sam", client=client)
+    for chunk_size in (7, 1000):
+        got = dmap.map_reads(index, tmp_path / "r.bam", sam_path=tmp_path / "bam.sam", client=client,
+                             chunk_size=chunk_size)
+        assert got.n_reads == want.n_reads == 200
+        assert without_pg((tmp_path / "bam.sam").read_bytes()) == without_pg((tmp_path / "fq.sam").read_bytes())
+    # Pairs: the reads as first mates, their reverse complements as second.
+    text = fq.read_text().split("\n")
+    records = [text[i:i + 4] for i in range(0, len(text) - 1, 4)]
+    firsts = "".join(f"{r[0]}/1\n{r[1]}\n+\n{r[3]}\n" for r in records)
+    seconds = "".join(f"{r[0]}/2\n{r[1][::-1].translate(COMPLEMENT)}\n+\n{r[3][::-1]}\n" for r in records)
+    (tmp_path / "r1.fq").write_text(firsts)
+    (tmp_path / "r2.fq").write_text(seconds)
+    subprocess.run(["samtools", "import", "-1", str(tmp_path / "r1.fq"), "-2", str(tmp_path / "r2.fq"), "-o",
+                    str(tmp_path / "p.bam")], check=True)
+    dmap.map_reads(index, tmp_path / "r1.fq", tmp_path / "r2.fq", sam_path=tmp_path / "pfq.sam", client=client)
+    for chunk_size in (7, 1000):
+        dmap.map_reads(index, tmp_path / "p.bam", interleaved=True, sam_path=tmp_path / "pbam.sam", client=client,
+                       chunk_size=chunk_size)
+        assert without_pg((tmp_path / "pbam.sam").read_bytes()) == without_pg((tmp_path / "pfq.sam").read_bytes())
+
+
+def test_an_aligned_bam_gives_its_reads_back(tmp_path, client):
+    """A BAM that a mapper wrote, sorted by position: each read once, as it was sequenced (its
+    secondary records left out, its reverse-strand records turned back)."""
+    index = genome_case(tmp_path, 3, 3000, 60, 150)
+    lines = (tmp_path / "r.fq").read_text().split("\n")
+    for i in range(0, len(lines) - 1, 8):  # every other read from the reverse strand
+        lines[i + 1], lines[i + 3] = lines[i + 1][::-1].translate(COMPLEMENT), lines[i + 3][::-1]
+    (tmp_path / "r.fq").write_text("\n".join(lines))
+    dmap.map_reads(index, tmp_path / "r.fq", sam_path=tmp_path / "first.bam", client=client, max_errors=2,
+                   report_all=True)
+    pysam.sort("-o", str(tmp_path / "sorted.bam"), str(tmp_path / "first.bam"))
+    dmap.map_reads(index, tmp_path / "sorted.bam", sam_path=tmp_path / "again.sam", client=client)
+    dmap.map_reads(index, tmp_path / "r.fq", sam_path=tmp_path / "fq.sam", client=client)
+    again = sorted(without_pg((tmp_path / "again.sam").read_bytes()))
+    assert again == sorted(without_pg((tmp_path / "fq.sam").read_bytes()))
+
+
+def _records(n=20, length=30):
+    return [{"name": f"r{i}", "seq": "ACGT" * (length // 4), "flag": 4, "qual": [30] * (length // 4 * 4)}
+            for i in range(n)]
+
+
+def test_bad_bam_is_one_clear_error(tmp_path):
+    path = write_bam(tmp_path / "r.bam", _records())
+    raw = gzip.decompress(path.read_bytes())
+    cut = tmp_path / "cut.bam"  # ends inside a record
+    cut.write_bytes(bgzf_blocks(raw[:-10], [100]))
+    with pytest.raises(InputFormatError, match="is not whole BAM"):
+        split_reads(cut, [])
+    header = tmp_path / "header.bam"  # ends inside its header
+    header.write_bytes(bgzf_blocks(raw[:20], []))
+    with pytest.raises(InputFormatError, match="ends inside its header"):
+        list(splits.plan_input([str(header)], lambda *_: 100))
+    no_quality = write_bam(tmp_path / "noq.bam", _records())
+    raw = bytearray(gzip.decompress(no_quality.read_bytes()))
+    at = raw.index(bytes([30] * 28))  # the first record's qualities: "not stored" is 0xFF
+    raw[at:at + 28] = b"\xff" * 28
+    no_quality.write_bytes(bgzf_blocks(bytes(raw), []))
+    with pytest.raises(InputFormatError, match="read 'r0' without qualities"):
+        split_reads(no_quality, [])
+
+
+def test_bam_on_standard_input_is_refused_in_one_line(tmp_path):
+    path = write_bam(tmp_path / "r.bam", _records())
+    index = genome_case(tmp_path, 1, 500, 30, 5)
+    with open(path, "rb") as f:
+        proc = subprocess.run([sys.executable, "-m", "dmap", "run", str(tmp_path / "idx"), "-"], stdin=f,
+                              capture_output=True, text=True, timeout=120)
+    assert index is not None and proc.returncode != 0 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "dmap reads BAM from a file" in proc.stderr, proc.stderr
+
+
+def test_cram_is_still_refused(tmp_path):
+    path = tmp_path / "r.cram"
+    path.write_bytes(b"CRAM\x03\x00" + bytes(100))
+    with pytest.raises(InputFormatError, match="is CRAM"):
+        list(splits.plan_input([str(path)], lambda *_: 100))
+
+
+def test_the_chain_walk_drops_offsets_that_look_like_records(tmp_path):
+    """A record whose tag holds bytes that check out as a record (a length that ends where the
+    real record does, refID and pos -1, an empty name): the walk from the first record passes
+    them by.  The rule for a cut's first record cannot tell them from a record, as Hadoop-BAM's
+    cannot: a cut just before them stops the run with an error, never a read lost or made up."""
+    fake = np.zeros(40, np.uint8)
+    fake[0:4] = np.frombuffer(np.int32(36).tobytes(), np.uint8)
+    fake[4:12] = 255
+    fake[12] = 1
+    records = _records(6)
+    records[2]["tags"] = [("XB", np.frombuffer(fake.tobytes(), np.int32).tolist())]
+    path = write_bam(tmp_path / "r.bam", records)
+    raw = gzip.decompress(path.read_bytes())
+    origin = bam_splits(path, [])[0].origin
+    data = np.frombuffer(raw, np.uint8)[origin:]
+    at, _ = ubam._candidates(data, 0, data.size, splits.MAX_RECORD_BYTES)
+    starts = ubam.records_of(data, "r.bam", "test", splits.MAX_RECORD_BYTES)
+    assert starts.size == 6 and at.size > 6  # the fake among the candidates, not among the records
+    assert [name for name, _, _ in split_reads(path, [])] == [f"r{i}" for i in range(6)]
+    fake_at = int(np.setdiff1d(at, starts)[0])
+    assert ubam.first_record(data, fake_at, True, splits.MAX_RECORD_BYTES) == fake_at
+    write_bam(path, records, cuts=[origin + fake_at - 2])  # a block begins 2 bytes before the fake
+    with pytest.raises(InputFormatError, match="is not whole BAM"):
+        split_reads(path, [bgzf.block_size(path.read_bytes())])  # the cut at the second block
+
+
+def test_read_chunk_of_bam_checks_reads_as_fastq_does(tmp_path):
+    """A read with a symbol outside the alphabet (BAM's '=', "the reference's base", which a read to
+    map cannot hold), in BAM, is an error naming the read, as in FASTQ; IUPAC codes map as N."""
+    records = _records(3)
+    records[0]["seq"] = "ACGTM" + "A" * 23
+    records[1]["seq"] = "ACGT=" + "A" * 23
+    path = write_bam(tmp_path / "r.bam", records)
+    (split,) = bam_splits(path, [])
+    with pytest.raises(InputFormatError, match="r1"):
+        fastx.read_chunk(split, DNA)
