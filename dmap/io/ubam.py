@@ -12,15 +12,16 @@ records run to the end of the file), as Hadoop-BAM's ``BAMSplitGuesser`` does.
 
 From there the records of a range are found without a Python step per record
 (:func:`record_starts`): every offset where a length could begin (its high
-byte is 0) is checked at once, and the offsets that follow one another by
-their lengths from the first record are the records; an offset inside a
-record that passes the check by chance is dropped where the walk from the
-record before it passes it by.  The records become :class:`ReadFields` in a
-few whole-array gathers (:func:`bam_fields`): names as they are, sequences
-from BAM's 4-bit codes, qualities plus 33.  An aligned record on the reverse
-strand holds the reverse complement of its read, which is turned back, and
-secondary and supplementary records (flags 0x100, 0x800), which repeat a
-read, are left out.
+byte, l_seq's and the name length say so) is checked at once, and the offsets
+that follow one another by their lengths from the first record are the
+records; an offset inside a record that passes the check by chance is dropped
+where the walk from the record before it passes it by.  A kernel
+(``kernels/bam_reads.cl``, :func:`read_fields`) writes the reads as
+:class:`ReadFields`: names as they are, sequences from BAM's 4-bit codes,
+qualities plus 33.  An aligned record on the reverse strand holds the reverse
+complement of its read, which is turned back, and secondary and supplementary
+records (flags 0x100, 0x800), which repeat a read, are left out.  Tags are not
+read: a read group comes from ``-R`` or the manifest.
 """
 
 from __future__ import annotations
@@ -121,8 +122,9 @@ def _checked(data: np.ndarray, at: np.ndarray, max_record: int) -> tuple[np.ndar
 
 
 def _candidates(data: np.ndarray, lo: int, hi: int, max_record: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_checked` of the offsets from ``lo`` to ``hi`` whose length's high byte is 0 (a
-    record is under 16 MiB) and whose fixed fields lie inside ``data``."""
+    """:func:`_checked` of the offsets from ``lo`` to ``hi`` whose fixed fields lie inside ``data``
+    and whose length's and ``l_seq``'s high bytes are 0 (a record is under 16 MiB) and name length
+    is not."""
     hi = min(hi, data.size - FIXED)
     if hi <= lo:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
