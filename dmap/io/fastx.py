@@ -23,7 +23,7 @@ from ..alphabet import INVALID, Alphabet
 from ..errors import InputFormatError
 from ..mapping.schedule import DEFAULT_CHUNK_SIZE
 from ..reads import MAX_NAME_LENGTH, ReadChunk, ReadFields, ragged_positions, reads_with_unknown_symbols
-from . import splits, ubam
+from . import splits, ubam_reads
 from .splits import FileSplit, RawBlock, Source, SourceGroup, check_path, plan_input, reads_paths, split_bytes
 
 
@@ -307,7 +307,7 @@ def source_bytes(source: FileSplit | RawBlock) -> tuple[np.ndarray, str]:
 def bytes_fields(source: FileSplit | RawBlock, data: np.ndarray, where: str) -> ReadFields:
     """The records of ``data``, whole records of ``source``'s bytes (see :func:`source_fields`)."""
     if getattr(source, "bam", False):
-        return ubam.read_fields(data, source.path, where, splits.MAX_RECORD_BYTES)
+        return ubam_reads.read_fields(data, source.path, where, splits.MAX_RECORD_BYTES)
     fields = split_fastq(data) if source.fastq else split_fasta(data)
     if fields is None:
         if data.size == 0:

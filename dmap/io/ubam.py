@@ -16,7 +16,7 @@ byte, l_seq's and the name length say so) is checked at once, and the offsets
 that follow one another by their lengths from the first record are the
 records; an offset inside a record that passes the check by chance is dropped
 where the walk from the record before it passes it by.  A kernel
-(``kernels/bam_reads.cl``, :func:`read_fields`) writes the reads as
+(``kernels/bam_reads.cl``, :func:`dmap.io.ubam_reads.read_fields`) writes the reads as
 :class:`ReadFields`: names as they are, sequences from BAM's 4-bit codes,
 qualities plus 33.  An aligned record on the reverse strand holds the reverse
 complement of its read, which is turned back, and secondary and supplementary
@@ -210,28 +210,6 @@ def _damaged(path: str, where: str) -> InputFormatError:
                             "does not lead to the next record")
 
 
-def read_fields(data: np.ndarray, path: str, where: str, max_record: int) -> ReadFields:
-    """The reads of ``data``, whole BAM records from its first byte on, as FASTQ's fields (their
-    names, sequences and qualities, each read as sequenced), decoded by ``bam_reads.cl`` on this
-    worker's device; secondary and supplementary records left out."""
-    from ..opencl.device import current_device
-
-    starts = read_records(data, records_of(data, path, where, max_record))
-    layout = _layout(data, starts, path, where)
-    device = current_device()
-    out = np.empty(layout.size, np.uint8)
-    if starts.size:
-        with device.timed("dmap-transfer"):
-            args = [device.upload(a) for a in (data, starts.astype(np.uint64), layout.name_off.astype(np.uint64),
-                                               layout.seq_off.astype(np.uint64), layout.qual_off.astype(np.uint64))]
-            out_buf = device.output(out)
-        device.run(device.program("bam_reads.cl", {}), "bam_reads", [*args, np.uint32(starts.size), out_buf],
-                   starts.size, "dmap-read-kernel")
-        with device.timed("dmap-transfer"):
-            device.read_back(out_buf, out)
-    return layout.checked(out, path, where)
-
-
 def read_records(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """The records at ``starts`` that hold a read: not secondary or supplementary (which repeat one)."""
     return starts[(_uint16s(data, starts + 18) & SECONDARY_OR_SUPPLEMENTARY) == 0]
@@ -258,7 +236,7 @@ class Layout:
         return ReadFields(out, self.name_off, self.name_len, self.seq_off, self.seq_len, self.qual_off)
 
 
-def _layout(data: np.ndarray, starts: np.ndarray, path: str, where: str) -> Layout:
+def layout(data: np.ndarray, starts: np.ndarray, path: str, where: str) -> Layout:
     """The :class:`Layout` of the reads of the records at ``starts``; a read without qualities
     (QUAL '*') is one clear error."""
     name_len = data[starts + 12].astype(np.int64) - 1

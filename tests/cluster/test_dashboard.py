@@ -42,10 +42,18 @@ def test_dmap_page_shows_every_device(tmp_path):
         page = browser.new_page(viewport={"width": 1200, "height": 800})
         page.goto(f"http://127.0.0.1:{port}/dmap")
         page.wait_for_selector("#dmap-devices", timeout=30_000)  # workers report from their first heartbeat
-        run = threading.Thread(target=dmap.map_reads, args=(idx, tmp_path / "r.fq"),
-                               kwargs={"client": client, "return_hits": False, "chunk_size": 5000})
+        failed = []
+
+        def mapped() -> None:
+            try:
+                dmap.map_reads(idx, tmp_path / "r.fq", client=client, return_hits=False, chunk_size=5000)
+            except BaseException as e:  # reported below, not lost with the thread
+                failed.append(e)
+
+        run = threading.Thread(target=mapped)
         run.start()
         run.join(timeout=300)
+        assert not failed, failed
         # The counts come with the workers' heartbeats, which a busy machine delays: wait for them.
         deadline = time.monotonic() + 120
         while True:

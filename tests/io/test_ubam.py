@@ -261,3 +261,27 @@ def test_read_chunk_of_bam_checks_reads_as_fastq_does(tmp_path):
     (split,) = bam_splits(path, [])
     with pytest.raises(InputFormatError, match="r1"):
         fastx.read_chunk(split, DNA)
+
+
+@pytest.mark.parametrize("protocol", ["file", "http"])
+def test_a_bam_url_is_cut_and_read_as_its_file_is(tmp_path, protocol):
+    """A BAM URL (fsspec's file://, or a local web server's http:// with byte ranges): planned from
+    its size and first bytes, each split fetched by byte ranges, the same reads as the file."""
+    import contextlib
+
+    from helpers import http_server
+
+    rng = np.random.default_rng(6)
+    records = [{"name": f"r{i}", "seq": "".join(rng.choice(list("ACGT"), size=60)), "flag": 4, "qual": [20] * 60}
+               for i in range(3000)]
+    write_bam(tmp_path / "r.bam", records, cuts=list(range(0, 400_000, 20_000)))
+    with contextlib.ExitStack() as stack:
+        base = stack.enter_context(http_server(tmp_path)) if protocol == "http" else tmp_path.as_uri()
+        url = f"{base}/r.bam"
+        plan = list(splits.plan_input(splits.reads_paths(url), lambda *_: 400))
+        assert len(plan) > 3 and all(s.path == url and s.bam and s.bgzf for s in plan)
+        reads = []
+        for split in plan:
+            f = fastx.source_fields(split)
+            reads += [f.data[f.name_off[i]:f.name_off[i] + f.name_len[i]].tobytes().decode() for i in range(len(f))]
+    assert reads == [r["name"] for r in records]
