@@ -49,7 +49,7 @@ def set_chunk_heap() -> bool:
       dynamic policy off: in such a worker 1M exact reads mapped in 0.95-1.08 s instead
       of 0.62-0.76 s (docs/performance.md, "Worker processes and glibc's heap");
     - a chunk's SAM records, its largest array, are not freed but recycled
-      (:class:`dmap.opencl.device.RecycledArrays`), so the policy learns from the smaller
+      (:class:`dmap.host.RecycledArrays`), so the policy learns from the smaller
       arrays alone, and in the embedded cluster's process the block tasks of a 1M-read run
       took 16,107 page faults against 1,216 with these thresholds (docs/performance.md,
       "Recycled records").

@@ -18,7 +18,7 @@ def read_fields(data: np.ndarray, path: str, where: str, max_record: int) -> Rea
     starts = read_records(data, records_of(data, path, where, max_record))
     laid = layout(data, starts, path, where)
     device = current_device()
-    out = np.empty(laid.size, np.uint8)
+    out = device.recycled_array(laid.size)  # the chunk's reads, kept while it is mapped: not fresh pages
     if starts.size:
         with device.timed("dmap-transfer"):
             args = [device.upload(a) for a in (data, starts.astype(np.uint64), laid.name_off.astype(np.uint64),

@@ -16,7 +16,6 @@ import contextlib
 import functools
 import os
 import re
-import sys
 import threading
 import time
 from collections import OrderedDict
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DeviceError
+from ..host import RecycledArrays
 from ..index.occ import OccShape
 from ..index.store import BLOCK_ARRAYS, BlockArrays, Index
 from .discovery import _cl, list_devices, resolve
@@ -481,55 +481,6 @@ class _Bytes:
 
     nbytes: int
 
-
-class RecycledArrays:
-    """Host arrays handed out for good, whose memory is handed out again once nothing refers to them.
-
-    A chunk's SAM records leave the task that formats them (the writer, a part file or the
-    client takes them), so they cannot come from a scratch pool that the task's end takes
-    back. Made afresh, each chunk's records are fresh pages that the OS kernel zeroes on
-    first touch: under ``perf record``, zeroing the records' pages took more CPU than the
-    records kernel itself (7.8% of a 1M-read exact run against 5.6%). Here each array is a
-    view of a base array kept in the pool, and a base is free again when its reference
-    count shows that the pool alone holds it (numpy's views refer to their base, however
-    deep). Bases come in powers of two, and one that :meth:`take` has not handed out in the
-    last :data:`RECYCLE_TAKES` takes is let go, so the pool follows the chunk sizes of the
-    work and a standing worker does not keep an earlier run's arrays.
-    """
-
-    # A base's references while it is free: the pool's entry, and getrefcount's argument.
-    _FREE = 2
-
-    def __init__(self):
-        self._entries: list[list] = []  # [base array, the take that last handed it out]
-        self._takes = 0
-        self._lock = threading.Lock()
-        self.made = 0  # bases made, for tests
-
-    def take(self, nbytes: int) -> np.ndarray:
-        """A uint8 array of ``nbytes``, its contents undefined."""
-        size = max(4096, 1 << (max(nbytes, 1) - 1).bit_length())
-        with self._lock:
-            self._takes += 1
-            found = None
-            for entry in self._entries:
-                if entry[0].size == size and sys.getrefcount(entry[0]) == self._FREE:
-                    found = entry
-                    break
-            if found is None:
-                found = [np.empty(size, dtype=np.uint8), 0]
-                self._entries.append(found)
-                self.made += 1
-            found[1] = self._takes
-            # Bases in use stay with whoever holds them until they let go; they just leave the pool.
-            self._entries = [e for e in self._entries if e[1] > self._takes - RECYCLE_TAKES]
-            return found[0][:nbytes]
-
-
-# Takes after which a base that none of them handed out leaves the pool of RecycledArrays: the
-# chunks in flight each hold one (a 1M-read run has a dozen chunks, and the client keeps a few
-# in flight), and a base is let go within this many chunks of a run that needs it no longer.
-RECYCLE_TAKES = 16
 
 _process_device: Device | None = None
 

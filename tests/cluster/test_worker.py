@@ -34,7 +34,7 @@ def test_a_nanny_started_worker_gets_glibcs_heap_policy_back():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
 def test_a_process_without_settings_gets_the_thresholds_too():
-    """The embedded cluster's process: its records are recycled (dmap.opencl.device.RecycledArrays), so
+    """The embedded cluster's process: its records are recycled (dmap.host.RecycledArrays), so
     glibc's dynamic threshold would learn from the smaller arrays alone; the thresholds are set."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
     done, faults = faults_in_a_new_process(env, restore=True)

@@ -7,7 +7,8 @@ from helpers import alphabet_for, genome_case, kernel_hits, single_block
 from dmap.alphabet import reverse_complement
 from dmap.errors import DeviceError
 from dmap.format.sam import format_records_device
-from dmap.opencl.device import RECYCLE_TAKES, Device, RecycledArrays, device_resource, device_tasks
+from dmap.host import RECYCLE_TAKES, RecycledArrays
+from dmap.opencl.device import Device, device_resource, device_tasks
 from dmap.opencl.discovery import list_devices
 from dmap.reads import ReadChunk, ReadFields, encode_reads
 from dmap.search.exact import search_block
