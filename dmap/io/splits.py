@@ -375,6 +375,7 @@ class Sniffed(NamedTuple):
     fastq: bool  # FASTQ (or BAM: records with qualities), not FASTA
     per_record: float  # bytes per record
     bam: bool = False
+    paired: bool = False  # BAM whose first records are mates of pairs (flag 0x1)
 
 
 def sniff(f: BinaryIO, path: str) -> Sniffed | None:
@@ -408,7 +409,15 @@ def _sniff_bam(f: BinaryIO, head: np.ndarray, path: str) -> Sniffed | None:
     else:
         last = starts[-1]
         per_record = (last + 4 + ubam.record_size(records, last)) / starts.size
-    return Sniffed(records, origin, True, per_record, True)
+    return Sniffed(records, origin, True, per_record, True, ubam.paired(records, starts))
+
+
+def bam_holds_pairs(path: str) -> bool:
+    """Whether ``path`` is BAM whose first records are mates of pairs: mapped as single reads
+    unless the run is told they are interleaved pairs (``--interleaved``)."""
+    with open_reads(path) as f:
+        sniffed = sniff(f, path)
+    return sniffed is not None and sniffed.paired
 
 
 def bam_stream_error(path: str) -> InputFormatError:
@@ -486,7 +495,8 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int]) -> Iterat
             sniffed = sniff(f, path) if plain is None else sniff_head(plain[0], path)
             if sniffed is None:
                 continue  # no records
-            head, origin, fastq, per_record, bam = sniffed
+            head, origin, fastq, per_record, bam = (sniffed.head, sniffed.origin, sniffed.fastq, sniffed.per_record,
+                                                    sniffed.bam)
             # FASTQ and FASTA records do not share a chunk.
             if held and held_kind[0] != fastq:
                 yield flush()

@@ -42,6 +42,7 @@ CANDIDATE_STEP = 1 << 22
 # Records in a row that must check out after an offset for it to be taken as a record's start.
 CHAIN = 4
 SECONDARY_OR_SUPPLEMENTARY = 0x100 | 0x800
+PAIRED = 0x1
 MISSING_QUALITY = 0xFF
 MAX_QUALITY = 93  # SAM's qualities are '!' to '~'
 
@@ -262,3 +263,8 @@ def records_of(data: np.ndarray, path: str, where: str, max_record: int) -> np.n
 def read_count(data: np.ndarray, starts: np.ndarray) -> int:
     """The reads of the records at ``starts``: those that are neither secondary nor supplementary."""
     return int(read_records(data, starts).size)
+
+
+def paired(data: np.ndarray, starts: np.ndarray) -> bool:
+    """Whether any of the records at ``starts`` is one of a pair (flag 0x1)."""
+    return bool((_uint16s(data, starts + 18) & PAIRED).any())

@@ -67,7 +67,7 @@ from ..format.writer import Parts, SamWriter, direct_writes
 from ..index.store import Index, index_identity, open_index
 from ..io.output import Output, record_format
 from ..io.pairs import FirstPairs, PairChunk, PairGroup, count_records, plan_pair_files
-from ..io.splits import STDIN, FileSplit, Source, SourceGroup, is_url, plan_input, reads_paths
+from ..io.splits import STDIN, FileSplit, Source, SourceGroup, bam_holds_pairs, is_url, plan_input, reads_paths
 from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
 from ..progress import Progress
 from ..reads import FlatStrings
@@ -310,6 +310,10 @@ def map_reads(
     groups = sam.read_groups(read_group, len(firsts))
     tails = _tails(firsts, groups)
     schedule = GuidedChunks(paths, chunk_size) if guided else None
+    if not paired:
+        for path in (p for p in paths if p.lower().endswith(".bam") and bam_holds_pairs(p)):
+            warnings.warn(f"reads file {path!r} holds pairs (flag 0x1), mapped here as single reads; "
+                          "--interleaved maps them as pairs", DmapWarning, stacklevel=2)
     # Planning reads each file's first 64 KiB: a missing file or one that is not FASTA/FASTQ is
     # an error before a cluster starts.
     counts = WorkerCounts()  # paired byte ranges: their records counted on the workers, once there are some

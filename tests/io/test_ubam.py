@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from readfiles import DNA, bgzf_blocks
 
 import dmap
-from dmap.errors import InputFormatError
+from dmap.errors import DmapWarning, InputFormatError
 from dmap.format import bgzf
 from dmap.io import fastx, pairs, splits, ubam
 from dmap.testing.ubam import bam_reads as reference_reads
@@ -160,6 +160,8 @@ def test_a_samtools_import_ubam_maps_as_its_fastq(tmp_path, client):
     subprocess.run(["samtools", "import", "-1", str(tmp_path / "r1.fq"), "-2", str(tmp_path / "r2.fq"), "-o",
                     str(tmp_path / "p.bam")], check=True)
     dmap.map_reads(index, tmp_path / "r1.fq", tmp_path / "r2.fq", sam_path=tmp_path / "pfq.sam", client=client)
+    with pytest.warns(DmapWarning, match="holds pairs .flag 0x1., mapped here as single reads; --interleaved"):
+        dmap.map_reads(index, tmp_path / "p.bam", sam_path=tmp_path / "single.sam", client=client)
     for chunk_size in (7, 1000):
         dmap.map_reads(index, tmp_path / "p.bam", interleaved=True, sam_path=tmp_path / "pbam.sam", client=client,
                        chunk_size=chunk_size)
