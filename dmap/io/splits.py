@@ -376,6 +376,7 @@ class Sniffed(NamedTuple):
     per_record: float  # bytes per record
     bam: bool = False
     paired: bool = False  # BAM whose first records are mates of pairs (flag 0x1)
+    header: str = ""  # BAM's SAM header text
 
 
 def sniff(f: BinaryIO, path: str) -> Sniffed | None:
@@ -409,15 +410,15 @@ def _sniff_bam(f: BinaryIO, head: np.ndarray, path: str) -> Sniffed | None:
     else:
         last = starts[-1]
         per_record = (last + 4 + ubam.record_size(records, last)) / starts.size
-    return Sniffed(records, origin, True, per_record, True, ubam.paired(records, starts))
+    return Sniffed(records, origin, True, per_record, True, ubam.paired(records, starts), ubam.header_text(head))
 
 
-def bam_holds_pairs(path: str) -> bool:
-    """Whether ``path`` is BAM whose first records are mates of pairs: mapped as single reads
-    unless the run is told they are interleaved pairs (``--interleaved``)."""
+def sniff_bam(path: str) -> Sniffed | None:
+    """What :func:`sniff` learns of ``path`` if it is BAM (whether its first records are pairs,
+    its header), else None; read again from the file's start, before the run is planned."""
     with open_reads(path) as f:
         sniffed = sniff(f, path)
-    return sniffed is not None and sniffed.paired
+    return sniffed if sniffed is not None and sniffed.bam else None
 
 
 def bam_stream_error(path: str) -> InputFormatError:

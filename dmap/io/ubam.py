@@ -72,6 +72,11 @@ def header_end(data: np.ndarray, path: str) -> int | None:
     return at if at <= data.size else None
 
 
+def header_text(data: np.ndarray) -> str:
+    """The SAM header text of the BAM whose first inflated bytes (its header whole) are ``data``."""
+    return data[8:8 + _int(data, 4)].tobytes().decode("utf-8", "replace").rstrip("\0")
+
+
 def _int(data: np.ndarray, at: int) -> int:
     return int.from_bytes(data[at:at + 4].tobytes(), "little", signed=True)
 

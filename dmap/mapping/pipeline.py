@@ -67,7 +67,17 @@ from ..format.writer import Parts, SamWriter, direct_writes
 from ..index.store import Index, index_identity, open_index
 from ..io.output import Output, record_format
 from ..io.pairs import FirstPairs, PairChunk, PairGroup, count_records, plan_pair_files
-from ..io.splits import STDIN, FileSplit, Source, SourceGroup, bam_holds_pairs, is_url, plan_input, reads_paths
+from ..io.splits import (
+    STDIN,
+    FileSplit,
+    Sniffed,
+    Source,
+    SourceGroup,
+    is_url,
+    plan_input,
+    reads_paths,
+    sniff_bam,
+)
 from ..opencl.device import DEVICE_RESOURCE, DEVICE_SHARE
 from ..progress import Progress
 from ..reads import FlatStrings
@@ -307,13 +317,14 @@ def map_reads(
     firsts = _absolute(reads_paths(reads))
     seconds = _absolute(reads_paths(mates)) if mates is not None else None
     paths = firsts + (seconds or [])
-    groups = sam.read_groups(read_group, len(firsts))
-    tails = _tails(firsts, groups)
-    schedule = GuidedChunks(paths, chunk_size) if guided else None
+    bams = {p: b for p in paths if p.lower().endswith(".bam") and (b := sniff_bam(p)) is not None}
     if not paired:
-        for path in (p for p in paths if p.lower().endswith(".bam") and bam_holds_pairs(p)):
+        for path in (p for p, b in bams.items() if b.paired):
             warnings.warn(f"reads file {path!r} holds pairs (flag 0x1), mapped here as single reads; "
                           "--interleaved maps them as pairs", DmapWarning, stacklevel=2)
+    groups = sam.read_groups(read_group, len(firsts)) if read_group is not None else _bam_read_groups(firsts, bams)
+    tails = _tails(firsts, groups)
+    schedule = GuidedChunks(paths, chunk_size) if guided else None
     # Planning reads each file's first 64 KiB: a missing file or one that is not FASTA/FASTQ is
     # an error before a cluster starts.
     counts = WorkerCounts()  # paired byte ranges: their records counted on the workers, once there are some
@@ -453,6 +464,23 @@ def map_reads(
 def _source_paths(source: Source | PairChunk) -> list[str]:
     """The reads files (first mates' files) of a chunk's parts."""
     return [part.path for part in source.parts] if isinstance(source, SourceGroup | PairGroup) else [source.path]
+
+
+def _bam_read_groups(firsts: list[str], bams: dict[str, Sniffed]) -> list[sam.ReadGroup] | None:
+    """The read groups of a run given none (no ``-R``, no manifest): where every reads file (first
+    mates' file) is BAM whose header names one read group, that read group for its reads, as
+    GATK's unaligned BAM, one per lane, holds them; None otherwise.  A BAM that names read
+    groups otherwise (several, or among files that name none) gets a warning: dmap does not read
+    the records' RG tags."""
+    lines = {p: [line for line in b.header.splitlines() if line.startswith("@RG\t")] for p, b in bams.items()}
+    if firsts and all(len(lines.get(p, ())) == 1 for p in firsts):
+        return sam.read_groups([lines[p][0] for p in firsts], len(firsts))
+    for path, found in lines.items():
+        if found:
+            warnings.warn(f"reads file {path!r} names {len(found)} read group(s) in its header, which dmap gives "
+                          "a run's reads only where every reads file is BAM naming one; dmap does not read the "
+                          "records' RG tags: give read groups with -R or --manifest", DmapWarning, stacklevel=3)
+    return None
 
 
 def _tails(firsts: list[str], groups: list[sam.ReadGroup] | None) -> dict[str, str] | None:

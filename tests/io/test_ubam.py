@@ -287,3 +287,31 @@ def test_a_bam_url_is_cut_and_read_as_its_file_is(tmp_path, protocol):
             f = fastx.source_fields(split)
             reads += [f.data[f.name_off[i]:f.name_off[i] + f.name_len[i]].tobytes().decode() for i in range(len(f))]
     assert reads == [r["name"] for r in records]
+
+
+def test_a_bam_headers_read_group_is_its_reads(tmp_path, client):
+    """GATK's unaligned BAM holds one lane, its read group in the header: without -R, each file's
+    reads get their file's; with -R, the user's; where files name read groups otherwise, a warning
+    says that the records' RG tags are not read, and the reads get none."""
+    index = genome_case(tmp_path, 4, 2000, 40, 30)
+    fq = tmp_path / "r.fq"
+    for lane in ("a", "b"):
+        subprocess.run(["samtools", "import", "-0", str(fq), "-r", f"ID:{lane}", "-r", "SM:s", "-o",
+                        str(tmp_path / f"{lane}.bam")], check=True)
+    header = pysam.view("-H", str(tmp_path / "a.bam")) + "@RG\tID:c\tSM:s\n"  # a second read group
+    (tmp_path / "two.sam").write_text(header)
+    with open(tmp_path / "two.bam", "wb") as out:
+        subprocess.run(["samtools", "reheader", str(tmp_path / "two.sam"), str(tmp_path / "a.bam")], stdout=out,
+                       check=True)
+
+    def mapped(reads, **options):
+        dmap.map_reads(index, reads, sam_path=tmp_path / "out.sam", client=client, **options)
+        with pysam.AlignmentFile(str(tmp_path / "out.sam")) as sam:
+            groups = [g["ID"] for g in sam.header.to_dict().get("RG", [])]
+            return groups, [r.get_tag("RG") if r.has_tag("RG") else None for r in sam if not r.is_secondary]
+
+    assert mapped([tmp_path / "a.bam", tmp_path / "b.bam"]) == (["a", "b"], ["a"] * 30 + ["b"] * 30)
+    assert mapped(tmp_path / "a.bam", read_group="@RG\tID:mine\tSM:s") == (["mine"], ["mine"] * 30)
+    for reads in ([tmp_path / "a.bam", fq], tmp_path / "two.bam"):
+        with pytest.warns(DmapWarning, match="does not read the records' RG tags: give read groups with -R"):
+            assert mapped(reads) == ([], [None] * (60 if isinstance(reads, list) else 30))
