@@ -3,7 +3,7 @@ side in one run.
 
     python3 benchmarks/bam_output.py [--reads 1000000] [--max-errors 0] [--repeat 3] [--work /tmp/dmap-bench]
 
-In alternating rounds, on E. coli reads (``../shared/bench/make_reads.py``;
+In rounds (the order reversed every other one), on E. coli reads (``../shared/bench/make_reads.py``;
 with ``--max-errors K``, K substitutions per read and ``-e K``):
 
     dmap run INDEX READS -o dmap.bam                                   (BAM from the workers)
@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import resource
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-from exact_vs_bowtie import DMAP, compile_dmap, ecoli_reference, measure, simulated_reads
+from exact_vs_bowtie import DMAP, compile_dmap, ecoli_case, median_times, shell_rounds
 
 
 def records_digest(path: Path) -> str:
@@ -43,11 +41,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     work = Path(args.work)
-    ref = ecoli_reference(work)
-    index = work / "ecoli.dmap"
-    if not index.exists():
-        subprocess.run([DMAP, "index", str(ref), "-o", str(index), "-q"], check=True)
-    reads = simulated_reads(work, ref, args.reads, 100, args.max_errors)
+    index, reads = ecoli_case(work, args.reads, args.max_errors)
     compile_dmap()
     run = f"{DMAP} run {index} {reads} -q" + (f" -e {args.max_errors}" if args.max_errors else "")
     to_bam, to_gz = "dmap | samtools view -b -@ 2", "dmap | samtools view --output-fmt sam.gz -@ 2"
@@ -59,14 +53,7 @@ def main() -> None:
                 "dmap -o out.sam.gz": f"{run} -o {outputs['dmap -o out.sam.gz']}",
                 to_gz: f"{run} | samtools view -h --output-fmt sam.gz -@ 2 -o {outputs[to_gz]}",
                 "dmap -o out.sam": f"{run} -o {outputs['dmap -o out.sam']}"}
-    times: dict[str, list[tuple[float, float]]] = {k: [] for k in commands}
-    for _ in range(args.repeat):
-        for name, cmd in commands.items():
-            outputs[name].unlink(missing_ok=True)
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            r = measure(["bash", "-o", "pipefail", "-c", cmd], [reads, index])
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            times[name].append((r["wall"], after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime))
+    times = shell_rounds(commands, [reads, index], outputs, args.repeat)
     same = all(records_digest(outputs[ours]) == records_digest(outputs[theirs])
                for ours, theirs in (("dmap -o out.bam", to_bam), ("dmap -o out.sam.gz", to_gz)))
     print(f"# {args.reads:,} 100-bp E. coli reads, {'exact' if not args.max_errors else f'-e {args.max_errors}'}; "
@@ -74,8 +61,7 @@ def main() -> None:
     print("\n| command | wall s | CPU s | output MB |")
     print("|---|---|---|---|")
     for name in commands:
-        wall = statistics.median(w for w, _ in times[name])
-        cpu = statistics.median(c for _, c in times[name])
+        wall, cpu = median_times(times[name])
         print(f"| `{name}` | {wall:.2f} | {cpu:.2f} | {outputs[name].stat().st_size / 1e6:.1f} |")
     if not same:
         sys.exit(1)

@@ -35,8 +35,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import hashlib
 import os
 import re
+import resource
 import shutil
 import socket
 import statistics
@@ -120,6 +122,27 @@ def measure(cmd: list[str], inputs: list[Path] = (), **kw) -> dict:
     if proc.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{err}")
     return {"wall": wall, "rss_mb": peak / 2**20, "stdout": out, "stderr": err, "gpu_busy": gpu_busy(gpu)}
+
+
+def shell_rounds(commands: dict[str, str], inputs: list[Path], outputs: dict[str, Path],
+                 repeat: int) -> dict[str, list[tuple[float, float]]]:
+    """(wall s, CPU s of every process) of each shell command of ``commands`` in ``repeat`` rounds,
+    each run through :func:`measure` after removing its output, the order reversed every other
+    round."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    for k in range(repeat):
+        for name in (list(commands) if k % 2 == 0 else list(commands)[::-1]):
+            outputs[name].unlink(missing_ok=True)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            r = measure(["bash", "-o", "pipefail", "-c", commands[name]], inputs)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            times[name].append((r["wall"], after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime))
+    return times
+
+
+def median_times(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    """The median wall and CPU seconds of :func:`shell_rounds`' runs of one command."""
+    return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
 
 
 def gpu_sampler() -> subprocess.Popen | None:
@@ -210,6 +233,26 @@ def ecoli_reference(work: Path) -> Path:
         with gzip.open(ECOLI, "rt") as f:
             ref.write_text(f.read())
     return ref
+
+
+def ecoli_case(work: Path, reads: int, errors: int = 0) -> tuple[Path, Path]:
+    """E. coli's dmap index (built once) and ``reads`` simulated 100-bp reads with ``errors``
+    substitutions each, under ``work``."""
+    ref = ecoli_reference(work)
+    index = work / "ecoli.dmap"
+    if not index.exists():
+        subprocess.run([DMAP, "index", str(ref), "-o", str(index), "-q"], check=True)
+    return index, simulated_reads(work, ref, reads, 100, errors)
+
+
+def alignment_digest(sam: Path) -> str:
+    """A digest of a SAM file's records, its header left out (its ``@PG`` line names the command)."""
+    h = hashlib.blake2b(digest_size=8)
+    with open(sam, "rb") as f:
+        for line in f:
+            if not line.startswith(b"@"):
+                h.update(line)
+    return h.hexdigest()
 
 
 def many_contigs(work: Path, n: int, mean_length: int) -> Path:

@@ -18,14 +18,13 @@ fastest m per (length, K) is what dmap.approx.seeds.choose_seed_edits uses.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 from approx_vs_tools import prepare
-from exact_vs_bowtie import MAKE_READS
+from exact_vs_bowtie import MAKE_READS, alignment_digest
 
 import dmap
 from dmap.approx.seeds import n_pieces
@@ -44,16 +43,6 @@ def totals(client) -> dict[str, float]:
         for k, v in {**s["candidates"], **s["seconds"]}.items():
             out[k] = out.get(k, 0) + v
     return out
-
-
-def records(sam: Path) -> str:
-    """Digest of the alignment lines (the header's @PG line names the command)."""
-    h = hashlib.blake2b(digest_size=8)
-    with open(sam, "rb") as f:
-        for line in f:
-            if not line.startswith(b"@"):
-                h.update(line)
-    return h.hexdigest()
 
 
 def main() -> None:
@@ -95,7 +84,7 @@ def main() -> None:
                                              seed_edits=m, return_hits=False)
                         after = totals(client)
                         runs.append(res.reads_per_second)
-                    digests.add(records(work / "schemes.sam"))
+                    digests.add(alignment_digest(work / "schemes.sam"))
                     speed[m] = statistics.median(runs)
                     hits = (after.get("seed hits", 0) - before.get("seed hits", 0)) / res.n_reads
                     search = after.get("dmap-search-kernel", 0) - before.get("dmap-search-kernel", 0)
