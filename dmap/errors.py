@@ -14,7 +14,7 @@ class DmapError(Exception):
 
 
 class InputFormatError(DmapError):
-    """A FASTA/FASTQ file is missing, empty, malformed or has unknown symbols."""
+    """A FASTA/FASTQ (or BAM) file is missing, empty, malformed or has unknown symbols."""
 
 
 class UnknownSymbolError(InputFormatError):

@@ -1,2 +1,2 @@
-"""Inputs and the output's destination: FASTA/FASTQ parsing, the reads cut into
-chunks, files mapped into memory, and where the records go."""
+"""Inputs and the output's destination: FASTA/FASTQ parsing, reads from BAM, the reads
+cut into chunks, files mapped into memory, and where the records go."""

@@ -216,7 +216,7 @@ def check_path(path: str, what: str) -> None:
     if missing:
         raise InputFormatError(f"{what} file {path!r} does not exist")
     if directory:
-        raise InputFormatError(f"{what} path {path!r} is a directory, not a FASTA/FASTQ file")
+        raise InputFormatError(f"{what} path {path!r} is a directory, not a file")
 
 
 def open_reads(path: str):
