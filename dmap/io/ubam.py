@@ -98,13 +98,12 @@ def _uint16s(data: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 
 def _checked(data: np.ndarray, at: np.ndarray, max_record: int) -> tuple[np.ndarray, np.ndarray]:
-    """The offsets ``at`` (each with its fixed fields inside ``data``) whose fields agree with
-    each other and with the record's length, and the offset after each of those records.
-    A record that runs past the end of ``data`` is checked as far as ``data`` holds it."""
-    # One-byte tests first, each on the offsets the one before left (most offsets fail the first):
-    # l_seq under 16 MiB, a name, refID and next_refID at least -1 (a high byte below 0x80, or -1's).
-    at = at[data[at + 23] == 0]
-    at = at[data[at + 12] != 0]
+    """The offsets ``at`` (each with its fixed fields inside ``data``, and past :func:`_candidates`'
+    tests) whose fields agree with each other and with the record's length, and the offset after
+    each of those records.  A record that runs past the end of ``data`` is checked as far as
+    ``data`` holds it."""
+    # One-byte tests first, each on the offsets the one before left: refID and next_refID at
+    # least -1 (a high byte below 0x80, or -1's).
     for field in (7, 27):
         high = data[at + field]
         at = at[(high < 0x80) | (high == 0xFF)]
@@ -171,9 +170,9 @@ def _chain_from(data: np.ndarray, start: int, at_end: bool, max_record: int) -> 
     for _ in range(CHAIN):
         if k == data.size:
             return True if at_end else None
-        if k + FIXED > data.size:
+        if k + FIXED >= data.size:  # a record is longer than its fixed fields (:func:`_candidates`)
             return False if at_end else None
-        checked, following = _checked(data, np.array([k]), max_record)
+        checked, following = _candidates(data, k, k + 1, max_record)
         if not checked.size:
             return False
         k = int(following[0])
