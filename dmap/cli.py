@@ -319,7 +319,8 @@ def index_info(index_path: str) -> None:
 @click.option("-R", "--read-group", multiple=True, metavar="LINE",
               help="Read group header line, as bwa's: '@RG\\tID:lane1\\tSM:sample1' (\\t for a tab).  Its ID "
                    "tags every record (RG:Z).  Repeated, one per reads file (per pair of files), in order: each "
-                   "file's records get their own.")
+                   "file's records get their own.  Without it, reads from BAM files whose headers name read "
+                   "groups keep their records' (RG tags).")
 @click.option("--manifest", type=click.Path(dir_okay=False), default=None,
               help="A tab-separated file listing the reads files instead of READS and MATES, one per line: the "
                    "reads file, its mates' file or '-', and optionally its read group (ID:lane1<TAB>SM:s1, or "

@@ -15,6 +15,9 @@ import numpy as np
 from .alphabet import INVALID, Alphabet
 from .errors import InputFormatError, UnknownSymbolError
 
+# A record's read group where its RG tag names none of the run's (ReadFields.group; bam_reads.cl).
+NO_GROUP = 0xFFFFFFFF
+
 
 @dataclass
 class ReadFields:
@@ -31,6 +34,10 @@ class ReadFields:
     seq_off: np.ndarray
     seq_len: np.ndarray
     qual_off: np.ndarray | None  # None for FASTA
+    # Per record, its read group: an index into the run's read groups taken from BAM records'
+    # RG tags (dmap.mapping.tasks.RecordSettings.group_tails), NO_GROUP where it names none of
+    # them; None where the run takes no read groups from records.
+    group: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.seq_off.size)
@@ -38,14 +45,16 @@ class ReadFields:
     def take(self, lo: int, hi: int) -> ReadFields:
         """Records ``lo:hi`` (views; ``data`` is shared)."""
         q = None if self.qual_off is None else self.qual_off[lo:hi]
+        g = None if self.group is None else self.group[lo:hi]
         return ReadFields(self.data, self.name_off[lo:hi], self.name_len[lo:hi], self.seq_off[lo:hi],
-                          self.seq_len[lo:hi], q)
+                          self.seq_len[lo:hi], q, g)
 
     def select(self, index: np.ndarray) -> ReadFields:
         """Records ``index``, in that order (``data`` is shared)."""
         q = None if self.qual_off is None else self.qual_off[index]
+        g = None if self.group is None else self.group[index]
         return ReadFields(self.data, self.name_off[index], self.name_len[index], self.seq_off[index],
-                          self.seq_len[index], q)
+                          self.seq_len[index], q, g)
 
     def as_uint32(self) -> ReadFields:
         """The same fields with uint32 offsets, as the kernels take them."""
@@ -53,7 +62,7 @@ class ReadFields:
             raise InputFormatError("a chunk of reads holds over 4 GiB; use a smaller --chunk-size")
         u = lambda a: None if a is None else a.astype(np.uint32, copy=False)  # noqa: E731
         return ReadFields(self.data, u(self.name_off), u(self.name_len), u(self.seq_off), u(self.seq_len),
-                          u(self.qual_off))
+                          u(self.qual_off), self.group)
 
     @classmethod
     def concat(cls, parts: list[ReadFields]) -> ReadFields:
@@ -66,8 +75,11 @@ class ReadFields:
         moved = lambda name: np.concatenate([getattr(p, name) + s for p, s in zip(parts, shift)])  # noqa: E731
         joined = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
         fasta = any(p.qual_off is None for p in parts)
+        grouped = any(p.group is not None for p in parts)
+        group = np.concatenate([np.full(len(p), NO_GROUP, np.uint32) if p.group is None else p.group
+                                for p in parts]) if grouped else None
         return cls(joined("data"), moved("name_off"), joined("name_len"), moved("seq_off"), joined("seq_len"),
-                   None if fasta else moved("qual_off"))
+                   None if fasta else moved("qual_off"), group)
 
     @classmethod
     def from_strings(cls, names: list[str], seqs: list[str], quals: list[str] | None) -> ReadFields:

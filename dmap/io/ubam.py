@@ -77,6 +77,11 @@ def header_text(data: np.ndarray) -> str:
     return data[8:8 + _int(data, 4)].tobytes().decode("utf-8", "replace").rstrip("\0")
 
 
+def read_group_lines(header: str) -> list[str]:
+    """The ``@RG`` lines of a SAM header's text, in order."""
+    return [line for line in header.splitlines() if line.startswith("@RG\t")]
+
+
 def _int(data: np.ndarray, at: int) -> int:
     return int.from_bytes(data[at:at + 4].tobytes(), "little", signed=True)
 
@@ -231,14 +236,14 @@ class Layout:
     qual_off: np.ndarray
     size: int
 
-    def checked(self, out: np.ndarray, path: str, where: str) -> ReadFields:
-        """``out`` as the reads' fields, its qualities checked: '!' to '~' (a BAM quality over 93 is
-        not SAM's)."""
+    def checked(self, out: np.ndarray, path: str, where: str, group: np.ndarray | None = None) -> ReadFields:
+        """``out`` as the reads' fields (of the read groups ``group``), its qualities checked: '!' to
+        '~' (a BAM quality over 93 is not SAM's)."""
         quals = out[int(self.qual_off[0]) if self.qual_off.size else out.size:]
         if ((quals < 33) | (quals > 126)).any():
             raise InputFormatError(f"reads file {path!r} (after {where}) holds a quality over {MAX_QUALITY}; "
                                    "SAM's qualities are 0 to 93")
-        return ReadFields(out, self.name_off, self.name_len, self.seq_off, self.seq_len, self.qual_off)
+        return ReadFields(out, self.name_off, self.name_len, self.seq_off, self.seq_len, self.qual_off, group)
 
 
 def layout(data: np.ndarray, starts: np.ndarray, path: str, where: str) -> Layout:

@@ -65,6 +65,7 @@ from ..errors import ClusterError, DeviceError, DmapError, DmapWarning, OutputEr
 from ..format import bam, bgzf, sam
 from ..format.writer import Parts, SamWriter, direct_writes
 from ..index.store import Index, index_identity, open_index
+from ..io import ubam
 from ..io.output import Output, record_format
 from ..io.pairs import FirstPairs, PairChunk, PairGroup, count_records, plan_pair_files
 from ..io.splits import (
@@ -237,7 +238,9 @@ def map_reads(
         (``'@RG\\tID:x\\tSM:y'``): written in the header, and its ID as
         ``RG:Z:`` on every record; or a list of them, one per reads file (per
         pair of files for paired-end reads), each file's records tagged with
-        its own (:func:`dmap.format.sam.read_groups`).
+        its own (:func:`dmap.format.sam.read_groups`).  Without it, reads
+        from BAM files whose headers name read groups keep their records'
+        (:func:`_bam_read_groups`).
     threads
         For the embedded cluster: the cores it uses (:func:`dmap.cluster.client.embedded_client`).
     dashboard
@@ -322,8 +325,11 @@ def map_reads(
         for path in (p for p, b in bams.items() if b.paired):
             warnings.warn(f"reads file {path!r} holds pairs (flag 0x1), mapped here as single reads; "
                           "--interleaved maps them as pairs", DmapWarning, stacklevel=2)
-    groups = sam.read_groups(read_group, len(firsts)) if read_group is not None else _bam_read_groups(firsts, bams)
-    tails = _tails(firsts, groups)
+    if read_group is not None:
+        groups = sam.read_groups(read_group, len(firsts))
+        tails, record_groups = _tails(firsts, groups), ()
+    else:
+        groups, tails, record_groups = _bam_read_groups(firsts, bams)
     schedule = GuidedChunks(paths, chunk_size) if guided else None
     # Planning reads each file's first 64 KiB: a missing file or one that is not FASTA/FASTQ is
     # an error before a cluster starts.
@@ -331,8 +337,8 @@ def map_reads(
     # The insert size is estimated from the first pairs: those the first chunk holds or, where FASTQ
     # and FASTA files cut them across chunks, those of the FirstPairs planned before them.
     sources = (plan_pair_files(firsts, seconds, schedule or (lambda *_: chunk_size), counts, split=True,
-                               first_pairs=ESTIMATE_PAIRS if insert is None else 0)
-               if paired else plan_input(paths, schedule or (lambda *_: chunk_size)))
+                               first_pairs=ESTIMATE_PAIRS if insert is None else 0, read_groups=record_groups)
+               if paired else plan_input(paths, schedule or (lambda *_: chunk_size), record_groups))
     first = next(sources, None)
     first_pairs = None
     if isinstance(first, FirstPairs):
@@ -340,8 +346,9 @@ def map_reads(
     sources = _prepended([first], sources) if first is not None else iter(())
     # Exact mapping checks the symbols of every chunk but the first in the search kernel.
     reading = dict(max_length=max_length, check_symbols=approx is not None, strict=strict)
-    settings = RecordSettings(max_hits, groups[0].tag if groups else "", approx, strict, return_hits,
-                              format=fmt, insert=insert)
+    settings = RecordSettings(max_hits, groups[0].tag if groups and tails is None else "", approx, strict,
+                              return_hits, format=fmt, insert=insert,
+                              group_tails=tuple(sam.ReadGroup("", name).tag for name in record_groups))
     parts = None
     t0 = time.perf_counter()
     result = MappingResult()
@@ -466,21 +473,46 @@ def _source_paths(source: Source | PairChunk) -> list[str]:
     return [part.path for part in source.parts] if isinstance(source, SourceGroup | PairGroup) else [source.path]
 
 
-def _bam_read_groups(firsts: list[str], bams: dict[str, Sniffed]) -> list[sam.ReadGroup] | None:
-    """The read groups of a run given none (no ``-R``, no manifest): where every reads file (first
-    mates' file) is BAM whose header names one read group, that read group for its reads, as
-    GATK's unaligned BAM, one per lane, holds them; None otherwise.  A BAM that names read
-    groups otherwise (several, or among files that name none) gets a warning: dmap does not read
-    the records' RG tags."""
-    lines = {p: [line for line in b.header.splitlines() if line.startswith("@RG\t")] for p, b in bams.items()}
-    if firsts and all(len(lines.get(p, ())) == 1 for p in firsts):
-        return sam.read_groups([lines[p][0] for p in firsts], len(firsts))
-    for path, found in lines.items():
-        if found:
-            warnings.warn(f"reads file {path!r} names {len(found)} read group(s) in its header, which dmap gives "
-                          "a run's reads only where every reads file is BAM naming one; dmap does not read the "
-                          "records' RG tags: give read groups with -R or --manifest", DmapWarning, stacklevel=3)
-    return None
+def _bam_read_groups(firsts: list[str], bams: dict[str, Sniffed]
+                     ) -> tuple[list[sam.ReadGroup] | None, dict[str, str] | None, tuple[str, ...]]:
+    """The read groups of a run given none (no ``-R``, no manifest), from the headers of its BAM
+    files, as GATK's unaligned BAM and a sequencing centre's merged lanes hold them: the ``@RG``
+    lines of the run's header, what ends each file's records (:func:`_tails`), and the IDs that
+    the records' ``RG`` tags are looked up among (:attr:`dmap.io.splits.FileSplit.read_groups`).
+
+    Only where every reads file (first mates' file) is BAM whose header names read groups: the
+    header then holds them all.  A read gets its record's group where its ``RG`` tag names
+    one; else its file's one group, where its header names one, and no group where it names
+    several.  Where no file names several, no tag is read: each file's reads get its read group.
+    Elsewhere a BAM that names read groups gets a warning, and the run has none.
+
+    Raises
+    ------
+    DmapError
+        When a header's ``@RG`` line is not one that ``-R`` takes (no ID, say), or two files name
+        one ID with different lines.
+    """
+    lines = {p: ubam.read_group_lines(b.header) for p, b in bams.items()}
+    if not firsts or not all(lines.get(p) for p in firsts):
+        for path, found in lines.items():
+            if found:
+                warnings.warn(f"reads file {path!r} names {len(found)} read group(s) in its header, which dmap "
+                              "takes only where every reads file is BAM naming read groups: give read groups "
+                              "with -R or --manifest", DmapWarning, stacklevel=3)
+        return None, None, ()
+    groups: dict[str, sam.ReadGroup] = {}
+    for path in firsts:
+        for line in lines[path]:
+            try:
+                group = sam.ReadGroup.parse(line)
+            except DmapError as e:
+                raise DmapError(f"reads file {path!r}: its header's {e}") from None
+            if groups.setdefault(group.id, group).line != group.line:
+                raise DmapError(f"reads files name read group {group.id!r} with two different @RG lines; an ID "
+                                "names one read group: give read groups with -R or --manifest")
+    several = any(len(lines[p]) > 1 for p in firsts)
+    tails = {p: sam.ReadGroup.parse(lines[p][0]).tag if len(lines[p]) == 1 else "" for p in firsts}
+    return list(groups.values()), tails, tuple(groups) if several else ()
 
 
 def _tails(firsts: list[str], groups: list[sam.ReadGroup] | None) -> dict[str, str] | None:

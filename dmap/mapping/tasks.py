@@ -38,7 +38,7 @@ from ..io.pairs import PairChunk, count_records, read_pair_chunk
 from ..io.splits import FileSplit, Source
 from ..neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
 from ..opencl.device import current_device, device_task
-from ..reads import EncodedReads, FlatStrings, ReadChunk
+from ..reads import NO_GROUP, EncodedReads, FlatStrings, ReadChunk
 from ..search.edits import SeedIntervals, search_with_edits
 from ..search.exact import bad_queries, search_block
 from ..search.hits import BlockHits, ChunkHits, merge_block_hits, unique_reads
@@ -304,6 +304,9 @@ class RecordSettings:
     # Where reads files have read groups of their own: what ends the records of each of the chunk's
     # files (instead of `tail`), by path (ReadChunk.files).
     tails: dict[str, str] | None = None
+    # Where the read groups come from BAM records' RG tags: what ends the records of a read of each
+    # group (ReadFields.group), before its file's tail (a read whose tag names none of them).
+    group_tails: tuple[str, ...] = ()
 
 
 @dataclass
@@ -485,15 +488,22 @@ def _records(index: Index, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments, 
 
 def _record_tails(chunk: ReadChunk, settings: RecordSettings) -> str | RecordTails:
     """What ends the records of ``chunk``'s reads: one tail, or where its files have read groups of
-    their own (``settings.tails``), each read's file's."""
+    their own (``settings.tails``), each read's file's; a read whose BAM record's RG tag names one
+    of the run's read groups (``settings.group_tails``), that group's."""
     if settings.tails is None:
-        return settings.tail
-    strings = tuple(dict.fromkeys(settings.tails[path] for path, _ in chunk.files))
-    if len(strings) == 1:
-        return strings[0]
-    number = {tail: k for k, tail in enumerate(strings)}
-    return RecordTails(strings, np.repeat([number[settings.tails[path]] for path, _ in chunk.files],
-                                          [n for _, n in chunk.files]))
+        strings, of_read = (settings.tail,), None
+    else:
+        strings = tuple(dict.fromkeys(settings.tails[path] for path, _ in chunk.files))
+        number = {tail: k for k, tail in enumerate(strings)}
+        of_read = None if len(strings) == 1 else np.repeat(
+            [number[settings.tails[path]] for path, _ in chunk.files], [n for _, n in chunk.files])
+    group = chunk.fields.group
+    if settings.group_tails and group is not None and (tagged := group != NO_GROUP).any():
+        # The group tails follow the files' in the strings; group g is string len(strings) + g.
+        of_read = np.zeros(len(chunk), np.int64) if of_read is None else of_read.astype(np.int64)
+        of_read[tagged] = len(strings) + group[tagged].astype(np.int64)
+        strings += settings.group_tails
+    return strings[0] if of_read is None else RecordTails(strings, of_read)
 
 
 @lru_cache(maxsize=8)

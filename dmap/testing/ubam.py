@@ -1,5 +1,5 @@
 """Reads from BAM records decoded in Python, one record at a time: the reference that
-``kernels/bam_reads.cl`` (:func:`dmap.io.ubam.read_fields`) is tested against."""
+``kernels/bam_reads.cl`` (:func:`dmap.io.ubam_reads.read_fields`) is tested against."""
 
 from __future__ import annotations
 
@@ -29,4 +29,41 @@ def bam_reads(data: np.ndarray, starts: np.ndarray) -> list[tuple[str, str, str]
         if flag & 0x10:
             seq, qual = seq.translate(COMPLEMENT)[::-1], qual[::-1]
         out.append((name, seq, qual))
+    return out
+
+
+# Bytes of one value of each fixed-size auxiliary type (SAM spec 4.2.4).
+VALUE_SIZES = {"A": 1, "c": 1, "C": 1, "s": 2, "S": 2, "i": 4, "I": 4, "f": 4}
+
+
+def read_group_tags(data: np.ndarray, starts: np.ndarray) -> list[str | None]:
+    """The ``RG:Z`` value of each record at ``starts`` of ``data`` that holds a read (as
+    :func:`bam_reads`), or None: no such field, or auxiliary fields that run past the record."""
+    raw = data.tobytes()
+    out = []
+    for s in starts.tolist():
+        block, name_len, cigar_ops, flag, length = (int.from_bytes(raw[s + at:s + at + n], "little")
+                                                    for at, n in ((0, 4), (12, 1), (16, 2), (18, 2), (20, 4)))
+        if flag & 0x900:
+            continue
+        at, end = s + 36 + name_len + 4 * cigar_ops + (length + 1) // 2 + length, s + 4 + block
+        found = None
+        while at + 3 <= end:
+            tag, kind = raw[at:at + 2], chr(raw[at + 2])
+            at += 3
+            if kind in "ZH":
+                stop = raw.find(b"\0", at, end)
+                if stop < 0:
+                    break
+                if tag == b"RG" and kind == "Z":
+                    found = raw[at:stop].decode("latin-1")
+                    break
+                at = stop + 1
+            elif kind == "B" and at + 5 <= end and chr(raw[at]) in VALUE_SIZES:
+                at += 5 + int.from_bytes(raw[at + 1:at + 5], "little") * VALUE_SIZES[chr(raw[at])]
+            elif kind in VALUE_SIZES:
+                at += VALUE_SIZES[kind]
+            else:
+                break
+        out.append(found)
     return out

@@ -19,18 +19,23 @@ import dmap
 from dmap.errors import DmapWarning, InputFormatError
 from dmap.format import bgzf
 from dmap.io import fastx, pairs, splits, ubam
+from dmap.reads import NO_GROUP
 from dmap.testing.ubam import bam_reads as reference_reads
+from dmap.testing.ubam import read_group_tags as reference_read_groups
 
 IUPAC = "=ACMGRSVTWYHKDBN"
 COMPLEMENT = str.maketrans("ACGTMKRYWSBVDHN=", "TGCAKMYRWSVBHDN=")  # the oracle's own table
 NAME_SYMBOLS = "".join(chr(c) for c in range(33, 127) if c != ord("@"))  # SAM's QNAME: [!-?A-~]
 
 
-def write_bam(path, records, references=(("chr1", 5000),), cuts=None):
+def write_bam(path, records, references=(("chr1", 5000),), cuts=None, read_groups=()):
     """``records`` (dicts of name, seq, qual (0-93 each), flag, and optionally cigar, pos, tags) as BAM
     at ``path``, in htslib's BGZF blocks, or (``cuts``) in blocks that end at those offsets of the
-    inflated bytes (as small as one byte, records straddling them)."""
+    inflated bytes (as small as one byte, records straddling them); its header names ``read_groups``
+    (IDs)."""
     header = {"HD": {"VN": "1.6"}, "SQ": [{"SN": n, "LN": length} for n, length in references]}
+    if read_groups:
+        header["RG"] = [{"ID": g, "SM": "s", "PL": "ILLUMINA"} for g in read_groups]
     with pysam.AlignmentFile(str(path), "wb", header=header) as out:
         for r in records:
             a = pysam.AlignedSegment(out.header)
@@ -66,13 +71,15 @@ def oracle(records):
     return out
 
 
-def bam_splits(path, cuts):
-    """The splits of BAM ``path`` between compressed offsets ``cuts``, as the client plans them."""
+def bam_splits(path, cuts, read_groups=()):
+    """The splits of BAM ``path`` between compressed offsets ``cuts``, as the client plans them
+    (its records' RG tags looked up among ``read_groups``)."""
     size = os.path.getsize(path)
     with splits.open_reads(str(path)) as f:
         sniffed = splits.sniff(f, str(path))
     bounds = [0] + sorted(c for c in set(cuts) if 0 < c < size) + [size]
-    return [splits.FileSplit(k, str(path), lo, hi, True, sniffed.origin, size, True, bam=True)
+    return [splits.FileSplit(k, str(path), lo, hi, True, sniffed.origin, size, True, bam=True,
+                             read_groups=read_groups)
             for k, (lo, hi) in enumerate(zip(bounds, bounds[1:]))]
 
 
@@ -84,7 +91,17 @@ def split_reads(path, cuts):
         out += [(text[f.name_off[i]:f.name_off[i] + f.name_len[i]], text[f.seq_off[i]:f.seq_off[i] + f.seq_len[i]],
                  text[f.qual_off[i]:f.qual_off[i] + f.seq_len[i]]) for i in range(len(f))]
         assert pairs.count_records(split) == len(f)
+        assert f.group is None  # no read group looked up
     return out
+
+
+def split_groups(path, cuts, read_groups):
+    """Each read's group (ReadFields.group) from the splits between ``cuts``."""
+    return [g for split in bam_splits(path, cuts, read_groups) for g in fastx.source_fields(split).group.tolist()]
+
+
+# Read group IDs that are prefixes of each other: an RG tag is matched whole.
+GROUP_IDS = ("lane1", "lane10", "lane")
 
 
 @st.composite
@@ -99,9 +116,14 @@ def bam_records(draw):
         flag = draw(st.sampled_from([0, 16, 256, 272, 2048, 2064])) if is_aligned else 4
         tags = []
         if draw(st.booleans()):
-            tags.append(("RG", "lane1"))
+            tags.append(("RG", draw(st.sampled_from(GROUP_IDS + ("other", "lane100")))))
         if draw(st.booleans()):
             tags.append(("XB", draw(st.lists(st.integers(-2**31, 2**31 - 1), min_size=1, max_size=40))))
+        if draw(st.booleans()):
+            tags.append(("XZ", draw(st.text(NAME_SYMBOLS, max_size=20))))
+        if draw(st.booleans()):
+            tags.append(("XI", draw(st.integers(-2**31, 2**31 - 1))))
+        tags = draw(st.permutations(tags))
         out.append({"name": draw(st.text(NAME_SYMBOLS, min_size=1, max_size=30)) + str(i), "seq": seq, "flag": flag,
                     "qual": draw(st.lists(st.integers(0, 93), min_size=len(seq), max_size=len(seq))), "tags": tags,
                     "cigar": f"{len(seq)}M" if is_aligned else None})
@@ -120,7 +142,12 @@ def test_bam_split_anywhere_reads_every_read_once(tmp_path, records, data):
     assert split_reads(path, cuts) == oracle(records)
     # The Python reference that the kernel is held to reads them so too.
     raw = np.frombuffer(gzip.decompress(path.read_bytes()), np.uint8)[bam_splits(path, [])[0].origin:]
-    assert reference_reads(raw, ubam.records_of(raw, "r.bam", "test", splits.MAX_RECORD_BYTES)) == oracle(records)
+    starts = ubam.records_of(raw, "r.bam", "test", splits.MAX_RECORD_BYTES)
+    assert reference_reads(raw, starts) == oracle(records)
+    # Their read groups: each record's RG tag, wherever it lies among the other tags.
+    tags = [dict(r["tags"]).get("RG") for r in records if not r["flag"] & 0x900]
+    assert reference_read_groups(raw, starts) == tags
+    assert split_groups(path, cuts, GROUP_IDS) == [GROUP_IDS.index(t) if t in GROUP_IDS else NO_GROUP for t in tags]
 
 
 def test_every_cut_of_a_small_bam(tmp_path):
@@ -291,8 +318,8 @@ def test_a_bam_url_is_cut_and_read_as_its_file_is(tmp_path, protocol):
 
 def test_a_bam_headers_read_group_is_its_reads(tmp_path, client):
     """GATK's unaligned BAM holds one lane, its read group in the header: without -R, each file's
-    reads get their file's; with -R, the user's; where files name read groups otherwise, a warning
-    says that the records' RG tags are not read, and the reads get none."""
+    reads get their file's; with -R, the user's; where some reads file names no read group, a
+    warning, and the reads get none."""
     index = genome_case(tmp_path, 4, 2000, 40, 30)
     fq = tmp_path / "r.fq"
     for lane in ("a", "b"):
@@ -312,6 +339,62 @@ def test_a_bam_headers_read_group_is_its_reads(tmp_path, client):
 
     assert mapped([tmp_path / "a.bam", tmp_path / "b.bam"]) == (["a", "b"], ["a"] * 30 + ["b"] * 30)
     assert mapped(tmp_path / "a.bam", read_group="@RG\tID:mine\tSM:s") == (["mine"], ["mine"] * 30)
-    for reads in ([tmp_path / "a.bam", fq], tmp_path / "two.bam"):
-        with pytest.warns(DmapWarning, match="does not read the records' RG tags: give read groups with -R"):
-            assert mapped(reads) == ([], [None] * (60 if isinstance(reads, list) else 30))
+    assert mapped(tmp_path / "two.bam") == (["a", "c"], ["a"] * 30)  # its records' tags
+    with pytest.warns(DmapWarning, match="only where every reads file is BAM naming read groups: give read groups"):
+        assert mapped([tmp_path / "a.bam", fq]) == ([], [None] * 60)
+
+
+@pytest.mark.parametrize("output", ["sam", "bam"])
+def test_merged_lanes_keep_each_records_read_group(tmp_path, client, output):
+    """A BAM of merged lanes names several read groups, and each record's RG tag says its own:
+    each read keeps it, whatever the chunks (several groups in one chunk, a chunk across two
+    files), single or paired; a read whose tag names none of the header's, or that has none,
+    gets none.  With -R, the user's read group is every read's."""
+    index = genome_case(tmp_path, 5, 3000, 50, 0)
+    rng = np.random.default_rng(5)
+    text = (tmp_path / "ref.fa").read_text().split("\n", 1)[1].replace("\n", "")
+    lanes = ["L1", "L2", "L3", "zz", None]  # zz: not in the header
+    records, tags = [], []
+    for i in range(60):  # 30 pairs: mates i and i + 1 of one lane
+        lane = lanes[(i // 2) % len(lanes)]
+        start = int(rng.integers(0, len(text) - 50))
+        seq = text[start:start + 50]
+        flag = 4 | (0x41 if i % 2 == 0 else 0x81) | 1
+        extra = [("XB", [7, -1, 2**30])] if i % 3 else []
+        records.append({"name": f"p{i // 2}", "seq": seq, "qual": [30] * 50, "flag": flag,
+                        "tags": extra + ([("RG", lane)] if lane else []) + [("XZ", "x")]})
+        tags.append(lane if lane in ("L1", "L2", "L3") else None)
+    write_bam(tmp_path / "m.bam", records[:40], read_groups=("L1", "L2", "L3"))
+    write_bam(tmp_path / "n.bam", records[40:], read_groups=("L2", "L3", "L1"))
+    out = tmp_path / f"out.{output}"
+
+    def mapped(**options):
+        dmap.map_reads(index, [tmp_path / "m.bam", tmp_path / "n.bam"], sam_path=out, client=client, **options)
+        with pysam.AlignmentFile(str(out)) as sam:
+            groups = [g["ID"] for g in sam.header.to_dict().get("RG", [])]
+            got = {}
+            for r in sam:  # both mates (or, as single reads, both reads) of a pair, of one lane
+                got.setdefault(r.query_name, set()).add(r.get_tag("RG") if r.has_tag("RG") else None)
+            return groups, [got[f"p{i}"] for i in range(30)]
+
+    want = [{t} for t in tags[::2]]
+    for chunk_size in (7, 1000):
+        with pytest.warns(DmapWarning, match="holds pairs"):
+            assert mapped(chunk_size=chunk_size) == (["L1", "L2", "L3"], want)
+        assert mapped(chunk_size=chunk_size, interleaved=True) == (["L1", "L2", "L3"], want)
+    with pytest.warns(DmapWarning, match="holds pairs"):
+        assert mapped(read_group="@RG\tID:mine") == (["mine"], [{"mine"}] * 30)
+
+
+def test_bam_read_groups_that_disagree_are_one_clear_error(tmp_path):
+    """Two files naming one ID with two different @RG lines: one line, before any mapping."""
+    index = genome_case(tmp_path, 6, 1000, 30, 0)
+    write_bam(tmp_path / "a.bam", _records(2), read_groups=("L1",))
+    path = write_bam(tmp_path / "b.bam", _records(2))
+    header = pysam.view("-H", str(path)) + "@RG\tID:L1\tSM:other\n"
+    (tmp_path / "b.sam").write_text(header)
+    with open(tmp_path / "c.bam", "wb") as f:
+        subprocess.run(["samtools", "reheader", str(tmp_path / "b.sam"), str(path)], stdout=f, check=True)
+    with pytest.raises(dmap.DmapError, match="name read group 'L1' with two different @RG lines"):
+        dmap.map_reads(index, [tmp_path / "a.bam", tmp_path / "c.bam"], sam_path=tmp_path / "o.sam")
+    assert not (tmp_path / "o.sam").exists()

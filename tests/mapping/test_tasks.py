@@ -95,3 +95,26 @@ def test_a_chunk_written_in_place_goes_direct_only_when_asked(tmp_path, monkeypa
         made.remove()
     assert path.read_bytes() == b"@HD\n" + records.tobytes()
     assert opened == ([str(path)] if direct else [])
+
+
+def test_a_reads_record_group_comes_before_its_files():
+    """What ends each read's records: its BAM record's read group where its tag named one of the
+    run's (ReadFields.group), else its file's (several files in one chunk)."""
+    import numpy as np
+    from readfiles import DNA
+
+    from dmap.mapping.tasks import _record_tails
+    from dmap.reads import NO_GROUP, ReadChunk, ReadFields
+
+    fields = ReadFields.from_strings([f"r{i}" for i in range(5)], ["ACGT"] * 5, ["IIII"] * 5)
+    chunk = ReadChunk(0, fields, DNA.read_table, DNA.name, files=(("a.bam", 2), ("m.bam", 3)))
+    settings = RecordSettings(None, "", None, True, False, tails={"a.bam": "\tRG:Z:a", "m.bam": ""})
+    tails = _record_tails(chunk, settings)
+    assert tails.strings == ("\tRG:Z:a", "") and tails.of_read.tolist() == [0, 0, 1, 1, 1]
+    chunk.fields.group = np.array([NO_GROUP, 1, 2, NO_GROUP, 0], np.uint32)
+    groups = ("\tRG:Z:a", "\tRG:Z:L1", "\tRG:Z:L2")
+    tails = _record_tails(chunk, dataclasses.replace(settings, group_tails=groups))
+    assert [tails.for_read(r) for r in range(5)] == ["\tRG:Z:a", "\tRG:Z:L1", "\tRG:Z:L2", "", "\tRG:Z:a"]
+    one = RecordSettings(None, "\tRG:Z:x", None, True, False, group_tails=groups)  # one tail for every file
+    assert [_record_tails(chunk, one).for_read(r) for r in range(5)] == [
+        "\tRG:Z:x", "\tRG:Z:L1", "\tRG:Z:L2", "\tRG:Z:x", "\tRG:Z:a"]
