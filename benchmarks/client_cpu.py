@@ -3,7 +3,7 @@ scheduler and the worker, as real processes, per extra million reads.
 
     python3 benchmarks/client_cpu.py [--work /tmp/dmap-bench] [--small 1000000] [--large 3000000]
                                      [--max-errors 0] [--repeat 2] [--output sam|bam]
-                                     [--compress none|gzip|bgzf] [--paired]
+                                     [--compress none|gzip|bgzf] [--paired] [--bam]
 
 Starts ``dask scheduler`` and one ``dask worker --resources opencl=1
 --preload dmap.cluster.worker`` (on the whole PoCL device), maps a small and a large
@@ -22,6 +22,8 @@ by htslib's bgzip (through pysam), which the workers cut and inflate;
 ``--paired`` maps the reads as pairs (reads 2i and 2i+1 of the file, in two
 files named alike): the workers count the records of each byte range of
 both files and read their chunks' pairs (per extra million reads, not pairs).
+``--bam`` maps the reads as unaligned BAM (``samtools import``), which the workers cut,
+inflate and decode.
 """
 
 from __future__ import annotations
@@ -83,9 +85,15 @@ def as_pairs(reads: Path) -> list[Path]:
 
 
 def compressed(reads: Path, how: str) -> Path:
-    """``reads`` compressed ``how`` (made once, beside it)."""
+    """``reads`` compressed ``how`` (made once, beside it); ``bam``: as unaligned BAM."""
     if how == "none":
         return reads
+    if how == "bam":
+        out = reads.with_suffix(".bam")
+        if not out.exists():
+            subprocess.run(["samtools", "import", "-0", str(reads), "-o", str(out) + ".tmp", "-O", "bam"], check=True)
+            os.rename(str(out) + ".tmp", out)
+        return out
     out = reads.with_name(f"{reads.name}.{how}.gz")
     if not out.exists():
         tmp = out.with_name(out.name + ".tmp")
@@ -110,7 +118,11 @@ def main() -> None:
     ap.add_argument("--output", default="sam", choices=["sam", "bam"], help="output format")
     ap.add_argument("--compress", default="none", choices=["none", "gzip", "bgzf"], help="how the reads are compressed")
     ap.add_argument("--paired", action="store_true", help="map the reads as pairs from two files")
+    ap.add_argument("--bam", action="store_true", help="the reads as unaligned BAM (samtools import)")
     args = ap.parse_args()
+    if args.bam and (args.paired or args.compress != "none"):
+        ap.error("--bam maps single reads, uncompressed before they are made BAM")
+    how = "bam" if args.bam else args.compress
     work = Path(args.work)
     ref = ecoli_reference(work)
     index = work / "ecoli.dmap"
@@ -120,7 +132,7 @@ def main() -> None:
     files = {}
     for k, n in sizes.items():
         reads = simulated_reads(work, ref, n, 100, args.max_errors)
-        files[k] = [compressed(r, args.compress) for r in (as_pairs(reads) if args.paired else [reads])]
+        files[k] = [compressed(r, how) for r in (as_pairs(reads) if args.paired else [reads])]
     options = ["-e", str(args.max_errors)] if args.max_errors else []
     with device_workers(1) as (address, procs):
         scheduler, worker = (psutil.Process(p.pid) for p in procs)
@@ -133,9 +145,9 @@ def main() -> None:
                     runs[k].append(run_once(index, files[k], f"{tmp}/{k}.{ext}", address, options, scheduler, worker))
                     os.unlink(f"{tmp}/{k}.{ext}")
     extra = (args.large - args.small) / 1e6
+    stored = "as unaligned BAM" if args.bam else "uncompressed" if how == "none" else f"{how}-compressed"
     print(f"# {'exact' if not args.max_errors else f'-e {args.max_errors}'} 100-bp E. coli reads, "
-          f"{args.output.upper()}, {'paired ' if args.paired else ''}reads "
-          f"{'uncompressed' if args.compress == 'none' else args.compress + '-compressed'}; "
+          f"{args.output.upper()}, {'paired ' if args.paired else ''}reads {stored}; "
           f"real dask scheduler + 1 worker (2 threads); {os.cpu_count()} CPUs; "
           f"medians of {args.repeat}")
     print("\n| process | CPU s, small | CPU s, large | CPU s per extra M reads | share |")

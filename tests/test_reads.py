@@ -1,10 +1,11 @@
 """FlatStrings: many strings in one byte array, against Python lists."""
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dmap.reads import STRINGS, FlatStrings
+from dmap.reads import STRINGS, FlatStrings, words_at
 
 texts = st.lists(st.text(alphabet="0123456789MIDX=^ACGTN", max_size=12), max_size=20)
 
@@ -50,3 +51,14 @@ def test_gathered_strings_may_lie_anywhere_in_the_bytes(data):
     got = FlatStrings.gathered(np.frombuffer(raw, dtype=np.uint8), offsets, lengths)
     assert got.data.tobytes() == b"".join(raw[o: o + n] for o, n in zip(offsets.tolist(), lengths.tolist()))
     assert got.lengths.tolist() == lengths.tolist()
+
+
+@pytest.mark.parametrize("dtype", ["<i4", "<u2", "<u8"])
+def test_words_at_reads_a_value_at_every_byte_offset(dtype):
+    rng = np.random.default_rng(3)
+    width = np.dtype(dtype).itemsize
+    for size in (0, width - 1, width, 37):
+        data = rng.integers(0, 256, size, dtype=np.uint8)
+        words = words_at(data[1:] if size else data, dtype)  # a view that starts at an odd offset too
+        raw = (data[1:] if size else data).tobytes()
+        assert words.tolist() == [np.frombuffer(raw[k:k + width], dtype)[0] for k in range(len(raw) - width + 1)]

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..alphabet import Alphabet
 from ..errors import InputFormatError
-from ..reads import ReadChunk, ReadFields
+from ..reads import ReadChunk, ReadFields, words_at
 from . import ubam
 from .fastx import bytes_fields, check_named, checked_chunk, joined_fields, source_bytes, source_fields
 from .splits import (
@@ -661,17 +661,16 @@ def names_differ(data: np.ndarray, off_a: np.ndarray, off_b: np.ndarray, len_a: 
     """Per pair ``i``, whether the names ``data[off_a[i]:][:len_a[i]]`` and ``data[off_b[i]:][:len_b[i]]``
     differ, compared eight bytes at a time.
 
-    Every byte offset of ``data`` is read as a little-endian 64-bit word (a view with a stride of
-    one byte: no copy), so a name of up to 8 bytes is one gather per mate; a word's bytes past the
+    Every byte offset of ``data`` is read as a little-endian 64-bit word (:func:`dmap.reads.words_at`,
+    no copy), so a name of up to 8 bytes is one gather per mate; a word's bytes past the
     name are shifted out.  The mates' names lie a file apart, so each gather misses the cache: a
     name read whole in one costs a third of a byte-wise hash's passes (14 against 37 ms per
     200,000 pairs).
     """
-    data = np.ascontiguousarray(data)  # (a chunk's bytes always are: no copy)
     n = np.minimum(len_a, len_b).astype(np.int64)
     differ = len_a != len_b
     last = data.size - 8  # the last offset a whole word starts at
-    words = np.ndarray((last + 1,), np.dtype("<u8"), data, 0, (1,)) if last >= 0 else np.zeros(1, np.dtype("<u8"))
+    words = words_at(data, "<u8") if last >= 0 else np.zeros(1, np.dtype("<u8"))
     for p in range(0, int(n.max(initial=0)), 8):
         live = np.flatnonzero(n > p)
         at_a, at_b, left = off_a[live] + p, off_b[live] + p, n[live] - p

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputFormatError
-from ..reads import ReadFields, segment_offsets
+from ..reads import ReadFields, segment_offsets, words_at
 
 MAGIC = b"BAM\x01"
 # Bytes of a record before its read name: block_size, then refID, pos, l_read_name, mapq,
@@ -87,10 +87,8 @@ def _int(data: np.ndarray, at: int) -> int:
 
 
 def _int32s(data: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The little-endian int32 at each offset ``at`` of ``data`` (as int64)."""
-    value = (data[at].astype(np.int64) | data[at + 1].astype(np.int64) << 8 | data[at + 2].astype(np.int64) << 16
-             | data[at + 3].astype(np.int64) << 24)
-    return value - ((value >> 31) << 32)
+    """The little-endian int32 at each offset ``at`` of ``data`` (as int64: sums of them do not wrap)."""
+    return words_at(data, "<i4")[at].astype(np.int64)
 
 
 def record_size(data: np.ndarray, at: int) -> int:
@@ -99,7 +97,8 @@ def record_size(data: np.ndarray, at: int) -> int:
 
 
 def _uint16s(data: np.ndarray, at: np.ndarray) -> np.ndarray:
-    return data[at].astype(np.int64) | data[at + 1].astype(np.int64) << 8
+    """The little-endian uint16 at each offset ``at`` of ``data`` (as int64)."""
+    return words_at(data, "<u2")[at].astype(np.int64)
 
 
 def _checked(data: np.ndarray, at: np.ndarray, max_record: int) -> tuple[np.ndarray, np.ndarray]:
