@@ -38,57 +38,69 @@ class ReadFields:
     # RG tags (dmap.mapping.tasks.RecordSettings.group_tails), NO_GROUP where it names none of
     # them; None where the run takes no read groups from records.
     group: np.ndarray | None = None
+    # Per record, where its header's comment lies in ``data`` (after the name and the space or
+    # tab that ends it) and its length, 0 for none; None where the records have no headers (BAM).
+    comment_off: np.ndarray | None = None
+    comment_len: np.ndarray | None = None
+
+    # The columns of one value per record, and of those the offsets into ``data``.
+    COLUMNS = ("name_off", "name_len", "seq_off", "seq_len", "qual_off", "group", "comment_off", "comment_len")
+    OFFSETS = ("name_off", "seq_off", "qual_off", "comment_off")
 
     def __len__(self) -> int:
         return int(self.seq_off.size)
 
+    def _each(self, change) -> ReadFields:
+        """These fields with ``change`` made to each column present (``data`` shared)."""
+        return ReadFields(self.data, **{c: None if getattr(self, c) is None else change(c, getattr(self, c))
+                                        for c in self.COLUMNS})
+
     def take(self, lo: int, hi: int) -> ReadFields:
         """Records ``lo:hi`` (views; ``data`` is shared)."""
-        q = None if self.qual_off is None else self.qual_off[lo:hi]
-        g = None if self.group is None else self.group[lo:hi]
-        return ReadFields(self.data, self.name_off[lo:hi], self.name_len[lo:hi], self.seq_off[lo:hi],
-                          self.seq_len[lo:hi], q, g)
+        return self._each(lambda _, a: a[lo:hi])
 
     def select(self, index: np.ndarray) -> ReadFields:
         """Records ``index``, in that order (``data`` is shared)."""
-        q = None if self.qual_off is None else self.qual_off[index]
-        g = None if self.group is None else self.group[index]
-        return ReadFields(self.data, self.name_off[index], self.name_len[index], self.seq_off[index],
-                          self.seq_len[index], q, g)
+        return self._each(lambda _, a: a[index])
 
     def as_uint32(self) -> ReadFields:
         """The same fields with uint32 offsets, as the kernels take them."""
         if self.data.size >= 2**32:
             raise InputFormatError("a chunk of reads holds over 4 GiB; use a smaller --chunk-size")
-        u = lambda a: None if a is None else a.astype(np.uint32, copy=False)  # noqa: E731
-        return ReadFields(self.data, u(self.name_off), u(self.name_len), u(self.seq_off), u(self.seq_len),
-                          u(self.qual_off), self.group)
+        return self._each(lambda c, a: a if c == "group" else a.astype(np.uint32, copy=False))
 
     @classmethod
     def concat(cls, parts: list[ReadFields]) -> ReadFields:
         """One buffer holding the records of ``parts``, in order (without qualities where a part has
         none: FASTA and FASTQ records share no chunk, but may share the first pairs that the
-        insert size is estimated from, :class:`dmap.io.pairs.FirstPairs`)."""
+        insert size is estimated from, :class:`dmap.io.pairs.FirstPairs`).  A column that only
+        some parts have is NO_GROUP (``group``) or empty comments in the others."""
         if len(parts) == 1:
             return parts[0]
         shift = np.cumsum([0] + [p.data.size for p in parts[:-1]])
-        moved = lambda name: np.concatenate([getattr(p, name) + s for p, s in zip(parts, shift)])  # noqa: E731
-        joined = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
-        fasta = any(p.qual_off is None for p in parts)
-        grouped = any(p.group is not None for p in parts)
-        group = np.concatenate([np.full(len(p), NO_GROUP, np.uint32) if p.group is None else p.group
-                                for p in parts]) if grouped else None
-        return cls(joined("data"), moved("name_off"), joined("name_len"), moved("seq_off"), joined("seq_len"),
-                   None if fasta else moved("qual_off"), group)
+        absent = {"group": NO_GROUP, "comment_off": 0, "comment_len": 0}
+
+        def joined(c: str) -> np.ndarray | None:
+            if any(getattr(p, c) is None for p in parts) if c == "qual_off" else all(
+                    getattr(p, c) is None for p in parts):
+                return None
+            columns = [np.full(len(p), absent[c], np.uint32) if getattr(p, c) is None else getattr(p, c) for p in parts]
+            return np.concatenate([a + s for a, s in zip(columns, shift)] if c in cls.OFFSETS else columns)
+
+        return cls(np.concatenate([p.data for p in parts]), **{c: joined(c) for c in cls.COLUMNS})
 
     @classmethod
-    def from_strings(cls, names: list[str], seqs: list[str], quals: list[str] | None) -> ReadFields:
-        """Records given as strings (FASTA records, tests), laid out as names, sequences, qualities."""
-        columns = [flat_strings(col) for col in [names, seqs] + ([quals] if quals is not None else [])]
-        starts = np.cumsum([0] + [data.size for data, _, _ in columns[:-1]])
-        (_, name_off, name_len), (_, seq_off, seq_len) = columns[:2]
-        return cls(np.concatenate([data for data, _, _ in columns]), name_off + starts[0], name_len,
-                   seq_off + starts[1], seq_len, columns[2][1] + starts[2] if quals is not None else None)
+    def from_strings(cls, names: list[str], seqs: list[str], quals: list[str] | None,
+                     comments: list[str] | None = None) -> ReadFields:
+        """Records given as strings (FASTA records, tests), laid out as names, sequences, qualities
+        and comments."""
+        strings = [names, seqs, quals, comments]
+        columns = [flat_strings(col) if col is not None else None for col in strings]
+        sizes = [0 if col is None else col[0].size for col in columns]
+        starts = np.cumsum([0] + sizes[:-1])
+        at = [None if col is None else col[1] + start for col, start in zip(columns, starts)]
+        return cls(np.concatenate([col[0] for col in columns if col is not None]), at[0], columns[0][2], at[1],
+                   columns[1][2], at[2], None, at[3], None if comments is None else columns[3][2])
 
 
 def flat_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -30,6 +30,18 @@ inline size_t put_bytes(__global uchar *out, size_t o, __global const uchar *src
     return o + len;
 }
 
+// What ends read r's records: its comment after a tab (with COMMENTS, where it has one), then `tail`.
+inline size_t put_tail(__global uchar *out, size_t o, __global const uchar *reads, __global const uint *comment_off,
+                       __global const uint *comment_len, uint r, __global const uchar *tail, uint tail_len) {
+#if COMMENTS
+    if (comment_len[r]) {
+        out[o++] = '\t';
+        o = put_bytes(out, o, reads + comment_off[r], comment_len[r]);
+    }
+#endif
+    return put_bytes(out, o, tail, tail_len);
+}
+
 inline size_t put_str(__global uchar *out, size_t o, __constant const char *s) {
     while (*s) out[o++] = (uchar)*s++;
     return o;
@@ -69,6 +81,8 @@ inline size_t put_mate_tags(__global uchar *out, size_t o, uint flag, uint mate,
 // a plain copy is faster than a lookup per base.
 // Read r's records end with tail `t` (a read group's RG:Z tag, or nothing): `tail_len[t]`
 // bytes from `tail + tail_off[t]`, where t = `tail_of[r]` if `tails_per_read`, else 0.
+// With COMMENTS (-C), the read's header comment comes before it, after a tab, where it has one:
+// `comment_len[r]` bytes of `reads` from `comment_off[r]`.
 __kernel void sam_records(__global const uchar *reads, __global const uint *name_off,
                           __global const uint *name_len, __global const uint *seq_off,
                           __global const uint *seq_len, __global const uint *qual_off, const uint has_qual,
@@ -77,6 +91,7 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
                           __global const uchar *complement, const uint mapped_letters,
                           __global const uchar *tail, __global const uint *tail_off,
                           __global const uint *tail_len, __global const uint *tail_of, const uint tails_per_read,
+                          __global const uint *comment_off, __global const uint *comment_len,
                           __global const uint *rec_read, __global const uint *rec_flag,
                           __global const uint *rec_contig, __global const uint *rec_pos,
                           __global const uint *rec_mapq, __global const uint *rec_nh,
@@ -126,7 +141,7 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
 #if PAIRED
         o = put_mate_tags(out, o, flag, rec_mate_aln[gid], rec_mate_mapq[gid], cigars, cigar_off, cigar_len);
 #endif
-        o = put_bytes(out, o, tail + tail_off[t], tail_len[t]);
+        o = put_tail(out, o, reads, comment_off, comment_len, r, tail + tail_off[t], tail_len[t]);
         out[o] = '\n';
         return;
     }
@@ -201,6 +216,6 @@ __kernel void sam_records(__global const uchar *reads, __global const uint *name
 #if PAIRED
     o = put_mate_tags(out, o, flag, rec_mate_aln[gid], rec_mate_mapq[gid], cigars, cigar_off, cigar_len);
 #endif
-    o = put_bytes(out, o, tail + tail_off[t], tail_len[t]);
+    o = put_tail(out, o, reads, comment_off, comment_len, r, tail + tail_off[t], tail_len[t]);
     out[o] = '\n';
 }

@@ -27,6 +27,8 @@ from helpers import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import dmap
+
 REF = [("chrA", "ACGTTGCATGCAAGTCCGATGACTGACTAGCTAGCTAGGATCGATCGGATC"), ("chrB", "TTTTGGGGCCCCAAAA")]
 
 
@@ -856,6 +858,105 @@ def test_the_next_build_removes_what_a_killed_build_left(tmp_path):
                                         "of the same index that was killed")
     assert sorted(os.listdir(tmp_path)) == ["idx", "ref.fa"]
     assert not (tmp_path / "idx" / ".dmap-lock").exists()
+
+
+# --- FASTQ comments appended to the records (-C) ---
+
+
+def _commented_case(tmp_path, rng, n=60):
+    """A genome, its index, and ``n`` reads from it, each a header comment of its own: none, one
+    SAM tag after a space, two after a tab, an integer, a character."""
+    genome = "".join(rng.choice(list("ACGT"), size=4000))
+    write_fasta(tmp_path / "ref.fa", [("g", genome)])
+    index = dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx")
+    kinds = ["", " BC:Z:ACGT", "\tRX:Z:AAC-GGT\tQX:Z:II#II", " XI:i:-5", "\tXA:A:q", " BC:Z:ACGT"]
+    comments = [kinds[i % len(kinds)] for i in range(n)]
+    starts = rng.integers(0, len(genome) - 60, n)
+    return index, genome, comments, [genome[s:s + 50 + s % 11] for s in starts]
+
+
+def _with_comments(text: str, comments: dict[str, str]) -> list[str]:
+    """The records of SAM ``text`` each with its read's comment appended as -C appends it."""
+    return [line + (comments[line.split("\t")[0]].replace(" ", "\t", 1) if comments[line.split("\t")[0]] else "")
+            for line in text.splitlines() if not line.startswith("@")]
+
+
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
+def test_append_comment_ends_each_record_with_its_reads_comment(tmp_path, client, fmt):
+    """-C: every record of a read (secondary and unmapped ones too) ends with its FASTQ comment, after
+    its read group; the records are otherwise those of a run without it, whatever the chunks,
+    single or paired, and samtools and pysam read them."""
+    index, genome, comments, reads = _commented_case(tmp_path, np.random.default_rng(11))
+    reads[3] = "ACGTNNNNNNACGT" * 3  # unmapped
+    reads[4] = genome[100:150]
+    reads[5] = genome[100:150]  # a second read of the same locus
+    names = [f"r{i}{c}" for i, c in enumerate(comments)]
+    write_fastq(tmp_path / "r.fq", reads, names)
+    by_name = {f"r{i}": c for i, c in enumerate(comments)}
+    text = lambda path: pysam.view("-h", str(path))  # noqa: E731
+    dmap.map_reads(index, tmp_path / "r.fq", sam_path=tmp_path / "plain.sam", client=client, max_errors=1,
+                   report_all=True, read_group="@RG\tID:L1")
+    want = _with_comments(text(tmp_path / "plain.sam"), by_name)
+    for chunk_size in (7, 1000):
+        out = tmp_path / f"c.{fmt}"
+        dmap.map_reads(index, tmp_path / "r.fq", sam_path=out, client=client, max_errors=1, report_all=True,
+                       read_group="@RG\tID:L1", append_comment=True, chunk_size=chunk_size)
+        got = [line for line in text(out).splitlines() if not line.startswith("@")]
+        assert got == [_moved_rg(line) for line in want]
+        with pysam.AlignmentFile(str(out)) as f:
+            assert {r.query_name: r.get_tag("BC") for r in f if r.has_tag("BC")} == {
+                f"r{i}": "ACGT" for i, c in enumerate(comments) if "BC:Z:ACGT" in c}
+    # Pairs: each mate its own comment.
+    firsts, seconds = reads[::2], [read[::-1].translate(str.maketrans("ACGTN", "TGCAN")) for read in reads[1::2]]
+    write_fastq(tmp_path / "r1.fq", firsts, [f"p{i}{c}" for i, c in enumerate(comments[::2])])
+    write_fastq(tmp_path / "r2.fq", seconds, [f"p{i}{c}" for i, c in enumerate(comments[1::2])])
+    dmap.map_reads(index, tmp_path / "r1.fq", tmp_path / "r2.fq", sam_path=tmp_path / "p.sam", client=client)
+    out = tmp_path / f"pc.{fmt}"
+    dmap.map_reads(index, tmp_path / "r1.fq", tmp_path / "r2.fq", sam_path=out, client=client, append_comment=True,
+                   chunk_size=9)
+    mates = {(f"p{i}", k): c for k, side in ((64, comments[::2]), (128, comments[1::2])) for i, c in enumerate(side)}
+    plain = [line for line in text(tmp_path / "p.sam").splitlines() if not line.startswith("@")]
+    expect = []
+    for line in plain:
+        fields = line.split("\t")
+        c = mates[(fields[0], int(fields[1]) & 192)]
+        expect.append(line + c.replace(" ", "\t", 1) if c else line)
+    assert [line for line in text(out).splitlines() if not line.startswith("@")] == expect
+    # FASTA whose sequences span lines, which dnaio parses: its comments too.
+    with open(tmp_path / "r.fa", "w") as f:
+        f.write("".join(f">r{i}{c}\n{read[:20]}\n{read[20:]}\n" for i, (c, read) in enumerate(zip(comments, reads))))
+    dmap.map_reads(index, tmp_path / "r.fa", sam_path=tmp_path / "fa.sam", client=client)
+    dmap.map_reads(index, tmp_path / "r.fa", sam_path=out, client=client, append_comment=True)
+    assert [line for line in text(out).splitlines() if not line.startswith("@")] == _with_comments(
+        text(tmp_path / "fa.sam"), by_name)
+
+
+def _moved_rg(line: str) -> str:
+    """A record of a run with -R and -C as dmap writes it: the comment before the read group."""
+    head, rg, comment = line.partition("\tRG:Z:L1")
+    return head + comment + rg
+
+
+def test_append_comment_refuses_comments_that_are_not_sam_tags(tmp_path, client):
+    """Casava's '1:N:0:ACGT' is not a SAM tag: one line naming the read, no output; a float tag is
+    SAM's but not one that dmap encodes in BAM: written as SAM, refused as BAM; BAM reads have no
+    comments to append."""
+    index, genome, _, _ = _commented_case(tmp_path, np.random.default_rng(12), 0)
+    write_fastq(tmp_path / "casava.fq", [genome[:50], genome[60:110]], ["a 1:N:0:ACGT", "b 1:N:0:ACGT"])
+    write_fastq(tmp_path / "float.fq", [genome[:50]], ["a XF:f:1.5"])
+    with pytest.raises(dmap.DmapError, match="read 'a' has the comment '1:N:0:ACGT', which is not SAM tags"):
+        dmap.map_reads(index, tmp_path / "casava.fq", sam_path=tmp_path / "o.sam", client=client, append_comment=True)
+    assert not (tmp_path / "o.sam").exists()
+    dmap.map_reads(index, tmp_path / "float.fq", sam_path=tmp_path / "f.sam", client=client, append_comment=True)
+    assert pysam.view(str(tmp_path / "f.sam")).rstrip("\n").endswith("\tXF:f:1.5")
+    with pytest.raises(dmap.DmapError, match="BAM output takes comment tags of types A, i, Z"):
+        dmap.map_reads(index, tmp_path / "float.fq", sam_path=tmp_path / "f.bam", client=client, append_comment=True)
+    subprocess.run(["samtools", "import", "-0", str(tmp_path / "float.fq"), "-o", str(tmp_path / "r.bam")], check=True)
+    with pytest.raises(dmap.DmapError, match="samtools fastq -T"):
+        dmap.map_reads(index, tmp_path / "r.bam", sam_path=tmp_path / "b.sam", client=client, append_comment=True)
+    r = dmap_cmd("run", tmp_path / "idx", tmp_path / "casava.fq", "-C", "-o", tmp_path / "cli.sam")
+    assert r.returncode != 0 and r.stderr.count("\n") == 1 and "is not SAM tags" in r.stderr, r.stderr
+    assert not (tmp_path / "cli.sam").exists()
 
 
 # --- Read groups, SAM that every tool reads, honest MAPQ and primaries, clear errors ---

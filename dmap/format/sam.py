@@ -28,10 +28,10 @@ import numpy as np
 from .._version import __version__
 from ..alphabet import _DNA_COMPLEMENT
 from ..approx.alignments import ChunkAlignments
-from ..errors import DmapError
+from ..errors import DmapError, InputFormatError
 from ..index.store import IndexMeta
 from ..mapq import mapping_quality, name_hashes, primary_first, tie_pick
-from ..reads import FlatStrings, ReadChunk, flat_strings
+from ..reads import FlatStrings, ReadChunk, flat_strings, words_at
 from ..search.hits import ChunkHits
 
 if TYPE_CHECKING:
@@ -109,10 +109,13 @@ class ReadGroup:
 class RecordTails:
     """What ends each read's records: ``strings[of_read[r]]`` for read ``r`` (a read group's
     ``RG:Z`` tag, :attr:`ReadGroup.tag`, or nothing); with ``of_read`` None, ``strings[0]`` for
-    every read.  A chunk may hold the reads of several files, each of its own read group."""
+    every read.  A chunk may hold the reads of several files, each of its own read group.  With
+    ``comments`` (-C), each read's header comment comes first, after a tab, where it has one
+    (:attr:`dmap.reads.ReadFields.comment_off`; checked by :func:`check_comments`)."""
 
     strings: tuple[str, ...] = ("",)
     of_read: np.ndarray | None = None
+    comments: bool = False
 
     @classmethod
     def of(cls, tail: str | RecordTails) -> RecordTails:
@@ -120,8 +123,82 @@ class RecordTails:
         return tail if isinstance(tail, RecordTails) else cls((tail,))
 
     def for_read(self, read: int) -> str:
-        """The string that ends read ``read``'s records."""
+        """The string that ends read ``read``'s records (after its comment, with ``comments``)."""
         return self.strings[0 if self.of_read is None else int(self.of_read[read])]
+
+
+def _positions_of(data: np.ndarray, byte: int, step: int = 1 << 22) -> np.ndarray:
+    """The positions of ``byte`` in ``data``, compared a step at a time into one reused mask
+    (as :func:`dmap.io.fastx._low_bytes`: no fresh mask of the chunk's size)."""
+    mask = np.empty(min(data.size, step), dtype=bool)
+    pieces = [np.zeros(0, np.int64)]
+    for start in range(0, data.size, step):
+        piece = mask[:min(step, data.size - start)]
+        np.equal(data[start:start + step], byte, out=piece)
+        pieces.append(np.flatnonzero(piece) + start)
+    return np.concatenate(pieces)
+
+
+# The types of SAM tags that a comment appended to its read's records (-C) may hold: SAM's own,
+# and of those the ones that BAM records are encoded with (bam_records.cl).
+COMMENT_TYPES = {"sam": b"AifZHB", "sam.gz": b"AifZHB", "bam": b"AiZ"}
+
+
+def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
+    """Refuse a read's header comment that ``-C`` cannot append to its records: one that is not
+    SAM tags (``BC:Z:ACGT``, tab-separated, as ``samtools fastq -T`` writes them), each field
+    ``TG:T:VALUE`` with a letter and a letter or digit and a type of :data:`COMMENT_TYPES`
+    (for ``fmt`` "bam", one that BAM output encodes).  Whole-array: the tabs are found in one
+    pass over the chunk's bytes, and each field's first five bytes checked at once.
+
+    Raises
+    ------
+    InputFormatError
+        Naming the first read whose comment is refused, and why.
+    """
+    f = chunk.fields
+    data = f.data
+    c_off, c_len = f.comment_off.astype(np.int64), f.comment_len.astype(np.int64)
+    has = np.flatnonzero(c_len > 0)
+    if not has.size:
+        return
+    # The tabs inside comments: those before the end of the last comment that starts before them.
+    order = has[np.argsort(c_off[has], kind="stable")]
+    tabs = _positions_of(data, ord("\t"))
+    k = np.searchsorted(c_off[order], tabs, side="right") - 1
+    inside = (k >= 0) & (tabs < (c_off + c_len)[order[np.maximum(k, 0)]])
+    tabs = tabs[inside]
+    reads = np.concatenate([has, order[k[inside]]])  # each field's read
+    starts = np.concatenate([c_off[has], tabs + 1])
+    # Each field's first five bytes, from one 8-byte word (read where a whole one lies in data;
+    # bytes past its end read as 0, which no test takes).
+    padded = data if data.size >= 8 else np.concatenate([data, np.zeros(8 - data.size, np.uint8)])
+    at = np.minimum(starts, padded.size - 8)
+    word = words_at(padded, "<u8")[at] >> (8 * (starts - at)).astype(np.uint64)
+    b = [((word >> np.uint64(8 * j)) & np.uint64(0xFF)).astype(np.uint8) for j in range(5)]
+    letter = lambda x: ((x | 32) >= ord("a")) & ((x | 32) <= ord("z"))  # noqa: E731
+    digit = lambda x: (x >= ord("0")) & (x <= ord("9"))  # noqa: E731
+    # The five bytes lie in the field (none of them can be a tab) and in its comment.
+    tag = ((starts + 5 <= (c_off + c_len)[reads]) & letter(b[0]) & (letter(b[1]) | digit(b[1]))
+           & (b[2] == ord(":")) & (b[4] == ord(":")))
+    typed = np.isin(b[3], np.frombuffer(COMMENT_TYPES[fmt], np.uint8))
+    bad = ~(tag & typed)
+    if not bad.any():
+        return
+    i = int(np.argmax(bad))
+    read = int(reads[i])
+    text = lambda o, n: data[o:o + n].tobytes().decode("latin-1")  # noqa: E731
+    name, comment = text(int(chunk.fields.name_off[read]), int(chunk.fields.name_len[read])), text(
+        int(c_off[read]), int(c_len[read]))
+    if tag[i] and bytes([b[3][i]]) in COMMENT_TYPES["sam"]:  # SAM's, but not one BAM output encodes
+        field = comment[int(starts[i] - c_off[read]):].split("\t")[0]
+        raise InputFormatError(
+            f"read {name!r} has the tag {field!r} in its comment; BAM "
+            f"output takes comment tags of types {', '.join(COMMENT_TYPES[fmt].decode())}: write SAM, or leave "
+            "the tag out of the comments")
+    raise InputFormatError(
+        f"read {name!r} has the comment {comment[:60]!r}, which is not SAM tags (TG:T:VALUE, tab-separated); "
+        "--append-comment appends comments that are, such as 'BC:Z:ACGT' (samtools fastq -T writes them so)")
 
 
 def read_groups(lines: str | Sequence[str] | None, n_files: int) -> list[ReadGroup] | None:
@@ -397,8 +474,12 @@ def _write_records(device: Device, chunk: ReadChunk, cols: RecordColumns,
     tails = RecordTails.of(tail)
     tail_data, tail_off, tail_len = flat_strings(list(tails.strings))
     per_read = tails.of_read is not None
-    ends = np.cumsum(record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual,
-                                    tail_len[tails.of_read[cols.read]] if per_read else int(tail_len[0]), strings),
+    # What ends each record: its read's tail, after a tab and its comment with -C.
+    ends_with = tail_len[tails.of_read[cols.read]] if per_read else int(tail_len[0])
+    if tails.comments:
+        comment = f.comment_len[cols.read].astype(np.int64)
+        ends_with = ends_with + comment + (comment > 0)
+    ends = np.cumsum(record_lengths(cols, f.name_len, f.seq_len, rname_len, has_qual, ends_with, strings),
                      dtype=np.uint64)
     starts = np.zeros(n, dtype=np.uint64)
     starts[1:] = ends[:-1]
@@ -426,13 +507,16 @@ def _write_records(device: Device, chunk: ReadChunk, cols: RecordColumns,
                                             tail_off.astype(np.uint32), tail_len.astype(np.uint32),
                                             tails.of_read.astype(np.uint32) if per_read else np.zeros(1, np.uint32))]
         args += [np.uint32(per_read)]
+        # (no comments: one zero stands for each column, which the kernel does not read)
+        args += [device.upload(a) for a in ((f.comment_off, f.comment_len) if tails.comments
+                                            else (np.zeros(1, np.uint32),) * 2)]
         unused = device.upload(np.zeros(1, dtype=np.uint64)) if approx is None or mates is None else None
         args += [device.upload(a) for a in columns]
         args += [unused] * 9 if approx is None else [device.upload(a) for a in approx]
         args += [unused] * 5 if mates is None else [device.upload(a) for a in mates]
         args.append(device.upload(starts))
         out_buf = device.output(out)  # on a CPU the kernel writes into `out` itself
-    defines = {"APPROX": int(strings is not None), "PAIRED": int(cols.paired)}
+    defines = {"APPROX": int(strings is not None), "PAIRED": int(cols.paired), "COMMENTS": int(tails.comments)}
     device.run(device.program("sam_records.cl", defines), "sam_records", [*args, np.uint32(n), out_buf], n,
                "dmap-records-kernel")
     with device.timed("dmap-transfer"):

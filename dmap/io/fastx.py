@@ -122,7 +122,7 @@ def split_fastq(data: np.ndarray) -> ReadFields | None:
             or not _plus_lines_repeat_headers(data, head, ends[::4], plus, ends[2::4])):
         return None
     name, name_len = _names(data, low, low_bytes, head, ends[::4])
-    return ReadFields(data, name, name_len, seq, seq_len, qual)
+    return ReadFields(data, name, name_len, seq, seq_len, qual, None, *_comments(name, name_len, ends[::4]))
 
 
 def split_fasta(data: np.ndarray) -> ReadFields | None:
@@ -141,7 +141,7 @@ def split_fasta(data: np.ndarray) -> ReadFields | None:
             or (data[np.minimum(seq, data.size - 1)] == ord(">")).any()):  # a record without a sequence line
         return None
     name, name_len = _names(data, low, low_bytes, head, ends[::2])
-    return ReadFields(data, name, name_len, seq, ends[1::2] - seq, None)
+    return ReadFields(data, name, name_len, seq, ends[1::2] - seq, None, None, *_comments(name, name_len, ends[::2]))
 
 
 def _lines(data: np.ndarray, per_record: int) -> tuple[np.ndarray, ...] | None:
@@ -183,6 +183,14 @@ def _names(data: np.ndarray, low: np.ndarray, low_bytes: np.ndarray, head: np.nd
         return name, head_end - name
     first_space = np.append(spaces, data.size)[np.searchsorted(spaces, name)]
     return name, np.minimum(first_space, head_end) - name
+
+
+def _comments(name: np.ndarray, name_len: np.ndarray, head_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each header's comment starts (after the space or tab that ends its name, as dnaio's
+    ``name`` holds it after its ``id``) and its length, 0 for none."""
+    end = name + name_len
+    off = np.where(end < head_end, end + 1, head_end)
+    return off, head_end - off
 
 
 def _plus_lines_repeat_headers(data: np.ndarray, head: np.ndarray, head_end: np.ndarray, plus: np.ndarray,
@@ -233,7 +241,8 @@ def _parse_with_dnaio(data: np.ndarray, fastq: bool, path: str, where: str) -> R
     except (UnicodeDecodeError, EOFError) as e:
         raise InputFormatError(f"reads file {path!r} is malformed: {e} (the records from {where})") from None
     return ReadFields.from_strings([r.id for r in records], [r.sequence for r in records],
-                                   [r.qualities for r in records] if fastq else None)
+                                   [r.qualities for r in records] if fastq else None,
+                                   [r.name[len(r.id) + 1:] for r in records])
 
 
 def _check_qualities(fields: ReadFields, path: str, where: str) -> None:

@@ -27,6 +27,7 @@ pairs, and so the same output, whatever the chunk sizes and the files.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -703,5 +704,4 @@ def _strip_mate_suffixes(fields: ReadFields, block: PairBlock | PairSplit) -> Re
                  else f"file {block.first.path!r}")
         raise InputFormatError(f"reads {where}: the mates {names[0]!r} and {names[1]!r} have different names; "
                                "the two mates of a pair must be named alike (a /1 and /2 suffix may differ)")
-    return ReadFields(data, fields.name_off, length.astype(fields.name_len.dtype), fields.seq_off, fields.seq_len,
-                      fields.qual_off, fields.group)
+    return dataclasses.replace(fields, name_len=length.astype(fields.name_len.dtype))

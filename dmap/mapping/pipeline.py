@@ -139,6 +139,7 @@ def map_reads(
     block_major: bool = True,
     strict: bool = False,
     read_group: str | list[str] | None = None,
+    append_comment: bool = False,
     threads: int | None = None,
     workers_per_device: int = 1,
     dashboard: bool | int = False,
@@ -241,6 +242,10 @@ def map_reads(
         its own (:func:`dmap.format.sam.read_groups`).  Without it, reads
         from BAM files whose headers name read groups keep their records'
         (:func:`_bam_read_groups`).
+    append_comment
+        End each read's records with its FASTQ or FASTA header's comment (what follows its name
+        and a space or tab), as ``bwa mem -C``; it must be SAM tags (``BC:Z:ACGT``), else the run
+        stops at the first read whose comment is not (:func:`dmap.format.sam.check_comments`).
     threads
         For the embedded cluster: the cores it uses (:func:`dmap.cluster.client.embedded_client`).
     dashboard
@@ -325,6 +330,10 @@ def map_reads(
         for path in (p for p, b in bams.items() if b.paired):
             warnings.warn(f"reads file {path!r} holds pairs (flag 0x1), mapped here as single reads; "
                           "--interleaved maps them as pairs", DmapWarning, stacklevel=2)
+    if append_comment and bams:
+        raise DmapError(f"--append-comment appends FASTQ and FASTA comments, and reads file {next(iter(bams))!r} is "
+                        "BAM, whose tags dmap does not carry (but RG): pipe 'samtools fastq -T TAGS reads.bam' "
+                        "into dmap run -C INDEX - instead")
     if read_group is not None:
         groups = sam.read_groups(read_group, len(firsts))
         tails, record_groups = _tails(firsts, groups), ()
@@ -348,7 +357,8 @@ def map_reads(
     reading = dict(max_length=max_length, check_symbols=approx is not None, strict=strict)
     settings = RecordSettings(max_hits, groups[0].tag if groups and tails is None else "", approx, strict,
                               return_hits, format=fmt, insert=insert,
-                              group_tails=tuple(sam.ReadGroup("", name).tag for name in record_groups))
+                              group_tails=tuple(sam.ReadGroup("", name).tag for name in record_groups),
+                              comments=append_comment)
     parts = None
     t0 = time.perf_counter()
     result = MappingResult()

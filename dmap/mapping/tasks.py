@@ -25,6 +25,7 @@ from ..format import bgzf
 from ..format.bam import References, encode_records_device
 from ..format.sam import (
     RecordTails,
+    check_comments,
     contig_name_columns,
     format_alignment_records_device,
     format_pair_records_device,
@@ -307,6 +308,8 @@ class RecordSettings:
     # Where the read groups come from BAM records' RG tags: what ends the records of a read of each
     # group (ReadFields.group), before its file's tail (a read whose tag names none of them).
     group_tails: tuple[str, ...] = ()
+    # Each read's FASTQ or FASTA comment ends its records, before its tail (bwa mem -C).
+    comments: bool = False
 
 
 @dataclass
@@ -489,7 +492,8 @@ def _records(index: Index, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments, 
 def _record_tails(chunk: ReadChunk, settings: RecordSettings) -> str | RecordTails:
     """What ends the records of ``chunk``'s reads: one tail, or where its files have read groups of
     their own (``settings.tails``), each read's file's; a read whose BAM record's RG tag names one
-    of the run's read groups (``settings.group_tails``), that group's."""
+    of the run's read groups (``settings.group_tails``), that group's; and with
+    ``settings.comments``, each read's FASTQ or FASTA comment before it."""
     if settings.tails is None:
         strings, of_read = (settings.tail,), None
     else:
@@ -503,6 +507,9 @@ def _record_tails(chunk: ReadChunk, settings: RecordSettings) -> str | RecordTai
         of_read = np.zeros(len(chunk), np.int64) if of_read is None else of_read.astype(np.int64)
         of_read[tagged] = len(strings) + group[tagged].astype(np.int64)
         strings += settings.group_tails
+    if settings.comments and chunk.fields.comment_len is not None and chunk.fields.comment_len.any():
+        check_comments(chunk, settings.format)
+        return RecordTails(strings, of_read, comments=True)
     return strings[0] if of_read is None else RecordTails(strings, of_read)
 
 

@@ -25,19 +25,33 @@ def seq_qual_strings(chunk: ReadChunk) -> tuple[list[str], list[str], list[str],
     return seqs, mapped, [reverse_complement(s) if chunk.alphabet == "dna" else s for s in seqs], quals
 
 
+def read_ends(chunk: ReadChunk, tails: RecordTails) -> list[str]:
+    """What ends each read's records: its header comment after a tab (with ``tails.comments``,
+    where it has one), then its tail."""
+    f = chunk.fields
+    out = []
+    for r in range(len(chunk)):
+        comment = ""
+        if tails.comments and f.comment_len[r]:
+            at = int(f.comment_off[r])
+            comment = "\t" + f.data[at:at + int(f.comment_len[r])].tobytes().decode("latin-1")
+        out.append(comment + tails.for_read(r))
+    return out
+
+
 def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], max_hits: int | None = None,
                    tail: str | RecordTails = "", pick: np.ndarray | None = None) -> str:
     """SAM records of a chunk in Python: the reference for ``sam_records.cl``.
     ``tail`` ends every record (:attr:`ReadGroup.tag`), or each read's (:class:`RecordTails`);
     ``pick`` as in :func:`record_columns`."""
     cols = record_columns(hits, max_hits, pick)
-    tails = RecordTails.of(tail)
+    ends = read_ends(chunk, RecordTails.of(tail))
     names = chunk.names
     seqs, mapped, reverse, quals = seq_qual_strings(chunk)
 
     def record(r: int, f: int, c: int, p: int, q: int, k: int, x0: int) -> str:
         if f & 4:
-            return f"{names[r]}{UNMAPPED}{seqs[r]}\t{quals[r]}{tails.for_read(r)}\n"
+            return f"{names[r]}{UNMAPPED}{seqs[r]}\t{quals[r]}{ends[r]}\n"
         if f & 256:
             seq_qual = "*\t*"
         elif f & 16:  # only DNA has a reverse strand
@@ -45,7 +59,7 @@ def format_records(chunk: ReadChunk, hits: ChunkHits, contig_names: list[str], m
         else:
             seq_qual = f"{mapped[r]}\t{quals[r]}"
         return (f"{names[r]}\t{f}\t{contig_names[c]}\t{p}\t{q}\t{len(seqs[r])}M\t*\t0\t0\t{seq_qual}\tNM:i:0"
-                f"\tNH:i:{k}\tX0:i:{x0}\tX1:i:0{tails.for_read(r)}\n")
+                f"\tNH:i:{k}\tX0:i:{x0}\tX1:i:0{ends[r]}\n")
 
     return "".join([
         record(*row) for row in zip(cols.read.tolist(), cols.flag.tolist(), cols.contig.tolist(), cols.pos.tolist(),
@@ -67,7 +81,7 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
     ``X0`` and ``X1`` (alignments found at the best distance, and others:
     :mod:`dmap.mapq`), and ``tail`` (:attr:`ReadGroup.tag`, or each read's).
     """
-    tails = RecordTails.of(tail)
+    ends = read_ends(chunk, RecordTails.of(tail))
     names = chunk.names
     seqs, mapped, reverse, quals = seq_qual_strings(chunk)
     cigars, mds = alns.cigar.tolist(), alns.md.tolist()
@@ -81,7 +95,7 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
     for r in range(len(chunk)):
         n = int(counts[r])
         if n == 0:
-            lines.append(f"{names[r]}{UNMAPPED}{seqs[r]}\t{quals[r]}{tails.for_read(r)}\n")
+            lines.append(f"{names[r]}{UNMAPPED}{seqs[r]}\t{quals[r]}{ends[r]}\n")
             continue
         for a in range(first[r], first[r] + n):
             flag = (16 if strand[a] else 0) | (256 if a > first[r] else 0)
@@ -94,7 +108,7 @@ def format_alignment_records(chunk: ReadChunk, alns: ChunkAlignments, contig_nam
             d = dist[a]
             lines.append(f"{names[r]}\t{flag}\t{contig_names[contig[a]]}\t{pos[a] + 1}\t{mq[a]}\t{cigars[a]}"
                          f"\t*\t0\t0\t{seq_qual}\tNM:i:{d}\tMD:Z:{mds[a]}\tAS:i:{-d}\tNH:i:{n}"
-                         f"\tX0:i:{x0[r]}\tX1:i:{x1[r]}{tails.for_read(r)}\n")
+                         f"\tX0:i:{x0[r]}\tX1:i:{x1[r]}{ends[r]}\n")
     return "".join(lines)
 
 
@@ -104,7 +118,7 @@ def format_pair_records(chunk: ReadChunk, cols: RecordColumns, cigar: FlatString
     (:func:`dmap.mapping.pairs.pair_record_columns`), in Python: mate fields (RNEXT ``=``
     on the record's own contig), ``MC`` and ``MQ`` where the mate is mapped, and an
     unmapped mate placed at its mate's position."""
-    tails = RecordTails.of(tail)
+    ends = read_ends(chunk, RecordTails.of(tail))
     names = chunk.names
     seqs, mapped, reverse, quals = seq_qual_strings(chunk)
     cigars, mds = cigar.tolist(), md.tolist()
@@ -117,7 +131,7 @@ def format_pair_records(chunk: ReadChunk, cols: RecordColumns, cigar: FlatString
         mate = "" if f & 8 else f"\tMC:Z:{cigars[cols.mate_alignment[i]]}\tMQ:i:{cols.mate_mapq[i]}"
         fields = f"{names[r]}\t{f}\t{rname}\t{cols.pos[i]}"
         if f & 4:
-            lines.append(f"{fields}\t0\t*\t{rnext}\t{cols.pnext[i]}\t0\t{seqs[r]}\t{quals[r]}{mate}{tails.for_read(r)}\n")
+            lines.append(f"{fields}\t0\t*\t{rnext}\t{cols.pnext[i]}\t0\t{seqs[r]}\t{quals[r]}{mate}{ends[r]}\n")
             continue
         if f & 256:
             seq_qual = "*\t*"
@@ -128,5 +142,5 @@ def format_pair_records(chunk: ReadChunk, cols: RecordColumns, cigar: FlatString
         a, d = int(cols.alignment[i]), int(cols.nm[i])
         lines.append(f"{fields}\t{cols.mapq[i]}\t{cigars[a]}\t{rnext}\t{cols.pnext[i]}\t{cols.tlen[i]}"
                      f"\t{seq_qual}\tNM:i:{d}\tMD:Z:{mds[a]}\tAS:i:{-d}\tNH:i:{cols.nh[i]}\tX0:i:{cols.x0[i]}"
-                     f"\tX1:i:{cols.x1[i]}{mate}{tails.for_read(r)}\n")
+                     f"\tX1:i:{cols.x1[i]}{mate}{ends[r]}\n")
     return "".join(lines)

@@ -22,9 +22,9 @@ from dmap.search.hits import ChunkHits
 from dmap.testing.sam import format_alignment_records, format_records
 
 
-def make_chunk(seqs, quals, names):
+def make_chunk(seqs, quals, names, comments=None):
     dna = get_alphabet("dna")
-    return ReadChunk(0, ReadFields.from_strings(names, seqs, quals), dna.read_table, dna.name)
+    return ReadChunk(0, ReadFields.from_strings(names, seqs, quals, comments), dna.read_table, dna.name)
 
 
 @st.composite
@@ -50,7 +50,10 @@ def chunks_and_hits(draw):
     searched = np.isin(hits.read, np.flatnonzero([s not in ("", "AC1T", "*") for s in seqs]))
     hits = ChunkHits(*[a[searched] for a in (hits.read, hits.strand, hits.contig, hits.position)], n)
     pick = np.array([draw(st.integers(0, max(int(c) - 1, 0))) for c in hits.counts()], dtype=np.int64)
-    return make_chunk(seqs, quals, names), hits, draw(st.sampled_from([None, 1, 2, 5])), pick
+    # Header comments (-C), none for some reads.
+    kinds = st.sampled_from(["", "BC:Z:ACGT", "RX:Z:A-C\tQX:Z:I#", "XI:i:-7"])
+    comments = draw(st.lists(kinds, min_size=n, max_size=n))
+    return make_chunk(seqs, quals, names, comments), hits, draw(st.sampled_from([None, 1, 2, 5])), pick
 
 
 @settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -61,7 +64,8 @@ def test_device_formatter_equals_python(device, case):
     # Reads of several files in one chunk, each file's read group its own (one without any).
     per_read = RecordTails(("\tRG:Z:lane1", "", "\tRG:Z:a_longer_read_group_id"),
                            np.arange(len(chunk)) * 3 // max(len(chunk), 1))
-    for tail in ("", "\tRG:Z:lane1", per_read):
+    commented = RecordTails(per_read.strings, per_read.of_read, comments=True)  # -C: each read's comment first
+    for tail in ("", "\tRG:Z:lane1", per_read, commented):
         want = format_records(chunk, hits, contigs, max_hits, tail, pick).encode()
         got = format_records_device(device, chunk, hits, contigs, max_hits, tail=tail, pick=pick)
         assert got.tobytes() == want
@@ -141,3 +145,24 @@ def test_alignment_records_device_equal_python(device):
         assert got.tobytes().decode() == want
     assert [line.rsplit("\t", 1)[1] for line in want.splitlines()] == ["RG:Z:x", "RG:Z:x", "RG:Z:y", "RG:Z:y",
                                                                        "RG:Z:x"]
+
+
+@pytest.mark.parametrize("comment, fmt, ok", [
+    ("BC:Z:ACGT", "sam", True), ("BC:Z:", "sam", True), ("b1:i:-5\tXA:A:q", "bam", True),
+    ("XB:B:c,1,2\tXF:f:1.5\tXH:H:1AE3", "sam", True), ("XF:f:1.5", "bam", False), ("1:N:0:ACGT", "sam", False),
+    ("BC:Z", "sam", False), ("B:Z:x", "sam", False), ("BCZ:ACGT", "sam", False), ("BC:Q:x", "sam", False),
+    ("\tBC:Z:x", "sam", False), ("BC:Z:x\t", "sam", False), ("BC:Z:x\t\tRX:Z:y", "sam", False),
+    ("BC:Z:x RX:Z:y", "sam", True),  # a space inside a Z value is SAM's
+])
+def test_check_comments_takes_sam_tags_alone(comment, fmt, ok):
+    """-C's comments: SAM tags (TG:T:VALUE, tab-separated), of the types BAM output encodes for BAM;
+    anything else is one error naming the read (whose neighbours' comments are fine)."""
+    from dmap.errors import InputFormatError
+    from dmap.format.sam import check_comments
+
+    chunk = make_chunk(["ACGT"] * 3, ["IIII"] * 3, ["a", "b", "c"], ["", comment, "RX:Z:A"])
+    if ok:
+        check_comments(chunk, fmt)
+    else:
+        with pytest.raises(InputFormatError, match="read 'b' has the"):
+            check_comments(chunk, fmt)

@@ -29,6 +29,28 @@ def test_chunks_hold_what_dnaio_reads(tmp_path, text, chunk_size, gz, sizes):
     assert chunk_records(path, chunk_size, sizes) == dnaio_records(path)
 
 
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=fastq_files(), chunk_size=st.integers(1, 30), fasta=st.booleans(), wrapped=st.booleans())
+def test_header_comments_are_what_dnaio_reads_after_the_name(tmp_path, text, chunk_size, fasta, wrapped):
+    """Each read's comment (ReadFields.comment_off and comment_len, which -C appends): its header
+    after the name and the space or tab that ends it, as dnaio's ``name`` holds it after ``id``;
+    in FASTQ and FASTA, one-line (split with numpy) and wrapped (parsed by dnaio)."""
+    path = tmp_path / ("r.fa" if fasta else "r.fq")
+    if fasta:
+        lines = text.decode().splitlines()
+        text = "".join(f">{lines[i][1:]}\n" + (f"{lines[i + 1][:3]}\n{lines[i + 1][3:]}\n" if wrapped else
+                                                f"{lines[i + 1]}\n") for i in range(0, len(lines) - 3, 4)).encode()
+        assume(text)
+    path.write_bytes(text)
+    with dnaio.open(path) as f:
+        want = [r.name[len(r.id) + 1:] for r in f]
+    got = []
+    for chunk in iter_read_chunks(path, DNA, chunk_size):
+        f = chunk.fields
+        got += [f.data[o:o + n].tobytes().decode() for o, n in zip(f.comment_off.tolist(), f.comment_len.tolist())]
+    assert got == want
+
+
 @pytest.mark.parametrize("step", [fastx.LOW_BYTES_STEP, 7, 256, 512])
 def test_low_bytes(monkeypatch, step):
     # Found a step at a time: across the steps' edges, a last step that is cut short, one step.
