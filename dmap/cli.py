@@ -323,7 +323,8 @@ def index_info(index_path: str) -> None:
                    "groups keep their records' (RG tags).")
 @click.option("-C", "--append-comment", is_flag=True,
               help="Append each read's FASTQ/FASTA comment (the header after its name) to its records, as bwa mem "
-                   "-C: it must be SAM tags, e.g. @r1 BC:Z:ACGT (samtools fastq -T writes them so).")
+                   "-C: it must be SAM tags, e.g. @r1 BC:Z:ACGT (samtools fastq -T writes them so).  From BAM "
+                   "reads: each record's tags (but RG).")
 @click.option("--manifest", type=click.Path(dir_okay=False), default=None,
               help="A tab-separated file listing the reads files instead of READS and MATES, one per line: the "
                    "reads file, its mates' file or '-', and optionally its read group (ID:lane1<TAB>SM:s1, or "

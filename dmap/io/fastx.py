@@ -316,7 +316,7 @@ def source_bytes(source: FileSplit | RawBlock) -> tuple[np.ndarray, str]:
 def bytes_fields(source: FileSplit | RawBlock, data: np.ndarray, where: str) -> ReadFields:
     """The records of ``data``, whole records of ``source``'s bytes (see :func:`source_fields`)."""
     if getattr(source, "bam", False):
-        return ubam_reads.read_fields(data, source.path, where, splits.MAX_RECORD_BYTES, source.read_groups)
+        return ubam_reads.read_fields(data, source.path, where, splits.MAX_RECORD_BYTES, source.extras)
     fields = split_fastq(data) if source.fastq else split_fasta(data)
     if fields is None:
         if data.size == 0:

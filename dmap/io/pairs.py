@@ -51,6 +51,7 @@ from .splits import (
     splittable,
     stream_blocks,
 )
+from .ubam import NO_EXTRAS, BamExtras
 
 
 @dataclass
@@ -205,13 +206,13 @@ class _Cursor:
 
 
 def byte_ranges(path: str, next_size: Callable[[int, int], int],
-                read_groups: tuple[str, ...] = ()) -> list[FileSplit] | None:
+                extras: BamExtras = NO_EXTRAS) -> list[FileSplit] | None:
     """The byte ranges :func:`dmap.io.splits.plan_input` cuts ``path`` into, of about
-    ``next_size(records_done, bytes_done)`` records each (BAM's records looked up among
-    ``read_groups``), or None where it would read the file as a stream (compressed but not BGZF,
+    ``next_size(records_done, bytes_done)`` records each (BAM's records giving ``extras``), or None
+    where it would read the file as a stream (compressed but not BGZF,
     a pipe, a file system that cannot map files, a URL whose size is not told): only its first
     block is then read."""
-    plan = plan_input([path], next_size, read_groups)
+    plan = plan_input([path], next_size, extras)
     head = next(plan, None)
     if head is not None and not isinstance(head, FileSplit):
         plan.close()
@@ -431,7 +432,7 @@ def range_fields(source: RawBlock | RecordRange) -> ReadFields:
 
 def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Callable[[int, int], int],
                     count: Counter | None = None, split: bool = False,
-                    first_pairs: int = 0, read_groups: tuple[str, ...] = ()) -> Iterator[PairChunk | FirstPairs]:
+                    first_pairs: int = 0, extras: BamExtras = NO_EXTRAS) -> Iterator[PairChunk | FirstPairs]:
     """The chunks of paired input given as lists of files (a run's lanes: ``a_1.fq,b_1.fq`` and
     ``a_2.fq,b_2.fq``), in order, numbered from 0: each pair of files in turn, read side by side
     (``seconds`` None: each of ``firsts`` interleaved).
@@ -449,8 +450,7 @@ def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Cal
     fewer), whatever the chunk sizes and the files: the insert size is
     estimated from them.  Where FASTQ and FASTA files cut those pairs across
     chunks, a :class:`FirstPairs` holding them comes first, then their chunks.
-    BAM records' RG tags are looked up among ``read_groups`` (IDs;
-    :attr:`dmap.io.splits.FileSplit.read_groups`).
+    BAM records give ``extras`` besides their reads (:attr:`dmap.io.splits.FileSplit.extras`).
 
     Raises
     ------
@@ -465,7 +465,7 @@ def plan_pair_files(firsts: list[str], seconds: list[str] | None, next_size: Cal
         check_path(path, "reads")
     chunks = _Chunks(next_size, first_pairs)
     for k, first in enumerate(firsts):
-        yield from _plan_pair(first, None if seconds is None else seconds[k], chunks, count, split, read_groups)
+        yield from _plan_pair(first, None if seconds is None else seconds[k], chunks, count, split, extras)
     yield from chunks.finish()
 
 
@@ -477,7 +477,7 @@ def plan_pairs(first: str, second: str | None, next_size: Callable[[int, int], i
 
 
 def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter | None,
-               split: bool, read_groups: tuple[str, ...] = ()) -> Iterator[PairChunk | FirstPairs]:
+               split: bool, extras: BamExtras = NO_EXTRAS) -> Iterator[PairChunk | FirstPairs]:
     """The parts of one pair of files, held in ``chunks`` (see :func:`plan_pair_files`)."""
     paths = [p for p in (first, second) if p is not None]
     per_record = len(paths)  # reads per record of the first file: its mate is in the other file, or a record
@@ -504,7 +504,7 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
             k = next(cuts)
             return asked[min(k, len(asked) - 1)] if asked else max(1, chunks.wanted() // per_record)
 
-        plans = [byte_ranges(p, cut, read_groups) for p, cut in zip(paths, (cut_first, cut_second))]
+        plans = [byte_ranges(p, cut, extras) for p, cut in zip(paths, (cut_first, cut_second))]
         if all(plan is not None for plan in plans):
             if not any(plans):
                 return

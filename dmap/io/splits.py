@@ -84,8 +84,7 @@ class FileSplit:
     # The records it holds, estimated from the bytes per record of the file's first 64 KiB (planning).
     reads: float = field(default=0.0, compare=False)
     bam: bool = False  # the file is BAM (BGZF, records as dmap.io.ubam reads them; ``fastq``: they have qualities)
-    # BAM: the run's read group IDs, looked up from each record's RG tag (ReadFields.group); () for none.
-    read_groups: tuple[str, ...] = ()
+    extras: ubam.BamExtras = ubam.NO_EXTRAS  # BAM: what its records give besides their reads
 
     @property
     def fastq_text(self) -> bool:
@@ -452,7 +451,7 @@ def sniff_head(head: np.ndarray, path: str) -> Sniffed | None:
 
 
 def plan_input(paths: list[str], next_size: Callable[[int, int], int],
-               read_groups: tuple[str, ...] = ()) -> Iterator[Source]:
+               extras: ubam.BamExtras = ubam.NO_EXTRAS) -> Iterator[Source]:
     """The chunks of the reads files ``paths`` (checked by :func:`reads_paths`), in order, numbered from 0.
 
     ``next_size(reads_done, bytes_done)`` chooses each chunk's reads
@@ -462,8 +461,8 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int],
     A file that ends before its chunk holds the reads asked for leaves the
     rest of the chunk to the next file of the same format (FASTQ or FASTA),
     whatever their read groups: that chunk is a :class:`SourceGroup` of both
-    parts (or of several small files).  ``read_groups``: the IDs that BAM files'
-    records are looked up among (:attr:`FileSplit.read_groups`).
+    parts (or of several small files).  ``extras``: what BAM files' records give
+    besides their reads (:attr:`FileSplit.extras`).
     """
     done = [0, 0, 0]  # chunks, reads and bytes planned so far
     held: list[FileSplit | RawBlock] = []  # parts of the chunk being planned, whose files ended before it was full
@@ -528,7 +527,7 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int],
                     end = min(size, at + target)
                     reads = (end - at) / per_read
                     hold(FileSplit(done[0], path, at, end, fastq, origin, size, blocked is not None, reads, bam,
-                                   read_groups if bam else ()), reads, end - at)
+                                   extras if bam else ubam.NO_EXTRAS), reads, end - at)
                     if end - at >= target:  # the chunk is full; else the next file goes on with it
                         yield flush()
                     at = end

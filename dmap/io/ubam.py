@@ -82,6 +82,20 @@ def read_group_lines(header: str) -> list[str]:
     return [line for line in header.splitlines() if line.startswith("@RG\t")]
 
 
+@dataclass(frozen=True)
+class BamExtras:
+    """What a worker takes from each BAM record besides its read: the index of its ``RG`` tag among
+    ``read_groups``, the run's read group IDs (:attr:`dmap.reads.ReadFields.group`), and with
+    ``tags`` its other tags as SAM text, the read's comment (``-C``;
+    :attr:`dmap.reads.ReadFields.comment_off`)."""
+
+    read_groups: tuple[str, ...] = ()
+    tags: bool = False
+
+
+NO_EXTRAS = BamExtras()  # the reads alone
+
+
 def _int(data: np.ndarray, at: int) -> int:
     return int.from_bytes(data[at:at + 4].tobytes(), "little", signed=True)
 
@@ -226,7 +240,8 @@ def read_records(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Layout:
-    """Where the reads' names, sequences and qualities go: back to back, names first."""
+    """Where the reads' names, sequences, qualities and (``-C``) tags as text go: back to back, in
+    that order."""
 
     name_off: np.ndarray
     name_len: np.ndarray
@@ -234,20 +249,25 @@ class Layout:
     seq_len: np.ndarray
     qual_off: np.ndarray
     size: int
+    comment_off: np.ndarray | None = None
+    comment_len: np.ndarray | None = None
 
     def checked(self, out: np.ndarray, path: str, where: str, group: np.ndarray | None = None) -> ReadFields:
         """``out`` as the reads' fields (of the read groups ``group``), its qualities checked: '!' to
         '~' (a BAM quality over 93 is not SAM's)."""
-        quals = out[int(self.qual_off[0]) if self.qual_off.size else out.size:]
+        first = int(self.qual_off[0]) if self.qual_off.size else out.size
+        quals = out[first:first + int(self.seq_len.sum())]
         if ((quals < 33) | (quals > 126)).any():
             raise InputFormatError(f"reads file {path!r} (after {where}) holds a quality over {MAX_QUALITY}; "
                                    "SAM's qualities are 0 to 93")
-        return ReadFields(out, self.name_off, self.name_len, self.seq_off, self.seq_len, self.qual_off, group)
+        return ReadFields(out, self.name_off, self.name_len, self.seq_off, self.seq_len, self.qual_off, group,
+                          self.comment_off, self.comment_len)
 
 
-def layout(data: np.ndarray, starts: np.ndarray, path: str, where: str) -> Layout:
-    """The :class:`Layout` of the reads of the records at ``starts``; a read without qualities
-    (QUAL '*') is one clear error."""
+def layout(data: np.ndarray, starts: np.ndarray, path: str, where: str,
+           tag_len: np.ndarray | None = None) -> Layout:
+    """The :class:`Layout` of the reads of the records at ``starts`` (and of their tags' text, of
+    ``tag_len`` bytes each); a read without qualities (QUAL '*') is one clear error."""
     name_len = data[starts + 12].astype(np.int64) - 1
     seq_len = _int32s(data, starts + 20)
     qual_at = starts + FIXED + name_len + 1 + 4 * _uint16s(data, starts + 16) + (seq_len + 1) // 2
@@ -260,7 +280,12 @@ def layout(data: np.ndarray, starts: np.ndarray, path: str, where: str) -> Layou
                                "(QUAL '*'); dmap reads BAM with qualities: convert it with 'samtools fasta'")
     names, bases = int(name_len.sum()), int(seq_len.sum())
     seq_off = segment_offsets(seq_len) + names
-    return Layout(segment_offsets(name_len), name_len, seq_off, seq_len, seq_off + bases, names + 2 * bases)
+    size = names + 2 * bases
+    if tag_len is None:
+        return Layout(segment_offsets(name_len), name_len, seq_off, seq_len, seq_off + bases, size)
+    tag_len = tag_len.astype(np.int64)
+    return Layout(segment_offsets(name_len), name_len, seq_off, seq_len, seq_off + bases, size + int(tag_len.sum()),
+                  segment_offsets(tag_len) + size, tag_len)
 
 
 def records_of(data: np.ndarray, path: str, where: str, max_record: int) -> np.ndarray:

@@ -246,6 +246,7 @@ def map_reads(
         End each read's records with its FASTQ or FASTA header's comment (what follows its name
         and a space or tab), as ``bwa mem -C``; it must be SAM tags (``BC:Z:ACGT``), else the run
         stops at the first read whose comment is not (:func:`dmap.format.sam.check_comments`).
+        A BAM record's comment is its tags but ``RG`` (:class:`dmap.io.ubam.BamExtras`).
     threads
         For the embedded cluster: the cores it uses (:func:`dmap.cluster.client.embedded_client`).
     dashboard
@@ -330,15 +331,13 @@ def map_reads(
         for path in (p for p, b in bams.items() if b.paired):
             warnings.warn(f"reads file {path!r} holds pairs (flag 0x1), mapped here as single reads; "
                           "--interleaved maps them as pairs", DmapWarning, stacklevel=2)
-    if append_comment and bams:
-        raise DmapError(f"--append-comment appends FASTQ and FASTA comments, and reads file {next(iter(bams))!r} is "
-                        "BAM, whose tags dmap does not carry (but RG): pipe 'samtools fastq -T TAGS reads.bam' "
-                        "into dmap run -C INDEX - instead")
     if read_group is not None:
         groups = sam.read_groups(read_group, len(firsts))
         tails, record_groups = _tails(firsts, groups), ()
     else:
         groups, tails, record_groups = _bam_read_groups(firsts, bams)
+    # What workers take from BAM records besides their reads: read groups, and with -C their tags.
+    extras = ubam.BamExtras(record_groups, append_comment)
     schedule = GuidedChunks(paths, chunk_size) if guided else None
     # Planning reads each file's first 64 KiB: a missing file or one that is not FASTA/FASTQ is
     # an error before a cluster starts.
@@ -346,8 +345,8 @@ def map_reads(
     # The insert size is estimated from the first pairs: those the first chunk holds or, where FASTQ
     # and FASTA files cut them across chunks, those of the FirstPairs planned before them.
     sources = (plan_pair_files(firsts, seconds, schedule or (lambda *_: chunk_size), counts, split=True,
-                               first_pairs=ESTIMATE_PAIRS if insert is None else 0, read_groups=record_groups)
-               if paired else plan_input(paths, schedule or (lambda *_: chunk_size), record_groups))
+                               first_pairs=ESTIMATE_PAIRS if insert is None else 0, extras=extras)
+               if paired else plan_input(paths, schedule or (lambda *_: chunk_size), extras))
     first = next(sources, None)
     first_pairs = None
     if isinstance(first, FirstPairs):
@@ -488,7 +487,7 @@ def _bam_read_groups(firsts: list[str], bams: dict[str, Sniffed]
     """The read groups of a run given none (no ``-R``, no manifest), from the headers of its BAM
     files, as GATK's unaligned BAM and a sequencing centre's merged lanes hold them: the ``@RG``
     lines of the run's header, what ends each file's records (:func:`_tails`), and the IDs that
-    the records' ``RG`` tags are looked up among (:attr:`dmap.io.splits.FileSplit.read_groups`).
+    the records' ``RG`` tags are looked up among (:attr:`dmap.io.ubam.BamExtras.read_groups`).
 
     Only where every reads file (first mates' file) is BAM whose header names read groups: the
     header then holds them all.  A read gets its record's group where its ``RG`` tag names

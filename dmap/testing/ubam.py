@@ -67,3 +67,51 @@ def read_group_tags(data: np.ndarray, starts: np.ndarray) -> list[str | None]:
                 break
         out.append(found)
     return out
+
+
+_INTEGERS = {"c": "<i1", "C": "<u1", "s": "<i2", "S": "<u2", "i": "<i4", "I": "<u4"}
+
+
+def tag_texts(data: np.ndarray, starts: np.ndarray) -> list[str | None]:
+    """The tags of each record at ``starts`` of ``data`` that holds a read (as :func:`bam_reads`)
+    but its ``RG:Z``, as SAM text (tab-separated, integers as ``i``, arrays as ``B:type,values``, as
+    samtools view writes them): what ``-C`` carries; None where it cannot (a float tag, a type BAM
+    does not define, fields that run past the record)."""
+    raw = data.tobytes()
+    out = []
+    for s in starts.tolist():
+        block, name_len, cigar_ops, flag, length = (int.from_bytes(raw[s + at:s + at + n], "little")
+                                                    for at, n in ((0, 4), (12, 1), (16, 2), (18, 2), (20, 4)))
+        if flag & 0x900:
+            continue
+        at, end = s + 36 + name_len + 4 * cigar_ops + (length + 1) // 2 + length, s + 4 + block
+        fields: list[str] | None = []
+        while at < end:
+            if at + 3 > end:
+                fields = None
+                break
+            tag, kind = raw[at:at + 2].decode("latin-1"), chr(raw[at + 2])
+            at += 3
+            if kind == "A" and at + 1 <= end:
+                text, at = f"A:{chr(raw[at])}", at + 1
+            elif kind in "ZH" and raw.find(b"\0", at, end) >= 0:
+                stop = raw.find(b"\0", at, end)
+                text, at = f"{kind}:{raw[at:stop].decode('latin-1')}", stop + 1
+            elif kind in _INTEGERS and at + VALUE_SIZES[kind] <= end:
+                value = int(np.frombuffer(raw[at:at + VALUE_SIZES[kind]], _INTEGERS[kind])[0])
+                text, at = f"i:{value}", at + VALUE_SIZES[kind]
+            elif kind == "B" and at + 5 <= end and chr(raw[at]) in _INTEGERS:
+                sub, count = chr(raw[at]), int.from_bytes(raw[at + 1:at + 5], "little")
+                stop = at + 5 + count * VALUE_SIZES[sub]
+                if stop > end:
+                    fields = None
+                    break
+                values = np.frombuffer(raw[at + 5:stop], _INTEGERS[sub]).tolist()
+                text, at = "B:" + ",".join([sub, *map(str, values)]), stop
+            else:
+                fields = None
+                break
+            if not (tag == "RG" and kind == "Z"):
+                fields.append(f"{tag}:{text}")
+        out.append(None if fields is None else "\t".join(fields))
+    return out

@@ -22,6 +22,7 @@ from dmap.io import fastx, pairs, splits, ubam
 from dmap.reads import NO_GROUP
 from dmap.testing.ubam import bam_reads as reference_reads
 from dmap.testing.ubam import read_group_tags as reference_read_groups
+from dmap.testing.ubam import tag_texts as reference_tag_texts
 
 IUPAC = "=ACMGRSVTWYHKDBN"
 COMPLEMENT = str.maketrans("ACGTMKRYWSBVDHN=", "TGCAKMYRWSVBHDN=")  # the oracle's own table
@@ -49,8 +50,11 @@ def write_bam(path, records, references=(("chr1", 5000),), cuts=None, read_group
             a.reference_start = r.get("pos", 10) if mapped else -1
             a.cigarstring = r.get("cigar") or (f"{len(r['seq'])}M" if mapped and r["seq"] else None)
             a.mapping_quality = 60 if mapped else 0
-            for tag, value in r.get("tags", ()):
-                a.set_tag(tag, array.array("i", value) if isinstance(value, list) else value)
+            for tag, value, *kind in r.get("tags", ()):  # (tag, value) or (tag, value, BAM type)
+                if isinstance(value, tuple):  # (array typecode, values)
+                    value = array.array(*value)
+                a.set_tag(tag, array.array("i", value) if isinstance(value, list) else value,
+                          value_type=kind[0] if kind else None)
             out.write(a)
     if cuts is not None:
         path.write_bytes(bgzf_blocks(gzip.decompress(path.read_bytes()), cuts))
@@ -71,15 +75,15 @@ def oracle(records):
     return out
 
 
-def bam_splits(path, cuts, read_groups=()):
+def bam_splits(path, cuts, read_groups=(), tags=False):
     """The splits of BAM ``path`` between compressed offsets ``cuts``, as the client plans them
-    (its records' RG tags looked up among ``read_groups``)."""
+    (its records' RG tags looked up among ``read_groups``; with ``tags``, the others as text)."""
     size = os.path.getsize(path)
     with splits.open_reads(str(path)) as f:
         sniffed = splits.sniff(f, str(path))
     bounds = [0] + sorted(c for c in set(cuts) if 0 < c < size) + [size]
     return [splits.FileSplit(k, str(path), lo, hi, True, sniffed.origin, size, True, bam=True,
-                             read_groups=read_groups)
+                             extras=ubam.BamExtras(read_groups, tags))
             for k, (lo, hi) in enumerate(zip(bounds, bounds[1:]))]
 
 
@@ -98,6 +102,22 @@ def split_reads(path, cuts):
 def split_groups(path, cuts, read_groups):
     """Each read's group (ReadFields.group) from the splits between ``cuts``."""
     return [g for split in bam_splits(path, cuts, read_groups) for g in fastx.source_fields(split).group.tolist()]
+
+
+def split_tags(path, cuts):
+    """Each read's comment (-C: its record's tags but RG, as text) from the splits between ``cuts``."""
+    out = []
+    for split in bam_splits(path, cuts, tags=True):
+        f = fastx.source_fields(split)
+        out += [f.data[o:o + n].tobytes().decode() for o, n in zip(f.comment_off.tolist(), f.comment_len.tolist())]
+    return out
+
+
+def pysam_tags(path):
+    """The oracle: each read's tags but RG as samtools view writes them (pysam's to_string)."""
+    with pysam.AlignmentFile(str(path), check_sq=False) as f:
+        return ["\t".join(t for t in r.to_string().split("\t")[11:] if not t.startswith("RG:Z:"))
+                for r in f.fetch(until_eof=True) if not r.flag & 0x900]
 
 
 # Read group IDs that are prefixes of each other: an RG tag is matched whole.
@@ -123,6 +143,12 @@ def bam_records(draw):
             tags.append(("XZ", draw(st.text(NAME_SYMBOLS, max_size=20))))
         if draw(st.booleans()):
             tags.append(("XI", draw(st.integers(-2**31, 2**31 - 1))))
+        if draw(st.booleans()):  # an array of each of BAM's integer types
+            code, (lo, hi) = draw(st.sampled_from([("b", (-128, 127)), ("B", (0, 255)), ("h", (-2**15, 2**15 - 1)),
+                                                   ("H", (0, 2**16 - 1)), ("I", (0, 2**32 - 1))]))
+            tags.append(("XY", (code, draw(st.lists(st.integers(lo, hi), max_size=5)))))
+        if draw(st.booleans()):
+            tags.append(("XC", draw(st.characters(min_codepoint=33, max_codepoint=126)), "A"))
         tags = draw(st.permutations(tags))
         out.append({"name": draw(st.text(NAME_SYMBOLS, min_size=1, max_size=30)) + str(i), "seq": seq, "flag": flag,
                     "qual": draw(st.lists(st.integers(0, 93), min_size=len(seq), max_size=len(seq))), "tags": tags,
@@ -145,9 +171,11 @@ def test_bam_split_anywhere_reads_every_read_once(tmp_path, records, data):
     starts = ubam.records_of(raw, "r.bam", "test", splits.MAX_RECORD_BYTES)
     assert reference_reads(raw, starts) == oracle(records)
     # Their read groups: each record's RG tag, wherever it lies among the other tags.
-    tags = [dict(r["tags"]).get("RG") for r in records if not r["flag"] & 0x900]
+    tags = [dict(t[:2] for t in r["tags"]).get("RG") for r in records if not r["flag"] & 0x900]
     assert reference_read_groups(raw, starts) == tags
     assert split_groups(path, cuts, GROUP_IDS) == [GROUP_IDS.index(t) if t in GROUP_IDS else NO_GROUP for t in tags]
+    # -C: their other tags as SAM text, as samtools view writes them.
+    assert split_tags(path, cuts) == reference_tag_texts(raw, starts) == pysam_tags(path)
 
 
 def test_every_cut_of_a_small_bam(tmp_path):
@@ -215,6 +243,32 @@ def test_an_aligned_bam_gives_its_reads_back(tmp_path, client):
 def _records(n=20, length=30):
     return [{"name": f"r{i}", "seq": "ACGT" * (length // 4), "flag": 4, "qual": [30] * (length // 4 * 4)}
             for i in range(n)]
+
+
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
+def test_append_comment_carries_a_bams_tags_as_its_fastqs_comments(tmp_path, client, fmt):
+    """-C with unaligned BAM: its records' tags but RG end the reads' records, as the comments of
+    the FASTQ it was imported from (samtools import -T '*') do: the same output from both, with a
+    read group from -R after them; a float tag is one error line naming the read."""
+    index = genome_case(tmp_path, 7, 3000, 50, 40)
+    lines = (tmp_path / "r.fq").read_text().split("\n")
+    kinds = ["", " BC:Z:ACGT", "\tRX:Z:AAC-GGT\tQX:Z:II#II", " XI:i:-5", "\tXA:A:q", " XS:i:70000"]
+    for k in range(0, len(lines) - 1, 4):
+        lines[k] += kinds[k // 4 % len(kinds)]
+    (tmp_path / "c.fq").write_text("\n".join(lines))
+    subprocess.run(["samtools", "import", "-T", "*", "-0", str(tmp_path / "c.fq"), "-o", str(tmp_path / "c.bam")],
+                   check=True)
+    for reads in ("c.fq", "c.bam"):
+        dmap.map_reads(index, tmp_path / reads, sam_path=tmp_path / f"{reads}.{fmt}", client=client,
+                       append_comment=True, read_group="@RG\tID:L1", chunk_size=9)
+    got = [pysam.view(str(tmp_path / f"{reads}.{fmt}")) for reads in ("c.fq", "c.bam")]
+    assert got[0] == got[1] and "\tRX:Z:AAC-GGT\tQX:Z:II#II\tRG:Z:L1\n" in got[0]
+    records = _records(3)
+    records[1]["tags"] = [("XF", 1.5, "f")]
+    write_bam(tmp_path / "f.bam", records)
+    with pytest.raises(InputFormatError, match="holds read 'r1', whose tags -C cannot carry: a float tag"):
+        dmap.map_reads(index, tmp_path / "f.bam", sam_path=tmp_path / "f.sam", client=client, append_comment=True)
+    dmap.map_reads(index, tmp_path / "f.bam", sam_path=tmp_path / "f.sam", client=client)  # without -C: mapped
 
 
 def test_bad_bam_is_one_clear_error(tmp_path):
