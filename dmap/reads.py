@@ -39,7 +39,8 @@ class ReadFields:
     # them; None where the run takes no read groups from records.
     group: np.ndarray | None = None
     # Per record, where its header's comment lies in ``data`` (after the name and the space or
-    # tab that ends it) and its length, 0 for none; None where the records have no headers (BAM).
+    # tab that ends it; from BAM, its tags as SAM text with -C) and its length, 0 for none; None
+    # where the records have none (BAM without -C).
     comment_off: np.ndarray | None = None
     comment_len: np.ndarray | None = None
 

@@ -110,8 +110,9 @@ class RecordTails:
     """What ends each read's records: ``strings[of_read[r]]`` for read ``r`` (a read group's
     ``RG:Z`` tag, :attr:`ReadGroup.tag`, or nothing); with ``of_read`` None, ``strings[0]`` for
     every read.  A chunk may hold the reads of several files, each of its own read group.  With
-    ``comments`` (-C), each read's header comment comes first, after a tab, where it has one
-    (:attr:`dmap.reads.ReadFields.comment_off`; checked by :func:`check_comments`)."""
+    ``comments`` (-C), each read's header comment (a BAM record's tags but ``RG``) comes first,
+    after a tab, where it has one (:attr:`dmap.reads.ReadFields.comment_off`; checked by
+    :func:`check_comments`)."""
 
     strings: tuple[str, ...] = ("",)
     of_read: np.ndarray | None = None

@@ -308,7 +308,8 @@ class RecordSettings:
     # Where the read groups come from BAM records' RG tags: what ends the records of a read of each
     # group (ReadFields.group), before its file's tail (a read whose tag names none of them).
     group_tails: tuple[str, ...] = ()
-    # Each read's FASTQ or FASTA comment ends its records, before its tail (bwa mem -C).
+    # Each read's FASTQ or FASTA comment (a BAM record's tags but RG) ends its records, before its
+    # tail (bwa mem -C).
     comments: bool = False
 
 
