@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 LETTERS = "=ACMGRSVTWYHKDBN"
@@ -36,17 +38,22 @@ def bam_reads(data: np.ndarray, starts: np.ndarray) -> list[tuple[str, str, str]
 VALUE_SIZES = {"A": 1, "c": 1, "C": 1, "s": 2, "S": 2, "i": 4, "I": 4, "f": 4}
 
 
+def _aux_spans(raw: bytes, starts: np.ndarray) -> Iterator[tuple[int, int]]:
+    """Where the auxiliary fields of each record at ``starts`` of ``raw`` that holds a read (not
+    secondary or supplementary) begin and end."""
+    for s in starts.tolist():
+        block, name_len, cigar_ops, flag, length = (int.from_bytes(raw[s + at:s + at + n], "little")
+                                                    for at, n in ((0, 4), (12, 1), (16, 2), (18, 2), (20, 4)))
+        if not flag & 0x900:
+            yield s + 36 + name_len + 4 * cigar_ops + (length + 1) // 2 + length, s + 4 + block
+
+
 def read_group_tags(data: np.ndarray, starts: np.ndarray) -> list[str | None]:
     """The ``RG:Z`` value of each record at ``starts`` of ``data`` that holds a read (as
     :func:`bam_reads`), or None: no such field, or auxiliary fields that run past the record."""
     raw = data.tobytes()
     out = []
-    for s in starts.tolist():
-        block, name_len, cigar_ops, flag, length = (int.from_bytes(raw[s + at:s + at + n], "little")
-                                                    for at, n in ((0, 4), (12, 1), (16, 2), (18, 2), (20, 4)))
-        if flag & 0x900:
-            continue
-        at, end = s + 36 + name_len + 4 * cigar_ops + (length + 1) // 2 + length, s + 4 + block
+    for at, end in _aux_spans(raw, starts):
         found = None
         while at + 3 <= end:
             tag, kind = raw[at:at + 2], chr(raw[at + 2])
@@ -79,12 +86,7 @@ def tag_texts(data: np.ndarray, starts: np.ndarray) -> list[str | None]:
     does not define, fields that run past the record)."""
     raw = data.tobytes()
     out = []
-    for s in starts.tolist():
-        block, name_len, cigar_ops, flag, length = (int.from_bytes(raw[s + at:s + at + n], "little")
-                                                    for at, n in ((0, 4), (12, 1), (16, 2), (18, 2), (20, 4)))
-        if flag & 0x900:
-            continue
-        at, end = s + 36 + name_len + 4 * cigar_ops + (length + 1) // 2 + length, s + 4 + block
+    for at, end in _aux_spans(raw, starts):
         fields: list[str] | None = []
         while at < end:
             if at + 3 > end:
