@@ -166,3 +166,28 @@ def test_check_comments_takes_sam_tags_alone(comment, fmt, ok):
     else:
         with pytest.raises(InputFormatError, match="read 'b' has the"):
             check_comments(chunk, fmt)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(comments=st.lists(st.lists(st.one_of(
+    st.builds("{}{}:{}:{}".format, st.sampled_from("aZ1:"), st.sampled_from("bY2:\t"), st.sampled_from("AiZfHBQ:"),
+              st.text("AZ1:i \t", max_size=4)),
+    st.text("AZ1:iBf\t x", max_size=8)), max_size=3).map("\t".join), min_size=1, max_size=6),
+    fmt=st.sampled_from(["sam", "bam"]))
+def test_check_comments_against_a_regular_expression(comments, fmt):
+    """check_comments (whole-array, on a chunk's bytes) accepts exactly the comments whose every
+    tab-separated field a regular expression takes for a SAM tag of a type the output encodes."""
+    import re
+
+    from dmap.errors import InputFormatError
+    from dmap.format.sam import COMMENT_TYPES, check_comments
+
+    field = re.compile(rf"[A-Za-z][A-Za-z0-9]:[{COMMENT_TYPES[fmt].decode()}]:.*", re.S)
+    want = all(not c or all(field.fullmatch(f) for f in c.split("\t")) for c in comments)
+    chunk = make_chunk(["ACGT"] * len(comments), None, [f"r{i}" for i in range(len(comments))], comments)
+    try:
+        check_comments(chunk, fmt)
+        got = True
+    except InputFormatError:
+        got = False
+    assert got == want
