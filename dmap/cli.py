@@ -325,6 +325,9 @@ def index_info(index_path: str) -> None:
               help="Append each read's FASTQ/FASTA comment (the header after its name) to its records, as bwa mem "
                    "-C: it must be SAM tags, e.g. @r1 BC:Z:ACGT (samtools fastq -T writes them so).  From BAM "
                    "reads: each record's tags (but RG).")
+@click.option("--no-unmapped", is_flag=True,
+              help="Leave out the records of reads that map nowhere (of pairs: where neither mate maps), as "
+                   "bowtie2 --no-unal; by default every read has a record.")
 @click.option("--manifest", type=click.Path(dir_okay=False), default=None,
               help="A tab-separated file listing the reads files instead of READS and MATES, one per line: the "
                    "reads file, its mates' file or '-', and optionally its read group (ID:lane1<TAB>SM:s1, or "
@@ -342,8 +345,8 @@ def index_info(index_path: str) -> None:
 @_user_errors
 def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, scheduler, cluster_file, max_errors,
         error_rate, report_all, eqx, engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes,
-        workers_per_device, dashboard, threads, read_group, append_comment, manifest, interleaved, min_insert,
-        max_insert, strict, quiet) -> None:
+        workers_per_device, dashboard, threads, read_group, append_comment, no_unmapped, manifest, interleaved,
+        min_insert, max_insert, strict, quiet) -> None:
     """Map READS (FASTQ/FASTA, optionally .gz, or BAM; '-' for standard input) against INDEX and write SAM
     or BAM (to standard output without -o).  Several single-end files map as one run, in order, given as
     one comma-separated list: a.fq,b.fq.gz, or as @FILE, a file that lists them one per line (for more
@@ -393,7 +396,7 @@ def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, s
                         chunk_size=chunk_size, in_flight=in_flight,
                         scheduler=scheduler, return_hits=False, processes=processes, guided=not fixed_chunks,
                         strict=strict, read_group=list(read_group) or None, append_comment=append_comment,
-                        threads=threads,
+                        unmapped=not no_unmapped, threads=threads,
                         dashboard=False if dashboard is None else dashboard,
                         workers_per_device=workers_per_device, progress=progress, argv=sys.argv)
     finally:

@@ -955,6 +955,49 @@ def test_append_comment_refuses_comments_that_are_not_sam_tags(tmp_path, client)
     assert not (tmp_path / "cli.sam").exists()
 
 
+# --- Reads that map nowhere left out (--no-unmapped) ---
+
+
+@pytest.mark.parametrize("fmt", ["sam", "bam"])
+def test_no_unmapped_leaves_out_the_records_of_reads_that_map_nowhere(tmp_path, client, fmt):
+    """--no-unmapped: the records of a full run but those of reads that map nowhere, exact, with -e
+    and in pairs (where a pair with one mate mapped keeps both records, as bowtie2 --no-unal);
+    the counts are the full run's, and a chunk of unmapped reads alone writes nothing."""
+    index, genome, _, reads = _commented_case(tmp_path, np.random.default_rng(13), 40)
+    nowhere = ["T" * 45, "ACGTTGCA" * 6, "G" * 30]
+    reads = reads[:10] + nowhere + reads[10:] + nowhere * 5  # the last chunk of 7: unmapped reads alone
+    write_fastq(tmp_path / "r.fq", reads)
+    records = lambda path: [line for line in pysam.view(str(path)).splitlines()]  # noqa: E731
+    for options in ({}, {"max_errors": 2, "report_all": True}):
+        full = dmap.map_reads(index, tmp_path / "r.fq", sam_path=tmp_path / f"full.{fmt}", client=client,
+                              chunk_size=7, **options)
+        some = dmap.map_reads(index, tmp_path / "r.fq", sam_path=tmp_path / f"some.{fmt}", client=client,
+                              chunk_size=7, unmapped=False, **options)
+        want = [line for line in records(tmp_path / f"full.{fmt}") if not int(line.split("\t")[1]) & 4]
+        assert records(tmp_path / f"some.{fmt}") == want and len(want) < len(records(tmp_path / f"full.{fmt}"))
+        assert (some.n_reads, some.n_mapped, some.n_hits) == (full.n_reads, full.n_mapped, full.n_hits)
+    # Pairs: mates 2i and 2i + 1; pair 5 has one mate that maps nowhere, pair 6 two.
+    comp = str.maketrans("ACGT", "TGCA")
+    firsts = [genome[100 * i:100 * i + 50] for i in range(10)]
+    seconds = [genome[100 * i + 200:100 * i + 250].translate(comp)[::-1] for i in range(10)]
+    seconds[5], firsts[6], seconds[6] = nowhere[0], nowhere[1], nowhere[2]
+    write_fastq(tmp_path / "r1.fq", firsts, [f"p{i}" for i in range(10)])
+    write_fastq(tmp_path / "r2.fq", seconds, [f"p{i}" for i in range(10)])
+    for unmapped in (True, False):
+        dmap.map_reads(index, tmp_path / "r1.fq", tmp_path / "r2.fq", sam_path=tmp_path / f"p{unmapped}.{fmt}",
+                       client=client, unmapped=unmapped)
+    full = records(tmp_path / f"pTrue.{fmt}")
+    want = [line for line in full if int(line.split("\t")[1]) & 12 != 12]
+    assert records(tmp_path / f"pFalse.{fmt}") == want
+    assert [line.split("\t")[0] for line in full if line not in want] == ["p6", "p6"]
+    assert sum(line.startswith("p5\t") for line in want) == 2
+    if fmt == "sam":  # the command line's flag
+        r = dmap_cmd("run", tmp_path / "idx", tmp_path / "r1.fq", tmp_path / "r2.fq", "--no-unmapped", "-o",
+                     tmp_path / "cli.sam")
+        assert r.returncode == 0, r.stderr
+        assert records(tmp_path / "cli.sam") == want
+
+
 # --- Read groups, SAM that every tool reads, honest MAPQ and primaries, clear errors ---
 
 

@@ -16,6 +16,7 @@ Conventions (documented in docs/sam.md):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import sys
@@ -285,6 +286,18 @@ class RecordColumns:
     def paired(self) -> bool:
         return self.rnext is not None
 
+    def without_unmapped(self) -> RecordColumns:
+        """These records but those of reads that map nowhere (of pairs: where neither mate
+        maps), as ``bowtie2 --no-unal`` leaves them out."""
+        gone = (self.flag & 4) != 0
+        if self.paired:
+            gone &= (self.flag & 8) != 0
+        if not gone.any():
+            return self
+        keep = ~gone
+        return RecordColumns(**{f.name: None if (a := getattr(self, f.name)) is None else a[keep]
+                                for f in dataclasses.fields(self)})
+
 
 def _places(read: np.ndarray, counts: np.ndarray, shown: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Where records go, for hits sorted by read (``counts`` per read, ``shown`` of them written):
@@ -404,7 +417,7 @@ def format_records_device(device: Device, chunk: ReadChunk, hits: ChunkHits, con
                           max_hits: int | None = None,
                           name_columns: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
                           tail: str | RecordTails = "", pick: np.ndarray | None = None,
-                          scratch: bool = False) -> np.ndarray:
+                          scratch: bool = False, unmapped: bool = True) -> np.ndarray:
     """SAM records of a chunk, written by ``kernels/sam_records.cl``: the bytes of
     :func:`dmap.testing.sam.format_records` as a uint8 array, at a third of the host CPU time
     (building each line in Python was the largest host cost of a run).
@@ -412,10 +425,11 @@ def format_records_device(device: Device, chunk: ReadChunk, hits: ChunkHits, con
     ``name_columns``: :func:`contig_name_columns` of ``contig_names``, made
     once per index by the caller (a draft assembly has hundreds of thousands
     of contigs).  ``tail`` and ``pick`` as in :func:`dmap.testing.sam.format_records`.
-    ``scratch``: the records may lie in the device's scratch memory (:func:`_write_records`).
+    ``scratch``: the records may lie in the device's scratch memory, and without ``unmapped``
+    reads that map nowhere have none (:func:`_write_records`).
     """
     return _write_records(device, chunk, record_columns(hits, max_hits, pick),
-                          name_columns or contig_name_columns(contig_names), tail, scratch=scratch)
+                          name_columns or contig_name_columns(contig_names), tail, scratch=scratch, unmapped=unmapped)
 
 
 def alignment_record_columns(alns: ChunkAlignments) -> RecordColumns:
@@ -439,33 +453,38 @@ def alignment_record_columns(alns: ChunkAlignments) -> RecordColumns:
 
 def format_alignment_records_device(device: Device, chunk: ReadChunk, alns: ChunkAlignments,
                                     name_columns: tuple[np.ndarray, np.ndarray, np.ndarray],
-                                    tail: str | RecordTails = "", scratch: bool = False) -> np.ndarray:
+                                    tail: str | RecordTails = "", scratch: bool = False,
+                                    unmapped: bool = True) -> np.ndarray:
     """The bytes of :func:`dmap.testing.sam.format_alignment_records`, written by ``kernels/sam_records.cl``
     with the alignments' CIGAR and MD strings as they are, no Python string per record
-    (``scratch`` as in :func:`_write_records`)."""
+    (``scratch`` and ``unmapped`` as in :func:`_write_records`)."""
     return _write_records(device, chunk, alignment_record_columns(alns), name_columns, tail, (alns.cigar, alns.md),
-                          scratch)
+                          scratch, unmapped)
 
 
 def format_pair_records_device(device: Device, chunk: ReadChunk, cols: RecordColumns,
                                strings: tuple[FlatStrings, FlatStrings],
                                name_columns: tuple[np.ndarray, np.ndarray, np.ndarray], tail: str | RecordTails = "",
-                               scratch: bool = False) -> np.ndarray:
+                               scratch: bool = False, unmapped: bool = True) -> np.ndarray:
     """The records of a chunk of pairs (``cols`` from :func:`dmap.mapping.pairs.pair_record_columns`,
     ``strings`` the CIGAR and MD strings they index), by ``sam_records.cl``; the reference is
-    :func:`dmap.testing.sam.format_pair_records` (``scratch`` as in :func:`_write_records`)."""
-    return _write_records(device, chunk, cols, name_columns, tail, strings, scratch)
+    :func:`dmap.testing.sam.format_pair_records` (``scratch`` and ``unmapped`` as in :func:`_write_records`)."""
+    return _write_records(device, chunk, cols, name_columns, tail, strings, scratch, unmapped)
 
 
 def _write_records(device: Device, chunk: ReadChunk, cols: RecordColumns,
                    name_columns: tuple[np.ndarray, np.ndarray, np.ndarray], tail: str | RecordTails,
-                   strings: tuple[FlatStrings, FlatStrings] | None = None, scratch: bool = False) -> np.ndarray:
+                   strings: tuple[FlatStrings, FlatStrings] | None = None, scratch: bool = False,
+                   unmapped: bool = True) -> np.ndarray:
     """``cols`` as SAM records by ``sam_records.cl`` (``strings``: CIGAR and MD of approximate alignments;
-    ``tail``: what ends each read's records).
+    ``tail``: what ends each read's records; without ``unmapped``, the records of reads that map
+    nowhere left out, :meth:`RecordColumns.without_unmapped`).
 
     With ``scratch``, inside :meth:`Device.scratch <dmap.opencl.device.Device.scratch>`, the
     records lie in the device's pooled host memory (:meth:`~dmap.opencl.device.Device.host_array`),
     valid until the block ends: for a caller that writes them out before."""
+    if not unmapped:
+        cols = cols.without_unmapped()
     n = cols.read.size
     if n == 0:
         return np.zeros(0, dtype=np.uint8)

@@ -140,6 +140,7 @@ def map_reads(
     strict: bool = False,
     read_group: str | list[str] | None = None,
     append_comment: bool = False,
+    unmapped: bool = True,
     threads: int | None = None,
     workers_per_device: int = 1,
     dashboard: bool | int = False,
@@ -247,6 +248,10 @@ def map_reads(
         and a space or tab), as ``bwa mem -C``; it must be SAM tags (``BC:Z:ACGT``), else the run
         stops at the first read whose comment is not (:func:`dmap.format.sam.check_comments`).
         A BAM record's comment is its tags but ``RG`` (:class:`dmap.io.ubam.BamExtras`).
+    unmapped
+        Write a record for each read that maps nowhere (default), as SAM wants every read once;
+        False leaves them out, and pairs where neither mate maps, as ``bowtie2 --no-unal`` does
+        (a pair with one mate mapped keeps both records).  The counts still count them.
     threads
         For the embedded cluster: the cores it uses (:func:`dmap.cluster.client.embedded_client`).
     dashboard
@@ -357,7 +362,7 @@ def map_reads(
     settings = RecordSettings(max_hits, groups[0].tag if groups and tails is None else "", approx, strict,
                               return_hits, format=fmt, insert=insert,
                               group_tails=tuple(sam.ReadGroup("", name).tag for name in record_groups),
-                              comments=append_comment)
+                              comments=append_comment, unmapped=unmapped)
     parts = None
     t0 = time.perf_counter()
     result = MappingResult()

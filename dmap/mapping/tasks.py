@@ -311,6 +311,8 @@ class RecordSettings:
     # Each read's FASTQ or FASTA comment (a BAM record's tags but RG) ends its records, before its
     # tail (bwa mem -C).
     comments: bool = False
+    # Records for reads that map nowhere (pairs: where neither mate maps); without, none (--no-unmapped).
+    unmapped: bool = True
 
 
 @dataclass
@@ -477,13 +479,15 @@ def _records(index: Index, chunk: ReadChunk, hits: ChunkHits | ChunkAlignments, 
     compressed = settings.format != "sam"
     scratch = compressed or not kept  # the records are compressed or written before the task ends
     tail = _record_tails(chunk, settings)
+    unmapped = settings.unmapped
     if paired is not None:
-        text = format_pair_records_device(device, chunk, paired[0], paired[1], columns, tail, scratch)
+        text = format_pair_records_device(device, chunk, paired[0], paired[1], columns, tail, scratch, unmapped)
     elif isinstance(hits, ChunkAlignments):
-        text = format_alignment_records_device(device, chunk, hits, columns, tail, scratch)
+        text = format_alignment_records_device(device, chunk, hits, columns, tail, scratch, unmapped)
     else:
         text = format_records_device(device, chunk, hits, index.meta.contigs.names, settings.max_hits, columns,
-                                     tail=tail, pick=primaries(chunk, hits.counts()), scratch=scratch)
+                                     tail=tail, pick=primaries(chunk, hits.counts()), scratch=scratch,
+                                     unmapped=unmapped)
     if not compressed:
         return text
     records = encode_records_device(device, text, _references(index)) if settings.format == "bam" else text
