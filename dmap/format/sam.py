@@ -150,7 +150,8 @@ def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
     """Refuse a read's header comment that ``-C`` cannot append to its records: one that is not
     SAM tags (``BC:Z:ACGT``, tab-separated, as ``samtools fastq -T`` writes them), each field
     ``TG:T:VALUE`` with a letter and a letter or digit and a type of :data:`COMMENT_TYPES`
-    (for ``fmt`` "bam", one that BAM output encodes).  Whole-array: the tabs are found in one
+    (for ``fmt`` "bam", one that BAM output encodes), or an ``RG`` tag, which dmap writes itself
+    with its ``@RG`` header line.  Whole-array: the tabs are found in one
     pass over the chunk's bytes, and each field's first five bytes checked at once.
 
     Raises
@@ -184,7 +185,10 @@ def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
     tag = ((starts + 5 <= (c_off + c_len)[reads]) & letter(b[0]) & (letter(b[1]) | digit(b[1]))
            & (b[2] == ord(":")) & (b[4] == ord(":")))
     typed = np.isin(b[3], np.frombuffer(COMMENT_TYPES[fmt], np.uint8))
-    bad = ~(tag & typed)
+    # RG is dmap's to write, with its @RG header line (-R, --manifest, BAM headers): one in a
+    # comment would name a read group the header lacks, or stand twice on a record.
+    group = (b[0] == ord("R")) & (b[1] == ord("G"))
+    bad = ~(tag & typed) | group
     if not bad.any():
         return
     i = int(np.argmax(bad))
@@ -192,6 +196,10 @@ def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
     text = lambda o, n: data[o:o + n].tobytes().decode("latin-1")  # noqa: E731
     name, comment = text(int(chunk.fields.name_off[read]), int(chunk.fields.name_len[read])), text(
         int(c_off[read]), int(c_len[read]))
+    if group[i]:
+        raise InputFormatError(
+            f"read {name!r} has an RG tag in its comment {comment[:60]!r}; dmap writes read groups with their "
+            "@RG header lines: give them with -R or --manifest, and leave RG out of the comments")
     if tag[i] and bytes([b[3][i]]) in COMMENT_TYPES["sam"]:  # SAM's, but not one BAM output encodes
         field = comment[int(starts[i] - c_off[read]):].split("\t")[0]
         raise InputFormatError(
