@@ -96,19 +96,37 @@ inline long int_value(__global const uchar *p, const uchar type) {
     }
 }
 
-// The SAM text of the auxiliary fields at [aux, end) but RG:Z (the read's group), separated by
-// tabs, as samtools view writes them: integers as i, arrays as B:type,values.  Written from
-// out[at] where `write`; its length, or TAGS_BAD for a float (f, or an array of them), a type BAM
-// does not define, or fields that run past the record.  dmap.testing.ubam.tag_texts is its reference.
+// The SAM text of the auxiliary fields at [aux, end) but those whose tags are among the
+// `n_dropped` pairs of bytes `dropped` (the read group, and what an alignment wrote:
+// dmap.io.ubam.DROPPED_TAGS), separated by tabs, as samtools view writes them: integers as i,
+// arrays as B:type,values.  Written from out[at] where `write`; its length, or TAGS_BAD for a
+// float (f, or an array of them), a type BAM does not define, or fields that run past the
+// record.  dmap.testing.ubam.tag_texts is its reference.
 uint tag_text(__global const uchar *data, ulong aux, const ulong end, __global uchar *out, const ulong at,
-              const int write) {
+              const int write, __global const uchar *dropped, const uint n_dropped) {
     uint n = 0;
     while (aux < end) {
         if (aux + 3 > end) return TAGS_BAD;
         const uchar tag0 = data[aux], tag1 = data[aux + 1], type = data[aux + 2];
         aux += 3;
-        const int group = tag0 == 'R' && tag1 == 'G' && type == 'Z';
-        const int w = write && !group;
+        int drop = 0;
+        for (uint k = 0; k < n_dropped; k++) drop |= tag0 == dropped[2 * k] && tag1 == dropped[2 * k + 1];
+        if (drop) {  // past the field, whatever its type (a float too)
+            if (type == 'Z' || type == 'H') {
+                while (aux < end && data[aux] != 0) aux++;
+                if (aux >= end) return TAGS_BAD;
+                aux++;
+            } else if (type == 'B') {
+                if (aux + 5 > end || !value_size(data[aux])) return TAGS_BAD;
+                aux += 5 + (ulong)le32(data + aux + 1) * value_size(data[aux]);
+                if (aux > end) return TAGS_BAD;
+            } else {
+                if (!value_size(type) || aux + value_size(type) > end) return TAGS_BAD;
+                aux += value_size(type);
+            }
+            continue;
+        }
+        const int w = write;
         uint m = 0;  // the field's text, from o
         const ulong o = at + n + (n > 0);  // after a tab between fields
         const uint size = value_size(type);
@@ -149,13 +167,14 @@ uint tag_text(__global const uchar *data, ulong aux, const ulong end, __global u
         } else {
             return TAGS_BAD;  // a float, or no type of BAM's
         }
-        if (!group) n += (n > 0) + m;
+        n += (n > 0) + m;
     }
     return n;
 }
 
 // Each record's tag text's length (tag_text), for the host to lay the reads out.
 __kernel void bam_tag_lengths(__global const uchar *data, __global const ulong *record, const uint n,
+                              __global const uchar *dropped, const uint n_dropped,
                               __global uint *length) {
     const uint r = get_global_id(0);
     if (r >= n) return;
@@ -164,14 +183,15 @@ __kernel void bam_tag_lengths(__global const uchar *data, __global const ulong *
     const uint cigar_ops = data[s + 16] | (uint)data[s + 17] << 8;
     const uint len = le32(data + s + 20);
     const ulong aux = s + 36 + name_len + 4 * (ulong)cigar_ops + (len + 1) / 2 + len;
-    length[r] = tag_text(data, aux, s + 4 + le32(data + s), 0, 0, 0);
+    length[r] = tag_text(data, aux, s + 4 + le32(data + s), 0, 0, 0, dropped, n_dropped);
 }
 
 __kernel void bam_reads(__global const uchar *data, __global const ulong *record,
                         __global const ulong *name_out, __global const ulong *seq_out,
                         __global const ulong *qual_out, const uint n, __global uchar *out,
                         __global const uchar *ids, __global const uint *id_off, __global const uint *id_len,
-                        const uint n_ids, __global uint *group, __global const ulong *tags_out) {
+                        const uint n_ids, __global uint *group, __global const ulong *tags_out,
+                        __global const uchar *dropped, const uint n_dropped) {
     const uint r = get_global_id(0);
     if (r >= n) return;
     const ulong s = record[r];
@@ -194,6 +214,6 @@ __kernel void bam_reads(__global const uchar *data, __global const ulong *record
     }
     if (n_ids) group[r] = read_group(data, qual + len, s + 4 + le32(data + s), ids, id_off, id_len, n_ids);
 #if TAGS
-    tag_text(data, qual + len, s + 4 + le32(data + s), out, tags_out[r], 1);
+    tag_text(data, qual + len, s + 4 + le32(data + s), out, tags_out[r], 1, dropped, n_dropped);
 #endif
 }

@@ -34,6 +34,7 @@ from ..index.store import IndexMeta
 from ..mapq import mapping_quality, name_hashes, primary_first, tie_pick
 from ..reads import FlatStrings, ReadChunk, flat_strings, words_at
 from ..search.hits import ChunkHits
+from .tags import WRITTEN_TAGS
 
 if TYPE_CHECKING:
     from ..opencl.device import Device
@@ -150,8 +151,8 @@ def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
     """Refuse a read's header comment that ``-C`` cannot append to its records: one that is not
     SAM tags (``BC:Z:ACGT``, tab-separated, as ``samtools fastq -T`` writes them), each field
     ``TG:T:VALUE`` with a letter and a letter or digit and a type of :data:`COMMENT_TYPES`
-    (for ``fmt`` "bam", one that BAM output encodes), or an ``RG`` tag, which dmap writes itself
-    with its ``@RG`` header line.  Whole-array: the tabs are found in one
+    (for ``fmt`` "bam", one that BAM output encodes), or a tag that dmap writes itself
+    (:data:`dmap.format.tags.WRITTEN_TAGS`: it would stand twice on a record).  Whole-array: the tabs are found in one
     pass over the chunk's bytes, and each field's first five bytes checked at once.
 
     Raises
@@ -185,10 +186,11 @@ def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
     tag = ((starts + 5 <= (c_off + c_len)[reads]) & letter(b[0]) & (letter(b[1]) | digit(b[1]))
            & (b[2] == ord(":")) & (b[4] == ord(":")))
     typed = np.isin(b[3], np.frombuffer(COMMENT_TYPES[fmt], np.uint8))
-    # RG is dmap's to write, with its @RG header line (-R, --manifest, BAM headers): one in a
-    # comment would name a read group the header lacks, or stand twice on a record.
-    group = (b[0] == ord("R")) & (b[1] == ord("G"))
-    bad = ~(tag & typed) | group
+    # Tags dmap writes itself would stand twice on a record (RG would also name a read group
+    # that the header lacks: read groups come with their @RG lines, from -R, --manifest or BAM).
+    written = np.frombuffer("".join(WRITTEN_TAGS).encode(), "<u2")
+    twice = np.isin(b[0].astype(np.uint16) | b[1].astype(np.uint16) << 8, written)
+    bad = ~(tag & typed) | twice
     if not bad.any():
         return
     i = int(np.argmax(bad))
@@ -196,10 +198,12 @@ def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
     text = lambda o, n: data[o:o + n].tobytes().decode("latin-1")  # noqa: E731
     name, comment = text(int(chunk.fields.name_off[read]), int(chunk.fields.name_len[read])), text(
         int(c_off[read]), int(c_len[read]))
-    if group[i]:
+    if twice[i]:
+        which = bytes([b[0][i], b[1][i]]).decode()
         raise InputFormatError(
-            f"read {name!r} has an RG tag in its comment {comment[:60]!r}; dmap writes read groups with their "
-            "@RG header lines: give them with -R or --manifest, and leave RG out of the comments")
+            f"read {name!r} has the tag {which} in its comment {comment[:60]!r}, which dmap writes itself"
+            + (" with its @RG header line: give read groups with -R or --manifest" if which == "RG" else "")
+            + f"; leave {', '.join(WRITTEN_TAGS)} out of the comments")
     if tag[i] and bytes([b[3][i]]) in COMMENT_TYPES["sam"]:  # SAM's, but not one BAM output encodes
         field = comment[int(starts[i] - c_off[read]):].split("\t")[0]
         raise InputFormatError(

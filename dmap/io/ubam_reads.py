@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputFormatError
+from ..format.tags import DROPPED_TAGS
 from ..opencl.device import current_device
 from ..reads import ReadFields, flat_strings
 from .ubam import FIXED, NO_EXTRAS, BamExtras, layout, read_records, records_of
@@ -24,7 +25,8 @@ def read_fields(data: np.ndarray, path: str, where: str, max_record: int,
 
     With ``extras.read_groups`` (IDs), each read's group is the index among them of its record's
     ``RG:Z`` tag (:attr:`ReadFields.group`; :data:`dmap.reads.NO_GROUP` for none of them); with
-    ``extras.tags``, its comment is its record's other tags as SAM text (``-C``).
+    ``extras.tags``, its comment is its record's other tags as SAM text (``-C``), but those of
+    :data:`dmap.format.tags.DROPPED_TAGS` (its old alignment's, and those dmap writes itself).
 
     Raises
     ------
@@ -42,13 +44,14 @@ def read_fields(data: np.ndarray, path: str, where: str, max_record: int,
     program = device.program("bam_reads.cl", {"TAGS": int(extras.tags)})
     with device.timed("dmap-transfer"):
         records = [device.upload(a) for a in (data, starts.astype(np.uint64))]
+    dropped = [device.upload(np.frombuffer("".join(DROPPED_TAGS).encode(), np.uint8)), np.uint32(len(DROPPED_TAGS))]
     tag_len = None
     if extras.tags:
         tag_len = np.zeros(starts.size, np.uint32)
         with device.timed("dmap-transfer"):
             length_buf = device.output(tag_len)
-        device.run(program, "bam_tag_lengths", [*records, np.uint32(starts.size), length_buf], starts.size,
-                   "dmap-read-kernel")
+        device.run(program, "bam_tag_lengths", [*records, np.uint32(starts.size), *dropped, length_buf],
+                   starts.size, "dmap-read-kernel")
         with device.timed("dmap-transfer"):
             device.read_back(length_buf, tag_len)
         _check_tags(data, starts, tag_len, path, where)
@@ -65,7 +68,7 @@ def read_fields(data: np.ndarray, path: str, where: str, max_record: int,
         group_buf = device.output(groups_out)
         tags_at = device.upload(laid.comment_off.astype(np.uint64) if tag_len is not None else np.zeros(1, np.uint64))
     device.run(program, "bam_reads", [*records, *args, np.uint32(starts.size), out_buf, *named,
-                                      np.uint32(len(extras.read_groups)), group_buf, tags_at],
+                                      np.uint32(len(extras.read_groups)), group_buf, tags_at, *dropped],
                starts.size, "dmap-read-kernel")
     with device.timed("dmap-transfer"):
         device.read_back(out_buf, out)

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from ..format.tags import DROPPED_TAGS
+
 LETTERS = "=ACMGRSVTWYHKDBN"
 COMPLEMENT = str.maketrans(LETTERS, "=TGKCYSBAWRDMHVN")
 
@@ -81,9 +83,10 @@ _INTEGERS = {"c": "<i1", "C": "<u1", "s": "<i2", "S": "<u2", "i": "<i4", "I": "<
 
 def tag_texts(data: np.ndarray, starts: np.ndarray) -> list[str | None]:
     """The tags of each record at ``starts`` of ``data`` that holds a read (as :func:`bam_reads`)
-    but its ``RG:Z``, as SAM text (tab-separated, integers as ``i``, arrays as ``B:type,values``, as
-    samtools view writes them): what ``-C`` carries; None where it cannot (a float tag, a type BAM
-    does not define, fields that run past the record)."""
+    but those of :data:`dmap.format.tags.DROPPED_TAGS` (its read group, its old alignment's), as
+    SAM text (tab-separated, integers as ``i``, arrays as ``B:type,values``, as samtools view
+    writes them): what ``-C`` carries; None where it cannot (a float tag, a type BAM does not
+    define, fields that run past the record)."""
     raw = data.tobytes()
     out = []
     for at, end in _aux_spans(raw, starts):
@@ -94,6 +97,20 @@ def tag_texts(data: np.ndarray, starts: np.ndarray) -> list[str | None]:
                 break
             tag, kind = raw[at:at + 2].decode("latin-1"), chr(raw[at + 2])
             at += 3
+            if tag in DROPPED_TAGS:  # past it, whatever its type (a float too)
+                if kind in "ZH" and raw.find(b"\0", at, end) >= 0:
+                    at = raw.find(b"\0", at, end) + 1
+                elif kind == "B" and at + 5 <= end and chr(raw[at]) in VALUE_SIZES:
+                    at += 5 + int.from_bytes(raw[at + 1:at + 5], "little") * VALUE_SIZES[chr(raw[at])]
+                elif kind in VALUE_SIZES and at + VALUE_SIZES[kind] <= end:
+                    at += VALUE_SIZES[kind]
+                else:
+                    fields = None
+                    break
+                if at > end:
+                    fields = None
+                    break
+                continue
             if kind == "A" and at + 1 <= end:
                 text, at = f"A:{chr(raw[at])}", at + 1
             elif kind in "ZH" and raw.find(b"\0", at, end) >= 0:
@@ -113,7 +130,6 @@ def tag_texts(data: np.ndarray, starts: np.ndarray) -> list[str | None]:
             else:
                 fields = None
                 break
-            if not (tag == "RG" and kind == "Z"):
-                fields.append(f"{tag}:{text}")
+            fields.append(f"{tag}:{text}")
         out.append(None if fields is None else "\t".join(fields))
     return out

@@ -18,6 +18,7 @@ from readfiles import DNA, bgzf_blocks
 import dmap
 from dmap.errors import DmapWarning, InputFormatError
 from dmap.format import bgzf
+from dmap.format.tags import DROPPED_TAGS
 from dmap.io import fastx, pairs, splits, ubam
 from dmap.reads import NO_GROUP
 from dmap.testing.ubam import bam_reads as reference_reads
@@ -114,9 +115,10 @@ def split_tags(path, cuts):
 
 
 def pysam_tags(path):
-    """The oracle: each read's tags but RG as samtools view writes them (pysam's to_string)."""
+    """The oracle: each read's tags but its read group and its old alignment's (DROPPED_TAGS), as
+    samtools view writes them (pysam's to_string)."""
     with pysam.AlignmentFile(str(path), check_sq=False) as f:
-        return ["\t".join(t for t in r.to_string().split("\t")[11:] if not t.startswith("RG:Z:"))
+        return ["\t".join(t for t in r.to_string().split("\t")[11:] if t[:2] not in DROPPED_TAGS)
                 for r in f.fetch(until_eof=True) if not r.flag & 0x900]
 
 
@@ -149,6 +151,8 @@ def bam_records(draw):
             tags.append(("XY", (code, draw(st.lists(st.integers(lo, hi), max_size=5)))))
         if draw(st.booleans()):
             tags.append(("XC", draw(st.characters(min_codepoint=33, max_codepoint=126)), "A"))
+        if draw(st.booleans()):  # what an alignment wrote, which -C leaves out: a float among them
+            tags += [("NM", draw(st.integers(0, 9))), ("AS", 1.5, "f"), ("SA", "chr1,5,+,5M,60,0;")]
         tags = draw(st.permutations(tags))
         out.append({"name": draw(st.text(NAME_SYMBOLS, min_size=1, max_size=30)) + str(i), "seq": seq, "flag": flag,
                     "qual": draw(st.lists(st.integers(0, 93), min_size=len(seq), max_size=len(seq))), "tags": tags,
@@ -238,6 +242,10 @@ def test_an_aligned_bam_gives_its_reads_back(tmp_path, client):
     dmap.map_reads(index, tmp_path / "r.fq", sam_path=tmp_path / "fq.sam", client=client)
     again = sorted(without_pg((tmp_path / "again.sam").read_bytes()))
     assert again == sorted(without_pg((tmp_path / "fq.sam").read_bytes()))
+    # -C carries none of the old alignment's tags (NM, MD, AS, ... which dmap writes anew), nor X0,
+    # X1 and NH: the same records.
+    dmap.map_reads(index, tmp_path / "sorted.bam", sam_path=tmp_path / "c.sam", client=client, append_comment=True)
+    assert sorted(without_pg((tmp_path / "c.sam").read_bytes())) == again
 
 
 def _records(n=20, length=30):
