@@ -194,3 +194,15 @@ def test_check_comments_against_a_regular_expression(comments, fmt):
     except InputFormatError:
         got = False
     assert got == want
+
+
+def test_written_tags_are_the_records_kernels():
+    """dmap.format.tags.WRITTEN_TAGS (what a read's own tags may not bring along) names every tag
+    that sam_records.cl writes, and RG."""
+    import re
+    from pathlib import Path
+
+    from dmap.format.tags import WRITTEN_TAGS
+
+    source = (Path(__file__).parents[2] / "kernels" / "sam_records.cl").read_text()
+    assert set(re.findall(r"\\t([A-Z][A-Z0-9]):[A-Za-z]:", source)) | {"RG"} == set(WRITTEN_TAGS)
