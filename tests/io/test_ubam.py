@@ -279,6 +279,33 @@ def test_append_comment_carries_a_bams_tags_as_its_fastqs_comments(tmp_path, cli
     dmap.map_reads(index, tmp_path / "f.bam", sam_path=tmp_path / "f.sam", client=client)  # without -C: mapped
 
 
+def test_dmaps_own_bam_maps_again_to_the_same_records(tmp_path, client):
+    """Reads with a tag in each comment, mapped with -C and a read group into BAM (secondary records,
+    the reverse strand, pairs), then mapped again from that BAM with -C: the same records, the
+    read group taken from the records and the tag carried, dmap's old tags left out."""
+    rng = np.random.default_rng(8)
+    genome = "".join(rng.choice(list("ACGT"), 2000))
+    genome += genome[500:1000]  # a repeat: reads there have two loci
+    (tmp_path / "rep.fa").write_text(f">g\n{genome}\n")
+    index = dmap.build_index(tmp_path / "rep.fa", tmp_path / "rep")
+    comp = str.maketrans("ACGT", "TGCA")
+    starts = rng.integers(0, len(genome) - 300, 30)
+    firsts = [genome[s:s + 50] for s in starts]
+    seconds = [genome[s + 200:s + 250].translate(comp)[::-1] for s in starts]
+    for name, reads in (("a", firsts), ("b", seconds)):
+        with open(tmp_path / f"{name}.fq", "w") as f:
+            f.write("".join(f"@p{i} BC:Z:{'ACGT'[i % 4] * 3}\n{r}\n+\n{'I' * len(r)}\n" for i, r in enumerate(reads)))
+    group = "@RG\tID:lane1\tSM:s"
+    for paired, args in ((False, [tmp_path / "a.fq"]), (True, [tmp_path / "a.fq", tmp_path / "b.fq"])):
+        options = dict(client=client, append_comment=True, max_errors=1, report_all=True)
+        first = dmap.map_reads(index, *args, sam_path=tmp_path / "first.bam", read_group=group, **options)
+        again = dmap.map_reads(index, tmp_path / "first.bam", sam_path=tmp_path / "again.bam", interleaved=paired,
+                               chunk_size=7, **options)
+        assert (again.n_reads, again.n_hits) == (first.n_reads, first.n_hits) and first.n_hits > first.n_reads
+        assert pysam.view(str(tmp_path / "again.bam")) == pysam.view(str(tmp_path / "first.bam"))
+        assert "\tBC:Z:CCC\tRG:Z:lane1\n" in pysam.view(str(tmp_path / "again.bam"))
+
+
 def test_bad_bam_is_one_clear_error(tmp_path):
     path = write_bam(tmp_path / "r.bam", _records())
     raw = gzip.decompress(path.read_bytes())
