@@ -347,7 +347,8 @@ def run(index_path, reads, mates, output, output_format, max_hits, chunk_size, s
         error_rate, report_all, eqx, engine, delta, neighborhood_errors, seed_edits, fixed_chunks, verbose, processes,
         workers_per_device, dashboard, threads, read_group, append_comment, no_unmapped, manifest, interleaved,
         min_insert, max_insert, strict, quiet) -> None:
-    """Map READS (FASTQ/FASTA, optionally .gz, or BAM; '-' for standard input) against INDEX and write SAM
+    """Map READS (FASTQ/FASTA, optionally .gz, or BAM; '-' for standard input) against INDEX (a folder, or a
+    URL such as s3://bucket/ref.dmap, fetched once per host into DMAP_INDEX_CACHE) and write SAM
     or BAM (to standard output without -o).  Several single-end files map as one run, in order, given as
     one comma-separated list: a.fq,b.fq.gz, or as @FILE, a file that lists them one per line (for more
     files than a command line holds).  Paired-end reads: READS and MATES (R1.fq R2.fq), or READS

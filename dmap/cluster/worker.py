@@ -20,7 +20,8 @@ from distributed.core import Status
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from .. import _version
-from ..index.store import index_identity
+from ..errors import IndexFormatError
+from ..index.store import index_identity, local_index_path
 from ..opencl.device import DEVICE_PLUGIN, DEVICE_RESOURCE, Device
 
 if TYPE_CHECKING:
@@ -152,11 +153,14 @@ def _worker_device_stats(dask_worker, index_path: str | None = None) -> dict | N
         plugin.setup(dask_worker)
     stats = plugin.stats(str(dask_worker.name))
     if index_path is not None:
-        try:
-            stats["index"] = index_identity(index_path)
+        try:  # (an index at a URL: this host's copy of its current build, fetched once per run)
+            stats["index"] = index_identity(local_index_path(index_path, refresh=True))
         except OSError as e:
             stats["index"] = None
             stats["index_error"] = f"{e.strerror or e}"
+        except IndexFormatError as e:
+            stats["index"] = None
+            stats["index_error"] = str(e)
         stats["host"] = socket.gethostname()
     return stats
 

@@ -236,7 +236,7 @@ def build_index(
     Index
         The new index, opened for reading.
     """
-    refuse_url(os.fspath(output), writing=True)
+    refuse_url(os.fspath(output))
     output = os.path.abspath(os.fspath(output))
     if alphabet not in ("dna", "protein", "text"):
         raise InputFormatError(f"unknown alphabet {alphabet!r}; choose dna, protein or text")

@@ -220,7 +220,8 @@ class Index:
     Parameters
     ----------
     path
-        Directory written by :func:`dmap.build_index`.
+        Directory written by :func:`dmap.build_index`, or its URL (``s3://...``: this host's copy,
+        :mod:`dmap.index.fetch`).  :attr:`source` is what was given, :attr:`path` the directory.
 
     Raises
     ------
@@ -229,8 +230,9 @@ class Index:
     """
 
     def __init__(self, path: str | os.PathLike):
-        refuse_url(os.fspath(path))
-        self.path = os.path.abspath(os.fspath(path))
+        path = os.fspath(path)
+        self.source = path if is_url(path) else os.path.abspath(path)  # what the workers are given
+        self.path = local_index_path(path)
         if os.path.isfile(self.path):
             raise IndexFormatError(f"index {self.path!r} is a file, not a dmap index (a directory); build an index "
                                    f"of a FASTA file with 'dmap index REFERENCE -o INDEX'")
@@ -364,7 +366,8 @@ class Index:
         """Human-readable summary, as printed by ``dmap index info``."""
         m = self.meta
         lines = [
-            f"index          {self.path}",
+            f"index          {self.path}" + (f" (this host's copy of {self.source})" if self.source != self.path
+                                                 else ""),
             f"format         {m.format} version {m.format_version} ({m.created_by})",
             f"alphabet       {m.alphabet['name']} ({self.alphabet.sigma} symbols: {m.alphabet['symbols']})",
             f"reference      {m.text_length} symbols in {len(m.contigs)} contigs",
@@ -450,30 +453,47 @@ def unseen_index_error(path: str, worker: str, reason: str) -> IndexFormatError:
 
 
 @lru_cache(maxsize=8)
-def _opened(path: str, stamp: tuple[int, int, int]) -> Index:
-    return Index(path)
+def _opened(source: str, stamp: tuple[int, int, int]) -> Index:
+    return Index(source)
 
 
-def refuse_url(path: str, writing: bool = False) -> None:
-    """One clear line for an index given as a URL (``s3://...``): workers map an index's arrays
-    from files, so it lives on a file system (local, or shared by every worker), where reads
-    may be URLs.  Without this a URL reads as a relative path (``s3:/bucket/...``)."""
+def refuse_url(path: str) -> None:
+    """One clear line for an index to be written at a URL (``s3://...``): dmap builds an index on
+    a file system; one copied to a URL then maps from there (:mod:`dmap.index.fetch`).  Without
+    this a URL reads as a relative path (``s3:/bucket/...``)."""
     if is_url(path):
-        raise IndexFormatError(f"index {path!r} is a URL; dmap {'writes' if writing else 'maps'} an index on a "
-                               "file system (local, or one every worker sees): "
-                               + ("build it there and copy it" if writing else "copy it there first"))
+        raise IndexFormatError(f"index {path!r} is a URL; dmap writes an index on a file system: build it there "
+                               "and copy it to the URL, from which dmap run maps it")
 
 
-def open_index(path: str | os.PathLike) -> Index:
+# Per process, the local copy of each index given as a URL (local_index_path).
+_local_copies: dict[str, str] = {}
+
+
+def local_index_path(path: str, refresh: bool = False) -> str:
+    """The directory of the index ``path``: itself (made absolute), or for a URL this host's copy
+    of the index there (:func:`dmap.index.fetch.fetched_index`), looked up once per process, or
+    again with ``refresh`` (once per run: the URL may hold a new build)."""
+    if not is_url(path):
+        return os.path.abspath(path)
+    if refresh or path not in _local_copies:
+        from .fetch import fetched_index
+
+        _local_copies[path] = fetched_index(path)
+    return _local_copies[path]
+
+
+def open_index(path: str | os.PathLike, refresh: bool = False) -> Index:
     """Open a dmap index for reading (see :class:`Index`): once per process while its metadata
     file stays the same, so that the client and the workers in its process share one (an
-    index of 200,000 contigs takes 0.1 s to open)."""
+    index of 200,000 contigs takes 0.1 s to open).  A URL's index is this host's copy
+    (:func:`local_index_path`; ``refresh``: fetched anew if the URL holds a new build)."""
     if isinstance(path, Index):
         return path
-    refuse_url(os.fspath(path))
-    path = os.path.abspath(os.fspath(path))
+    source = os.fspath(path)
+    local = local_index_path(source, refresh)
     try:
-        stamp = _stamp(path)
+        stamp = _stamp(local)
     except OSError:
-        return Index(path)  # which says what is wrong with the path
-    return _opened(path, stamp)
+        return Index(local)  # which says what is wrong with the path
+    return _opened(source if is_url(source) else local, stamp)

@@ -300,7 +300,7 @@ def map_reads(
     insert = insert_bounds(paired, min_insert, max_insert)
     if mates is not None and interleaved:
         raise DmapError("give either a second reads file or --interleaved, not both")
-    idx = open_index(index)
+    idx = open_index(index, refresh=True)  # (an index at a URL: this host's copy of its current build)
     if paired and idx.alphabet.n_strands != 2:
         raise DmapError(f"paired-end reads need a DNA index (both strands); this index is of {idx.alphabet.name}")
     # The longest read searched: an alignment with K edits spans up to m + K reference symbols,
@@ -409,9 +409,9 @@ def map_reads(
                 # an embedded GPU worker of 8 threads mapped 10M reads in 4.44 s with 16 chunks in
                 # flight against 4.70 s with 4 (H100 host, docs/performance.md).
                 in_flight = in_flight or max(4, 2 * n_workers, 2 * max(slots))
-                before = device_stats(c, idx.path)
+                before = device_stats(c, idx.source)
                 require_same_code(before)
-                require_same_index(before, idx.path, index_identity(idx.path))
+                require_same_index(before, idx.source, index_identity(idx.path))
                 gpus = [st["gpu"] for st in before.values()]
                 if approx is not None and not chunk_given and all(gpus):
                     # (the planner's next chunks take it: `schedule`, or the closure over chunk_size)
@@ -626,7 +626,7 @@ def _run(client, idx, sources, writer, in_flight, result, kept, block_major, rea
     queue holds at most ``in_flight`` chunks, so memory stays bounded
     whatever the input size.
     """
-    path = idx.path
+    path = idx.source  # what workers open: a path, or a URL whose copy each host fetches
     dev = {DEVICE_RESOURCE: DEVICE_SHARE}  # BUFFER_SETS device tasks at once per worker
     home = block_homes(client, idx)
     approx = settings.approx

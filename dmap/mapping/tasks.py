@@ -36,7 +36,7 @@ from ..format.writer import Parts, write_at, write_part
 from ..index.store import Index, open_index, unseen_index_error
 from ..io.fastx import alphabet_mismatch, read_chunk
 from ..io.pairs import PairChunk, count_records, read_pair_chunk
-from ..io.splits import FileSplit, Source
+from ..io.splits import FileSplit, Source, is_url
 from ..neighborhood.search import neighborhood_patterns, seed_and_filter, upload_neighborhood
 from ..opencl.device import current_device, device_task
 from ..reads import NO_GROUP, EncodedReads, FlatStrings, ReadChunk
@@ -54,7 +54,10 @@ DEVICE_TASKS = ("block_task", "chunk_task")
 
 def cached_index(path: str) -> Index:
     """The index at ``path``, opened once per process while its metadata file stays the same
-    (:func:`~dmap.index.store.open_index`: an in-process worker shares the client's)."""
+    (:func:`~dmap.index.store.open_index`: an in-process worker shares the client's); at a URL,
+    this host's copy of it."""
+    if is_url(path):
+        return open_index(path)
     try:
         os.stat(os.path.join(path, "zarr.json"))
     except OSError as e:

@@ -932,3 +932,24 @@ def test_blocks_get_home_workers_when_devices_cannot_hold_them_all(tmp_path, mon
                              sam_path=tmp_path / "o.sam")
     assert sorted(set(homes.values())) == sorted(res.block_loads) and len(homes) == 4
     assert sum(res.block_loads.values()) <= 6, res.block_loads  # 4 when every task ran at its home
+
+
+def test_an_index_url_is_fetched_by_each_worker_host(mapping_case, tmp_path):
+    """An index given as a URL: the client and each worker (each with a cache of its own, as on
+    hosts of their own) fetch their own copy, once, and the records are the index path's."""
+    caches = tmp_path / "caches"
+    caches.mkdir()
+    own_cache = ("sh", "-c", 'DMAP_INDEX_CACHE="$0/worker-$$" exec "$@"', str(caches))
+    address, procs = start_cluster(tmp_path, 2, worker_prefix=own_cache)
+    try:
+        python, index, reads = mapping_case[:4], mapping_case[4], mapping_case[5]
+        env = {**os.environ, "DMAP_INDEX_CACHE": str(caches / "client")}
+        url = "file://" + os.path.abspath(index)
+        for name, where in (("path.sam", index), ("url.sam", url), ("again.sam", url)):
+            subprocess.run([*python, where, reads, "--chunk-size", "5000", "--scheduler", address, "-o",
+                            tmp_path / name], check=True, capture_output=True, timeout=300, env=env)
+    finally:
+        stop_processes(procs)
+    assert sam_body(tmp_path / "url.sam") == sam_body(tmp_path / "path.sam") == sam_body(tmp_path / "again.sam")
+    copies = sorted(p.parent.parent.name for p in caches.glob("*/*/index.dmap"))
+    assert len(copies) == 3 and copies[0] == "client" and all(c.startswith("worker-") for c in copies[1:])
