@@ -448,6 +448,9 @@ def _stamp(path: str) -> tuple[int, int, int]:
 def unseen_index_error(path: str, worker: str, reason: str) -> IndexFormatError:
     """The error for a worker (``worker``: e.g. "the worker on host 'node2'") that cannot read the
     index the client opened at ``path``."""
+    if is_url(path):  # the reason names the URL again: it need not be said twice
+        return IndexFormatError(f"the worker {worker.removeprefix('the worker ')} cannot read the index: {reason}; "
+                                "each worker's host fetches its own copy of an index at a URL")
     return IndexFormatError(f"index {path!r} cannot be read by {worker}: {reason}; the workers load the index "
                             "themselves: give a path every worker sees (a shared file system)")
 

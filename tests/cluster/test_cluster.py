@@ -953,3 +953,19 @@ def test_an_index_url_is_fetched_by_each_worker_host(mapping_case, tmp_path):
     assert sam_body(tmp_path / "url.sam") == sam_body(tmp_path / "path.sam") == sam_body(tmp_path / "again.sam")
     copies = sorted(p.parent.parent.name for p in caches.glob("*/*/index.dmap"))
     assert len(copies) == 3 and copies[0] == "client" and all(c.startswith("worker-") for c in copies[1:])
+
+
+def test_a_worker_that_cannot_fetch_an_index_url_stops_the_run_in_one_line(mapping_case, tmp_path):
+    """A worker whose host cannot keep a copy (its cache cannot be made): one line naming the
+    worker and why, before any task, and no output."""
+    address, procs = start_cluster(tmp_path, 1, DMAP_INDEX_CACHE="/proc/no-cache-here")
+    try:
+        python, index, reads = mapping_case[:4], mapping_case[4], mapping_case[5]
+        out = tmp_path / "out.sam"
+        run = subprocess.run([*python, "file://" + os.path.abspath(index), reads, "--scheduler", address, "-o", out],
+                             capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "DMAP_INDEX_CACHE": str(tmp_path / "cache")})
+    finally:
+        stop_processes(procs)
+    assert_clean_failure(run, out, "the worker tcp://127.0.0.1:", "cannot read the index: index 'file://",
+                         "its cache '/proc/no-cache-here'", "set DMAP_INDEX_CACHE")
