@@ -7,8 +7,10 @@ in its host's cache: ``$DMAP_INDEX_CACHE``, else ``$XDG_CACHE_HOME/dmap/indexes`
 ``~/.cache/dmap/indexes``.  A copy is named by the URL and the digest of the index's metadata
 (``zarr.json``), so an index rebuilt at the same URL is fetched again, and one host's worker
 processes fetch it once between them (a lock); each copy is complete before it is renamed
-into place, so a killed fetch leaves no index that looks whole.  Old copies are not removed:
-delete the cache's folders to reclaim their space.
+into place, so a killed fetch leaves no index that looks whole.  A new build's copy and the
+one before it are kept, the URL's older ones removed: a run still mapping the build before
+(whose blocks a worker opens as it needs them) is not disturbed.  Copies of URLs no longer
+used stay until their folders are deleted.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ def fetched_index(url: str) -> str:
                                "and copy it there") from None
     except Exception as e:  # noqa: BLE001 - each fsspec back end raises its own: one line, whatever it is
         raise IndexFormatError(f"index {url!r} cannot be read: {type(e).__name__}: {e}") from None
-    key = f"{hashlib.sha1(url.encode()).hexdigest()[:12]}-{hashlib.sha1(metadata).hexdigest()[:12]}"
+    named = hashlib.sha1(url.encode()).hexdigest()[:12]
+    key = f"{named}-{hashlib.sha1(metadata).hexdigest()[:12]}"
     root = cache_root()
     final = root / key / "index.dmap"
     if (final / METADATA).exists():
@@ -70,7 +73,19 @@ def fetched_index(url: str) -> str:
     with _locked(root / f"{key}.lock"):
         if not (final / METADATA).exists():  # another process of this host fetched it meanwhile
             _fetch(fs, remote, url, root, final, metadata)
+            _drop_older(root, named, key)
     return str(final)
+
+
+def _drop_older(root: Path, named: str, key: str) -> None:
+    """Remove the copies of the URL named ``named`` but the new one (``key``) and the newest
+    before it, and their locks: only what this module made, by their names."""
+    others = sorted((p for p in root.glob(f"{named}-*") if p.is_dir() and p.name != key),
+                    key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    for old in others[1:]:
+        shutil.rmtree(old, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            (root / f"{old.name}.lock").unlink()
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ def copies(cache):
 def test_an_index_at_a_url_maps_as_its_path(tmp_path, client, cache, protocol):
     """file:// (fsspec's local files) and http:// (a web server's directory listing): the same
     records as the index's path; the copy is fetched once and then reused, and a new build at
-    the URL is fetched again."""
+    the URL is fetched again: its copy and the one before are kept, older ones removed."""
     genome_case(tmp_path, 9, 4000, 50, 60)
     dmap.map_reads(tmp_path / "idx", tmp_path / "r.fq", sam_path=tmp_path / "path.sam", client=client)
     with (http_server(tmp_path) if protocol == "http" else _files(tmp_path)) as base:
@@ -43,9 +43,14 @@ def test_an_index_at_a_url_maps_as_its_path(tmp_path, client, cache, protocol):
         genome_case(tmp_path / "other", 10, 3000, 50, 0)
         dmap.build_index(tmp_path / "other" / "ref.fa", tmp_path / "idx", overwrite=True)
         dmap.map_reads(url, tmp_path / "r.fq", sam_path=tmp_path / "new.sam", client=client)
-        assert len(copies(cache)) == 2
+        assert len(copies(cache)) == 2 and copy in copies(cache)
         dmap.map_reads(tmp_path / "idx", tmp_path / "r.fq", sam_path=tmp_path / "newpath.sam", client=client)
         assert without_pg((tmp_path / "new.sam").read_bytes()) == without_pg((tmp_path / "newpath.sam").read_bytes())
+        # A third build: the first one's copy goes.
+        dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", overwrite=True, max_query_length=80)
+        dmap.map_reads(url, tmp_path / "r.fq", sam_path=tmp_path / "third.sam", client=client)
+        assert len(copies(cache)) == 2 and copy not in copies(cache)
+        assert sorted(p.name for p in cache.glob("*.lock")) == [f"{c}.lock" for c in copies(cache)]
 
 
 def _files(directory):
