@@ -15,6 +15,24 @@
 #define ERR_QUAL 6
 #define ERR_TAG 7
 #define ERR_TAG_TYPE 8
+#define ERR_ARRAY 9
+
+// Bytes of one value of a B tag's integer type; 0 for any other (a float array is not written).
+inline uint array_width(uchar sub) {
+    return (sub == 'c' || sub == 'C') ? 1 : (sub == 's' || sub == 'S') ? 2 : (sub == 'i' || sub == 'I') ? 4 : 0;
+}
+
+// Whether v fits a B tag's integer type.
+inline int array_fits(uchar sub, long v) {
+    switch (sub) {
+        case 'c': return v >= -128 && v <= 127;
+        case 'C': return v >= 0 && v <= 255;
+        case 's': return v >= -32768 && v <= 32767;
+        case 'S': return v >= 0 && v <= 65535;
+        case 'i': return v >= -2147483648L && v <= 2147483647L;
+        default: return v >= 0 && v <= 4294967295L;
+    }
+}
 
 // A decimal integer with an optional '-', at most 18 digits; 0 if it is not one.
 inline int parse_int(__global const uchar *s, uint len, long *value) {
@@ -144,10 +162,25 @@ __kernel void bam_fields(__global const uchar *text, __global const ulong *line_
             long v = 0;
             if (!parse_int(text + t + 5, (uint)(tl - 5), &v)) err = err ? err : ERR_INTEGER;
             bytes += 3 + kind_width(int_kind(v));
-        } else if (type == 'Z') {
+        } else if (type == 'Z' || type == 'H') {
             bytes += 3 + (uint)(tl - 5) + 1;
         } else if (type == 'A') {
             bytes += 4;
+        } else if (type == 'B' && tl >= 6 && array_width(text[t + 5])) {
+            // B:type,value,...: each value a decimal integer that fits the type.
+            const uchar sub = text[t + 5];
+            const ulong e_field = t + tl;
+            if (tl > 6 && text[t + 6] != ',') { err = err ? err : ERR_ARRAY; break; }
+            uint count = 0;
+            for (ulong q = t + 6; q < e_field;) {
+                const ulong v0 = ++q;  // past the comma
+                while (q < e_field && text[q] != ',') q++;
+                long v = 0;
+                if (!parse_int(text + v0, (uint)(q - v0), &v)) { err = err ? err : ERR_INTEGER; break; }
+                if (!array_fits(sub, v)) { err = err ? err : ERR_ARRAY; break; }
+                count++;
+            }
+            bytes += 3 + 5 + count * array_width(sub);
         } else {
             err = err ? err : ERR_TAG_TYPE;
             break;
@@ -217,10 +250,27 @@ __kernel void bam_records(__global const uchar *text, __global const uchar *fixe
         const uchar type = text[t + 3];
         out[o++] = text[t];
         out[o++] = text[t + 1];
-        if (type == 'Z') {
-            out[o++] = 'Z';
+        if (type == 'Z' || type == 'H') {
+            out[o++] = type;
             for (uint i = 0; i < vlen; i++) out[o++] = text[t + 5 + i];
             out[o++] = 0;
+        } else if (type == 'B') {
+            const uchar sub = text[t + 5];
+            const uint width = array_width(sub);
+            out[o++] = 'B';
+            out[o++] = sub;
+            const size_t count_at = o;
+            o += 4;
+            uint count = 0;
+            for (ulong q = t + 6; q < t + 5 + vlen;) {
+                const ulong v0 = ++q;
+                while (q < t + 5 + vlen && text[q] != ',') q++;
+                long v = 0;
+                parse_int(text + v0, (uint)(q - v0), &v);
+                for (uint i = 0; i < width; i++) out[o++] = (uchar)(((ulong)v >> (8 * i)) & 0xff);
+                count++;
+            }
+            for (uint i = 0; i < 4; i++) out[count_at + i] = (uchar)((count >> (8 * i)) & 0xff);
         } else if (type == 'A') {
             out[o++] = 'A';
             out[o++] = text[t + 5];

@@ -54,7 +54,8 @@ _ERRORS = {
     5: "a CIGAR that does not end with an operation",
     6: "a record whose QUAL is not as long as its SEQ",
     7: "a tag that is not TG:TYPE:VALUE",
-    8: "only tags of types i, Z and A are written",
+    8: "only tags of types A, i, Z, H and B of integers are written",
+    9: "an array tag whose values do not fit its type, or that is not B:type,value,...",
 }
 
 
@@ -173,10 +174,12 @@ class _Layout:
     tag_first: np.ndarray  # each record's first tag in the tag columns
     n_tags: np.ndarray
     tag_start: np.ndarray  # the tag's field in ``text`` ("TG:T:value")
-    tag_kind: np.ndarray  # BAM type letter (c C s S i I Z A)
-    tag_value: np.ndarray  # int64: an integer tag's value
-    tag_width: np.ndarray  # an integer tag's bytes
-    value_len: np.ndarray  # a Z tag's length
+    tag_kind: np.ndarray  # BAM type letter (c C s S i I Z H A B)
+    tag_value: np.ndarray  # int64: an integer tag's value; an array's (B) type letter
+    tag_width: np.ndarray  # an integer tag's bytes; an array's, each value's
+    value_len: np.ndarray  # a Z or H tag's length; an array's values
+    array_first: np.ndarray  # an array's first value in ``array_values``
+    array_values: np.ndarray  # int64: every array's values in turn
 
 
 def _fixed_fields(name_len, flag, ref_id, pos, mapq, ref_span, n_cigar, seq_len, next_ref_id, next_pos, tlen,
@@ -276,22 +279,61 @@ def _layout(text: np.ndarray, refs: References) -> _Layout:
         raise _fail(7)
     t_type = text[t_start + 3]
     v_len = t_len - 5
-    is_int, is_str = t_type == ord("i"), t_type == ord("Z")
-    if not (is_int | is_str | (t_type == ord("A"))).all():
+    is_int, is_str, is_array = t_type == ord("i"), (t_type == ord("Z")) | (t_type == ord("H")), t_type == ord("B")
+    if not (is_int | is_str | is_array | (t_type == ord("A"))).all():
         raise _fail(8)
     value = np.zeros(t_start.size, dtype=np.int64)
     value[is_int] = _integers(text, t_start[is_int] + 5, v_len[is_int])
     int_kind, int_width = _integer_tag_types(value)
-    t_size = 3 + np.where(is_int, int_width, np.where(is_str, v_len + 1, 1))
+    count, array_first, array_values, array_width = _arrays(text, t_start[is_array], v_len[is_array])
+    value[is_array] = text[t_start[is_array] + 5]
+    int_width[is_array] = array_width
+    v_len = v_len.copy()
+    v_len[is_array] = count
+    t_size = 3 + np.where(is_int | is_array, int_width, np.where(is_str, v_len + 1, 1))
+    t_size[is_array] = 3 + 5 + count * array_width  # tag, type; the values' type and count; values
     n_tags = n_fields - 11
     tag_first = np.cumsum(n_tags) - n_tags
 
     tag_bytes = np.bincount(field_record[tag_field], weights=t_size, minlength=n).astype(np.int64)
     fixed, start, size = _fixed_fields(name_len, flag, ref_id, pos, mapq, ref_span, n_cigar, seq_len, next_ref_id,
                                        next_pos, tlen, tag_bytes)
+    firsts = np.zeros(t_start.size, dtype=np.int64)
+    firsts[is_array] = array_first
     return _Layout(fixed, start, size, name_start, name_len, ((op_len << 4) | op_code).astype("<u4"), seq_start,
                    seq_len, qual_start, has_qual, tag_first, n_tags, t_start,
-                   np.where(is_int, int_kind, t_type).astype(np.uint8), value, int_width, v_len)
+                   np.where(is_int, int_kind, t_type).astype(np.uint8), value, int_width, v_len, firsts, array_values)
+
+
+# The integer array types of B tags, their bytes and their ranges.
+_ARRAY_TYPES = {ord("c"): (1, -2**7, 2**7 - 1), ord("C"): (1, 0, 2**8 - 1), ord("s"): (2, -2**15, 2**15 - 1),
+                ord("S"): (2, 0, 2**16 - 1), ord("i"): (4, -2**31, 2**31 - 1), ord("I"): (4, 0, 2**32 - 1)}
+
+
+def _arrays(text: np.ndarray, start: np.ndarray, v_len: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The B tags whose fields start at ``start`` (values ``type,v1,v2,...`` of ``v_len`` bytes
+    from ``start + 5``): each one's count of values, its first value's place among them all, every
+    value in turn, and each one's bytes per value."""
+    sub = text[start + 5] if start.size else np.zeros(0, np.uint8)
+    width, lo, hi = (np.zeros(sub.size, np.int64) for _ in range(3))
+    for code, (w, least, most) in _ARRAY_TYPES.items():
+        width[sub == code], lo[sub == code], hi[sub == code] = w, least, most
+    if (width == 0).any():
+        raise _fail(8)  # a float array, or no type
+    if ((v_len > 1) & (text[np.minimum(start + 6, text.size - 1)] != ord(","))).any():
+        raise _fail(9)
+    # Each value follows a comma: its field runs to the next comma or to its tag's end.
+    inside = ragged(start + 6, np.maximum(v_len - 1, 0))
+    commas = inside[text[inside] == ord(",")]
+    owner = np.repeat(np.arange(start.size), np.maximum(v_len - 1, 0))[text[inside] == ord(",")]
+    count = np.bincount(owner, minlength=start.size).astype(np.int64)
+    ends = np.append(commas[1:], 0)
+    last = np.append(owner[1:] != owner[:-1], True) if owner.size else np.zeros(0, bool)
+    ends[last] = (start + 5 + v_len)[owner[last]]
+    values = _integers(text, commas + 1, ends - commas - 1)
+    if ((values < lo[owner]) | (values > hi[owner])).any():
+        raise _fail(9)
+    return count, np.cumsum(count) - count, values, width
 
 
 def encode_records(text: np.ndarray, refs: References) -> np.ndarray:
@@ -330,20 +372,35 @@ def encode_records(text: np.ndarray, refs: References) -> np.ndarray:
     at = at + seq_len
 
     record = np.repeat(np.arange(at.size), lay.n_tags)
-    size = 3 + np.where(lay.tag_kind == ord("Z"), lay.value_len + 1,
-                        np.where(lay.tag_kind == ord("A"), 1, lay.tag_width))
+    is_str = (lay.tag_kind == ord("Z")) | (lay.tag_kind == ord("H"))
+    is_array = lay.tag_kind == ord("B")
+    size = 3 + np.where(is_str, lay.value_len + 1, np.where(lay.tag_kind == ord("A"), 1, np.where(
+        is_array, 5 + lay.value_len * lay.tag_width, lay.tag_width)))
     before = np.cumsum(size) - size  # over all the chunk's tags; less the record's first tag's
     tag_at = at[record] + before - before[lay.tag_first[record]]
     out[tag_at] = text[lay.tag_start]
     out[tag_at + 1] = text[lay.tag_start + 1]
     out[tag_at + 2] = lay.tag_kind
-    is_int = (lay.tag_kind != ord("Z")) & (lay.tag_kind != ord("A"))
+    is_int = ~is_str & ~is_array & (lay.tag_kind != ord("A"))
     for width in (1, 2, 4):
         sel = is_int & (lay.tag_width == width)
         le = lay.tag_value[sel].astype("<i4").view(np.uint8).reshape(-1, 4)[:, :width]
         out[(tag_at[sel, None] + 3 + np.arange(width)).ravel()] = le.ravel()
-    z = lay.tag_kind == ord("Z")
+    z = is_str
     out[ragged(tag_at[z] + 3, lay.value_len[z])] = text[ragged(lay.tag_start[z] + 5, lay.value_len[z])]
+    # B: the values' type, their count, then each value in its bytes.
+    out[tag_at[is_array] + 3] = lay.tag_value[is_array]
+    count = lay.value_len[is_array]
+    out[(tag_at[is_array, None] + 4 + np.arange(4)).ravel()] = count.astype("<u4").view(np.uint8)
+    width = np.repeat(lay.tag_width[is_array], count)
+    place = np.repeat(tag_at[is_array] + 8, count) + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count,
+                                                                                          count)) * width
+    values = lay.array_values[np.repeat(lay.array_first[is_array], count) + np.arange(count.sum())
+                              - np.repeat(np.cumsum(count) - count, count)]
+    for w in (1, 2, 4):
+        sel = width == w
+        le = values[sel].astype("<i8").view(np.uint8).reshape(-1, 8)[:, :w]
+        out[(place[sel, None] + np.arange(w)).ravel()] = le.ravel()
     a = lay.tag_kind == ord("A")
     out[tag_at[a] + 3] = text[lay.tag_start[a] + 5]
     return out

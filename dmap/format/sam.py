@@ -144,7 +144,9 @@ def _positions_of(data: np.ndarray, byte: int, step: int = 1 << 22) -> np.ndarra
 
 # The types of SAM tags that a comment appended to its read's records (-C) may hold: SAM's own,
 # and of those the ones that BAM records are encoded with (bam_records.cl).
-COMMENT_TYPES = {"sam": b"AifZHB", "sam.gz": b"AifZHB", "bam": b"AiZ"}
+COMMENT_TYPES = {"sam": b"AifZHB", "sam.gz": b"AifZHB", "bam": b"AiZHB"}
+# The types of a B tag's values that BAM output encodes (integers: dmap.format.bam).
+ARRAY_TYPES = {"sam": b"cCsSiIf", "sam.gz": b"cCsSiIf", "bam": b"cCsSiI"}
 
 
 def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
@@ -179,13 +181,16 @@ def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
     padded = data if data.size >= 8 else np.concatenate([data, np.zeros(8 - data.size, np.uint8)])
     at = np.minimum(starts, padded.size - 8)
     word = words_at(padded, "<u8")[at] >> (8 * (starts - at)).astype(np.uint64)
-    b = [((word >> np.uint64(8 * j)) & np.uint64(0xFF)).astype(np.uint8) for j in range(5)]
+    b = [((word >> np.uint64(8 * j)) & np.uint64(0xFF)).astype(np.uint8) for j in range(6)]
     letter = lambda x: ((x | 32) >= ord("a")) & ((x | 32) <= ord("z"))  # noqa: E731
     digit = lambda x: (x >= ord("0")) & (x <= ord("9"))  # noqa: E731
     # The five bytes lie in the field (none of them can be a tab) and in its comment.
     tag = ((starts + 5 <= (c_off + c_len)[reads]) & letter(b[0]) & (letter(b[1]) | digit(b[1]))
            & (b[2] == ord(":")) & (b[4] == ord(":")))
     typed = np.isin(b[3], np.frombuffer(COMMENT_TYPES[fmt], np.uint8))
+    # An array's values' type, the byte after "TG:B:" (in its comment: ends holds no tab).
+    typed &= (b[3] != ord("B")) | ((starts + 6 <= (c_off + c_len)[reads])
+                                   & np.isin(b[5], np.frombuffer(ARRAY_TYPES[fmt], np.uint8)))
     # Tags dmap writes itself would stand twice on a record (RG would also name a read group
     # that the header lacks: read groups come with their @RG lines, from -R, --manifest or BAM).
     written = np.frombuffer("".join(WRITTEN_TAGS).encode(), "<u2")
@@ -207,9 +212,9 @@ def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
     if tag[i] and bytes([b[3][i]]) in COMMENT_TYPES["sam"]:  # SAM's, but not one BAM output encodes
         field = comment[int(starts[i] - c_off[read]):].split("\t")[0]
         raise InputFormatError(
-            f"read {name!r} has the tag {field!r} in its comment; BAM "
-            f"output takes comment tags of types {', '.join(COMMENT_TYPES[fmt].decode())}: write SAM, or leave "
-            "the tag out of the comments")
+            f"read {name!r} has the tag {field!r} in its comment; BAM output takes comment tags of types "
+            f"{', '.join(COMMENT_TYPES[fmt].decode())} (B of integers): write SAM, or leave the tag out of the "
+            "comments")
     raise InputFormatError(
         f"read {name!r} has the comment {comment[:60]!r}, which is not SAM tags (TG:T:VALUE, tab-separated); "
         "--append-comment appends comments that are, such as 'BC:Z:ACGT' (samtools fastq -T writes them so)")

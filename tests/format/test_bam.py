@@ -56,6 +56,12 @@ def random_records(seed: int, n: int) -> str:
                 f"\tXX:i:{int(rng.choice([0, 127, 128, 255, 256, 65535, 65536, 3_000_000_000]))}"
                 f"\tXN:i:{int(rng.choice([-1, -128, -129, -32768, -32769, -2_000_000_000]))}"
                 f"\tMD:Z:{int(rng.integers(0, 100))}A3\tXA:A:q")
+        if rng.random() < .5:  # a hex string and integer arrays of every type, some empty
+            sub = str(rng.choice(list("cCsSiI")))
+            lo, hi = {"c": (-128, 127), "C": (0, 255), "s": (-32768, 32767), "S": (0, 65535), "i": (-2**31, 2**31 - 1),
+                      "I": (0, 2**32 - 1)}[sub]
+            values = [str(int(rng.choice([lo, hi, 0, rng.integers(lo, hi)]))) for _ in range(int(rng.integers(0, 6)))]
+            tags += f"\tXH:H:{'1AE3' * int(rng.integers(0, 4))}\tXB:B:{','.join([sub, *values])}"
         lines.append(f"{name}\t{int(rng.choice([0, 16, 256, 272, 2048]))}\t{contig}\t{int(rng.integers(1, contig_len))}"
                      f"\t{int(rng.integers(0, 256))}\t{cigar}\t{rnext}\t{pnext}\t{int(rng.integers(-500, 500))}"
                      f"\t{seq}\t{qual}\t{tags}")
@@ -102,7 +108,10 @@ def test_a_header_of_many_references_is_htslibs():
     ("x" * 255 + "\t4\t*\t0\t0\t*\t*\t0\t0\t*\t*\n", "longer than 254"),
     ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tAC\tI\n", "QUAL"),
     ("r\t0\tc2\t1\n", "fewer than 11"),
-    ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXB:B:c,1\n", "types i, Z and A"),
+    ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXB:B:f,1.5\n", "types A, i, Z, H and B of integers"),
+    ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXB:B:c,300\n", "do not fit its type"),
+    ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXB:B:c1\n", "do not fit its type"),
+    ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXB:B:c,1,\n", "not a decimal number"),
     ("r\t0\tc2\tone\t0\t1M\t*\t0\t0\tA\t*\n", "not a decimal number"),
 ])
 def test_records_bam_cannot_hold_raise_one_clear_error(bad, words):

@@ -150,6 +150,8 @@ def test_alignment_records_device_equal_python(device):
 @pytest.mark.parametrize("comment, fmt, ok", [
     ("BC:Z:ACGT", "sam", True), ("BC:Z:", "sam", True), ("b1:i:-5\tXA:A:q", "bam", True),
     ("XB:B:c,1,2\tXF:f:1.5\tXH:H:1AE3", "sam", True), ("XF:f:1.5", "bam", False), ("1:N:0:ACGT", "sam", False),
+    ("XB:B:c,1,2\tXH:H:1AE3", "bam", True), ("XB:B:f,1.5", "bam", False), ("XB:B:f,1.5", "sam", True),
+    ("XB:B:", "sam", False), ("XB:B:q,1", "sam", False),
     ("BC:Z", "sam", False), ("B:Z:x", "sam", False), ("BCZ:ACGT", "sam", False), ("BC:Q:x", "sam", False),
     ("\tBC:Z:x", "sam", False), ("BC:Z:x\t", "sam", False), ("BC:Z:x\t\tRX:Z:y", "sam", False),
     ("BC:Z:x RX:Z:y", "sam", True),  # a space inside a Z value is SAM's
@@ -173,7 +175,7 @@ def test_check_comments_takes_sam_tags_alone(comment, fmt, ok):
 @settings(max_examples=examples(200), deadline=None)
 @given(comments=st.lists(st.lists(st.one_of(
     st.builds("{}{}:{}:{}".format, st.sampled_from("aZRNX1:"), st.sampled_from("bYGM02:\t"),
-              st.sampled_from("AiZfHBQ:"), st.text("AZ1:i \t", max_size=4)),
+              st.sampled_from("AiZfHBQ:"), st.text("AZ1:icf \t", max_size=4)),
     st.text("AZ1:iBf\t x", max_size=8)), max_size=3).map("\t".join), min_size=1, max_size=6),
     fmt=st.sampled_from(["sam", "bam"]))
 def test_check_comments_against_a_regular_expression(comments, fmt):
@@ -182,10 +184,11 @@ def test_check_comments_against_a_regular_expression(comments, fmt):
     import re
 
     from dmap.errors import InputFormatError
-    from dmap.format.sam import COMMENT_TYPES, check_comments
+    from dmap.format.sam import ARRAY_TYPES, COMMENT_TYPES, check_comments
     from dmap.format.tags import WRITTEN_TAGS
 
-    field = re.compile(rf"(?!{'|'.join(WRITTEN_TAGS)})[A-Za-z][A-Za-z0-9]:[{COMMENT_TYPES[fmt].decode()}]:.*", re.S)
+    types, arrays = COMMENT_TYPES[fmt].decode().replace("B", ""), ARRAY_TYPES[fmt].decode()
+    field = re.compile(rf"(?!{'|'.join(WRITTEN_TAGS)})[A-Za-z][A-Za-z0-9]:([{types}]:.*|B:[{arrays}].*)", re.S)
     want = all(not c or all(field.fullmatch(f) for f in c.split("\t")) for c in comments)
     chunk = make_chunk(["ACGT"] * len(comments), None, [f"r{i}" for i in range(len(comments))], comments)
     try:
