@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 from pathlib import Path
 
-from exact_vs_bowtie import DMAP, alignment_digest, compile_dmap, ecoli_case, median_times, shell_rounds
+from exact_vs_bowtie import DMAP, alignment_digest, compile_dmap, ecoli_case, print_times, shell_rounds
 
 
 def commented(fastq: Path) -> tuple[Path, Path]:
@@ -60,14 +59,8 @@ def main() -> None:
             and alignment_digest(outputs["fq_c"]) == alignment_digest(outputs["bam_c"]))
     print(f"# {args.reads:,} exact 100-bp E. coli reads, two tags each; medians of {args.repeat}; the FASTQ and "
           f"the BAM give the same records: {same}")
-    print("\n| command | wall s | CPU s | SAM MB |")
-    print("|---|---|---|---|")
-    for name, (reads, option) in names.items():
-        wall, cpu = median_times(times[name])
-        label = f"`dmap run INDEX reads.{'fq' if reads == fastq else 'bam'}{' -C' if option else ''}`"
-        print(f"| {label} | {wall:.2f} | {cpu:.2f} | {outputs[name].stat().st_size / 1e6:.0f} |")
-    if not same:
-        sys.exit(1)
+    print_times(times, {name: f"`dmap run INDEX reads.{'fq' if reads == fastq else 'bam'}{' -C' if option else ''}`"
+                        for name, (reads, option) in names.items()}, outputs, same)
 
 
 if __name__ == "__main__":

@@ -27,10 +27,9 @@ from __future__ import annotations
 import argparse
 import re
 import subprocess
-import sys
 from pathlib import Path
 
-from exact_vs_bowtie import DMAP, alignment_digest, compile_dmap, ecoli_case, median_times, shell_rounds
+from exact_vs_bowtie import DMAP, alignment_digest, compile_dmap, ecoli_case, print_times, shell_rounds
 
 
 def main() -> None:
@@ -62,13 +61,7 @@ def main() -> None:
     print(f"# {args.reads:,} 100-bp E. coli reads, {'exact' if not args.max_errors else f'-e {args.max_errors}'}; "
           f"FASTQ {fastq.stat().st_size / 1e6:.0f} MB, BAM {bam.stat().st_size / 1e6:.0f} MB; medians of "
           f"{args.repeat}; the same records from all three: {same}")
-    print("\n| command | wall s | CPU s |")
-    print("|---|---|---|")
-    for name in commands:
-        wall, cpu = median_times(times[name])
-        print(f"| {labels[name]} | {wall:.2f} | {cpu:.2f} |")
-    if not same:
-        sys.exit(1)
+    print_times(times, labels, same=same)
 
 
 def merged_lanes(work: Path, fastq: Path, n: int) -> Path:
@@ -109,14 +102,8 @@ def lanes(work: Path, index: Path, fastq: Path, run: str, args: argparse.Namespa
     print(f"# {args.reads:,} 100-bp E. coli reads in {args.lanes} lanes of one BAM ({bam.stat().st_size / 1e6:.0f} "
           f"MB), {'exact' if not args.max_errors else f'-e {args.max_errors}'}; medians of {args.repeat}; the "
           f"same records but their RG tags: {same}")
-    print("\n| command | wall s | CPU s |")
-    print("|---|---|---|")
-    for name, label in (("lanes", "`dmap run INDEX lanes.bam` (RG tags read)"),
-                        ("one", "`dmap run INDEX lanes.bam -R '@RG\\tID:x'`")):
-        wall, cpu = median_times(times[name])
-        print(f"| {label} | {wall:.2f} | {cpu:.2f} |")
-    if not same:
-        sys.exit(1)
+    print_times(times, {"lanes": "`dmap run INDEX lanes.bam` (RG tags read)",
+                        "one": "`dmap run INDEX lanes.bam -R '@RG\\tID:x'`"}, same=same)
 
 
 if __name__ == "__main__":

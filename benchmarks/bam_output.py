@@ -22,10 +22,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import subprocess
-import sys
 from pathlib import Path
 
-from exact_vs_bowtie import DMAP, compile_dmap, ecoli_case, median_times, shell_rounds
+from exact_vs_bowtie import DMAP, compile_dmap, ecoli_case, print_times, shell_rounds
 
 
 def records_digest(path: Path) -> str:
@@ -58,13 +57,7 @@ def main() -> None:
                for ours, theirs in (("dmap -o out.bam", to_bam), ("dmap -o out.sam.gz", to_gz)))
     print(f"# {args.reads:,} 100-bp E. coli reads, {'exact' if not args.max_errors else f'-e {args.max_errors}'}; "
           f"medians of {args.repeat}; the same records in dmap's and samtools' files of each format: {same}")
-    print("\n| command | wall s | CPU s | output MB |")
-    print("|---|---|---|---|")
-    for name in commands:
-        wall, cpu = median_times(times[name])
-        print(f"| `{name}` | {wall:.2f} | {cpu:.2f} | {outputs[name].stat().st_size / 1e6:.1f} |")
-    if not same:
-        sys.exit(1)
+    print_times(times, {name: f"`{name}`" for name in commands}, outputs, same)
 
 
 if __name__ == "__main__":

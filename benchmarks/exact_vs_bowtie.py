@@ -145,6 +145,21 @@ def median_times(runs: list[tuple[float, float]]) -> tuple[float, float]:
     return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
 
 
+def print_times(times: dict[str, list[tuple[float, float]]], labels: dict[str, str],
+                outputs: dict[str, Path] | None = None, same: bool = True) -> None:
+    """A Markdown table of :func:`shell_rounds`' medians, a row per command in ``labels``' order (with
+    ``outputs``, each output's size); exits 1 where the outputs should be ``same`` and are not."""
+    size = " output MB |" if outputs else ""
+    print(f"\n| command | wall s | CPU s |{size}")
+    print("|---|---|---|" + ("---|" if outputs else ""))
+    for name, label in labels.items():
+        wall, cpu = median_times(times[name])
+        mb = f" {outputs[name].stat().st_size / 1e6:.1f} |" if outputs else ""
+        print(f"| {label} | {wall:.2f} | {cpu:.2f} |{mb}")
+    if not same:
+        sys.exit(1)
+
+
 def gpu_sampler() -> subprocess.Popen | None:
     """``nvidia-smi`` sampling the first GPU's utilisation every 100 ms (None without one)."""
     if not shutil.which("nvidia-smi"):
