@@ -19,11 +19,18 @@ output's size, and checks that the FASTQ and the BAM give the same records, with
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 from pathlib import Path
 
-from exact_vs_bowtie import DMAP, alignment_digest, compile_dmap, ecoli_case, print_times, shell_rounds
+from exact_vs_bowtie import (
+    DMAP,
+    alignment_digest,
+    compile_dmap,
+    ecoli_arguments,
+    ecoli_case,
+    print_times,
+    shell_rounds,
+)
 
 
 def commented(fastq: Path) -> tuple[Path, Path]:
@@ -41,11 +48,7 @@ def commented(fastq: Path) -> tuple[Path, Path]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--work", default="/tmp/dmap-bench")
-    ap.add_argument("--reads", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=5)
-    args = ap.parse_args()
+    args = ecoli_arguments(__doc__, repeat=5, errors=False).parse_args()
     work = Path(args.work)
     index, plain = ecoli_case(work, args.reads)
     fastq, bam = commented(plain)

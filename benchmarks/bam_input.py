@@ -29,15 +29,19 @@ import re
 import subprocess
 from pathlib import Path
 
-from exact_vs_bowtie import DMAP, alignment_digest, compile_dmap, ecoli_case, print_times, shell_rounds
+from exact_vs_bowtie import (
+    DMAP,
+    alignment_digest,
+    compile_dmap,
+    ecoli_arguments,
+    ecoli_case,
+    print_times,
+    shell_rounds,
+)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--work", default="/tmp/dmap-bench")
-    ap.add_argument("--reads", type=int, default=1_000_000)
-    ap.add_argument("--max-errors", type=int, default=0)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap = ecoli_arguments(__doc__)
     ap.add_argument("--lanes", type=int, default=0, help="merged lanes, each its read group, against -R")
     args = ap.parse_args()
     work = Path(args.work)

@@ -19,12 +19,11 @@ format hold the same records (``samtools view`` of each).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import subprocess
 from pathlib import Path
 
-from exact_vs_bowtie import DMAP, compile_dmap, ecoli_case, print_times, shell_rounds
+from exact_vs_bowtie import DMAP, compile_dmap, ecoli_arguments, ecoli_case, print_times, shell_rounds
 
 
 def records_digest(path: Path) -> str:
@@ -33,12 +32,7 @@ def records_digest(path: Path) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--work", default="/tmp/dmap-bench")
-    ap.add_argument("--reads", type=int, default=1_000_000)
-    ap.add_argument("--max-errors", type=int, default=0)
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
+    args = ecoli_arguments(__doc__).parse_args()
     work = Path(args.work)
     index, reads = ecoli_case(work, args.reads, args.max_errors)
     compile_dmap()

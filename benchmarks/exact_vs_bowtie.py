@@ -145,6 +145,18 @@ def median_times(runs: list[tuple[float, float]]) -> tuple[float, float]:
     return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
 
 
+def ecoli_arguments(description: str, repeat: int = 3, errors: bool = True) -> argparse.ArgumentParser:
+    """The options of a benchmark of :func:`ecoli_case`: its folder, reads, rounds and (``errors``)
+    substitutions per read; the caller adds its own."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", default="/tmp/dmap-bench")
+    ap.add_argument("--reads", type=int, default=1_000_000)
+    if errors:
+        ap.add_argument("--max-errors", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=repeat)
+    return ap
+
+
 def print_times(times: dict[str, list[tuple[float, float]]], labels: dict[str, str],
                 outputs: dict[str, Path] | None = None, same: bool = True) -> None:
     """A Markdown table of :func:`shell_rounds`' medians, a row per command in ``labels``' order (with
