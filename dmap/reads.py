@@ -118,6 +118,23 @@ def segment_offsets(lengths: np.ndarray) -> np.ndarray:
     return offsets
 
 
+def positions_where(data: np.ndarray, compare: np.ufunc, value: int, step: int = 1 << 22) -> np.ndarray:
+    """The positions ``i`` of ``data`` where ``compare(data[i], value)`` (a numpy comparison such as
+    ``np.equal``), compared ``step`` bytes at a time into one reused mask: a fresh mask of a
+    chunk's size costs the OS kernel more to zero than the comparison itself (``clear_page_erms``
+    took 4.4% of a 1M-read exact run's CPU under ``perf record``; a 50 MB chunk's newlines took
+    20 ms against 40-99 ms)."""
+    mask = np.empty(min(data.size, step), dtype=bool)
+    pieces = [np.zeros(0, np.intp)]
+    for start in range(0, data.size, step):
+        piece = mask[:min(step, data.size - start)]
+        compare(data[start:start + step], value, out=piece)
+        found = np.flatnonzero(piece)
+        found += start
+        pieces.append(found)
+    return pieces[1] if len(pieces) == 2 else np.concatenate(pieces)
+
+
 def words_at(data: np.ndarray, dtype: str) -> np.ndarray:
     """Every byte offset of ``data`` (contiguous bytes) read as a little-endian ``dtype``
     (``"<i4"``, ``"<u8"``...): a view with a stride of one byte, no copy, one element per offset

@@ -32,7 +32,7 @@ from ..approx.alignments import ChunkAlignments
 from ..errors import DmapError, InputFormatError
 from ..index.store import IndexMeta
 from ..mapq import mapping_quality, name_hashes, primary_first, tie_pick
-from ..reads import FlatStrings, ReadChunk, flat_strings, words_at
+from ..reads import FlatStrings, ReadChunk, flat_strings, positions_where, words_at
 from ..search.hits import ChunkHits
 from .tags import WRITTEN_TAGS
 
@@ -130,18 +130,6 @@ class RecordTails:
         return self.strings[0 if self.of_read is None else int(self.of_read[read])]
 
 
-def _positions_of(data: np.ndarray, byte: int, step: int = 1 << 22) -> np.ndarray:
-    """The positions of ``byte`` in ``data``, compared a step at a time into one reused mask
-    (as :func:`dmap.io.fastx._low_bytes`: no fresh mask of the chunk's size)."""
-    mask = np.empty(min(data.size, step), dtype=bool)
-    pieces = [np.zeros(0, np.int64)]
-    for start in range(0, data.size, step):
-        piece = mask[:min(step, data.size - start)]
-        np.equal(data[start:start + step], byte, out=piece)
-        pieces.append(np.flatnonzero(piece) + start)
-    return np.concatenate(pieces)
-
-
 # The types of SAM tags that a comment appended to its read's records (-C) may hold: SAM's own,
 # and of those the ones that BAM records are encoded with (bam_records.cl).
 COMMENT_TYPES = {"sam": b"AifZHB", "sam.gz": b"AifZHB", "bam": b"AiZHB"}
@@ -154,8 +142,9 @@ def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
     SAM tags (``BC:Z:ACGT``, tab-separated, as ``samtools fastq -T`` writes them), each field
     ``TG:T:VALUE`` with a letter and a letter or digit and a type of :data:`COMMENT_TYPES`
     (for ``fmt`` "bam", one that BAM output encodes), or a tag that dmap writes itself
-    (:data:`dmap.format.tags.WRITTEN_TAGS`: it would stand twice on a record).  Whole-array: the tabs are found in one
-    pass over the chunk's bytes, and each field's first five bytes checked at once.
+    (:data:`dmap.format.tags.WRITTEN_TAGS`: it would stand twice on a record).  Whole-array:
+    the tabs are found in one pass over the chunk's bytes, and each field's first bytes
+    checked at once.
 
     Raises
     ------
@@ -170,7 +159,7 @@ def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
         return
     # The tabs inside comments: those before the end of the last comment that starts before them.
     order = has[np.argsort(c_off[has], kind="stable")]
-    tabs = _positions_of(data, ord("\t"))
+    tabs = positions_where(data, np.equal, ord("\t"))
     k = np.searchsorted(c_off[order], tabs, side="right") - 1
     inside = (k >= 0) & (tabs < (c_off + c_len)[order[np.maximum(k, 0)]])
     tabs = tabs[inside]

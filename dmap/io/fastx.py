@@ -22,7 +22,14 @@ import numpy as np
 from ..alphabet import INVALID, Alphabet
 from ..errors import InputFormatError
 from ..mapping.schedule import DEFAULT_CHUNK_SIZE
-from ..reads import MAX_NAME_LENGTH, ReadChunk, ReadFields, ragged_positions, reads_with_unknown_symbols
+from ..reads import (
+    MAX_NAME_LENGTH,
+    ReadChunk,
+    ReadFields,
+    positions_where,
+    ragged_positions,
+    reads_with_unknown_symbols,
+)
 from . import splits, ubam_reads
 from .splits import FileSplit, RawBlock, Source, SourceGroup, check_path, plan_input, reads_paths, split_bytes
 
@@ -270,23 +277,10 @@ def _low_bytes(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the newlines, spaces, tabs (and other bytes <= 32) and of
     the bytes that are not ASCII (>= 128) in ``data``, and those bytes.
 
-    Compared as signed bytes, both kinds are <= 32, so one pass finds them.
-    The comparison's mask is one reused array of :data:`LOW_BYTES_STEP` bytes,
-    not one mask byte per byte of the chunk: a fresh 50 MB mask per chunk cost
-    the OS kernel more to zero than the comparison itself (``clear_page_erms``
-    was 4.4% of a 1M-read exact run's CPU under ``perf record``), and a 50 MB
-    chunk took 20 ms against 40-99 ms.
+    Compared as signed bytes, both kinds are <= 32, so one pass finds them,
+    :data:`LOW_BYTES_STEP` bytes at a time (:func:`dmap.reads.positions_where`).
     """
-    signed = data.view(np.int8)
-    mask = np.empty(min(data.size, LOW_BYTES_STEP), dtype=bool)
-    pieces = []
-    for start in range(0, data.size, LOW_BYTES_STEP):
-        piece = mask[:min(LOW_BYTES_STEP, data.size - start)]
-        np.less_equal(signed[start:start + LOW_BYTES_STEP], 32, out=piece)
-        found = np.flatnonzero(piece)
-        found += start
-        pieces.append(found)
-    positions = pieces[0] if len(pieces) == 1 else np.concatenate([np.zeros(0, np.intp), *pieces])
+    positions = positions_where(data.view(np.int8), np.less_equal, 32, LOW_BYTES_STEP)
     return positions, data[positions]
 
 
