@@ -169,7 +169,8 @@ click.ClickException.show = click.UsageError.show = _show_error
 
 
 class _IndexGroup(click.Group):
-    """``dmap index REF -o IDX`` builds; ``dmap index info IDX`` describes."""
+    """``dmap index REF -o IDX`` builds; ``dmap index info IDX`` describes; ``dmap index cache`` lists
+    or cleans the copies of URLs' indexes."""
 
     def parse_args(self, ctx, args):
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
@@ -201,7 +202,8 @@ def main(ctx: click.Context) -> None:
 
 @main.group(cls=_IndexGroup)
 def index() -> None:
-    """Build (dmap index REFERENCE -o INDEX) or describe (dmap index info INDEX) an index."""
+    """Build (dmap index REFERENCE -o INDEX) or describe (dmap index info INDEX) an index; list or clean
+    this host's copies of indexes given as URLs (dmap index cache list|clean)."""
 
 
 @index.command("build")
@@ -247,6 +249,40 @@ def index_build(reference, output, alphabet, max_query_length, block_length, occ
     if not quiet:
         click.echo(f"dmap: indexed {m.text_length} symbols in {len(m.contigs)} contigs, {len(m.blocks)} blocks "
                    f"-> {output}", err=True)
+
+
+@index.group("cache")
+def index_cache() -> None:
+    """This host's copies of indexes given as URLs (in $DMAP_INDEX_CACHE, else ~/.cache/dmap/indexes)."""
+
+
+@index_cache.command("list")
+@_user_errors
+def index_cache_list() -> None:
+    """List the copies, least recently used first: last use, size, whether a process of this
+    host holds one (maps it, or a standing worker may map it again), URL and folder."""
+    from .host import format_bytes
+    from .index.fetch import cached_copies
+
+    click.echo("last used\tsize\tin use\turl\tpath")
+    for c in cached_copies():
+        used = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.last_used))
+        click.echo(f"{used}\t{format_bytes(c.nbytes)}\t{'yes' if c.in_use else 'no'}\t{c.url or '?'}\t{c.path}")
+
+
+@index_cache.command("clean")
+@click.option("--unused-for", "unused_days", type=click.FloatRange(min=0), default=None, metavar="DAYS",
+              help="Only copies that no run has looked up for DAYS days [default: every copy not in use].")
+@_user_errors
+def index_cache_clean(unused_days: float | None) -> None:
+    """Remove the copies that no process of this host holds; runs fetch them again when they need them."""
+    from .host import format_bytes
+    from .index.fetch import remove_copies
+
+    removed, kept = remove_copies(unused_days)
+    freed = format_bytes(sum(c.nbytes for c in removed))
+    click.echo(f"dmap: removed {len(removed)} cached index cop{'y' if len(removed) == 1 else 'ies'} ({freed}); "
+               f"{kept} in use kept", err=True)
 
 
 @index.command("info")

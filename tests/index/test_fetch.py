@@ -2,9 +2,12 @@
 build, and the records are those of the index's path."""
 
 import os
+import subprocess
+import sys
+import time
 
 import pytest
-from helpers import genome_case, http_server, without_pg
+from helpers import dmap_cmd, genome_case, http_server, without_pg
 
 import dmap
 from dmap.errors import IndexFormatError
@@ -87,3 +90,82 @@ def test_a_fetch_leaves_no_copy_that_looks_whole(tmp_path, cache, monkeypatch):
     assert copies(cache) == [] and not [p for p in cache.iterdir() if p.name.startswith(".fetching")]
     monkeypatch.setattr(local.LocalFileSystem, "get_file", real)
     assert dmap.open_index(url, refresh=True).n_blocks >= 1 and len(copies(cache)) == 1
+
+
+@pytest.fixture
+def holder():
+    """Other processes that open an index (a URL's copy: held while they live) and wait for stdin to close."""
+    started = []
+
+    def hold(url):
+        p = subprocess.Popen([sys.executable, "-c", "import sys, dmap; dmap.open_index(sys.argv[1]); print('ready', "
+                              "flush=True); sys.stdin.read()", url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+        started.append(p)
+        assert p.stdout.readline() == "ready\n"
+        return p
+
+    yield hold
+    for p in started:
+        p.stdin.close()
+        p.wait(timeout=60)
+
+
+def listed(cache):
+    r = dmap_cmd("index", "cache", "list")
+    assert r.returncode == 0, r.stderr
+    header, *rows = r.stdout.splitlines()
+    assert header.split("\t") == ["last used", "size", "in use", "url", "path"]
+    return {row.split("\t")[3]: row.split("\t") for row in rows}
+
+
+def test_the_cache_lists_its_copies_and_cleans_those_no_process_holds(tmp_path, cache, holder):
+    """`dmap index cache list` names each copy's URL, size and whether a process holds it;
+    `clean` removes the others (with --unused-for, only those unused that long), and the next
+    run fetches a removed copy again."""
+    for name, seed in (("a", 12), ("b", 13)):
+        (tmp_path / name).mkdir()
+        genome_case(tmp_path / name, seed, 3000, 40, 0)
+    url_a, url_b = (tmp_path / "a" / "idx").as_uri(), (tmp_path / "b" / "idx").as_uri()
+    held = holder(url_a)
+    holder(url_b).stdin.close()  # (b's holder exits: b is in the cache, held by none)
+    for _ in range(600):
+        if listed(cache)[url_b][2] == "no":
+            break
+        time.sleep(0.1)
+    rows = listed(cache)
+    assert rows[url_a][2] == "yes" and rows[url_b][2] == "no"
+    size = sum(f.stat().st_size for f in (tmp_path / "a" / "idx").rglob("*") if f.is_file())
+    assert rows[url_a][1] == dmap.host.format_bytes(size) and os.path.isdir(rows[url_a][4])
+    r = dmap_cmd("index", "cache", "clean", "--unused-for", "1")
+    assert r.returncode == 0 and "removed 0 cached index copies (0 bytes); 0 in use kept" in r.stderr
+    day_ago = time.time() - 2 * 86400
+    for row in rows.values():
+        os.utime(os.path.dirname(row[4]), (day_ago, day_ago))
+    r = dmap_cmd("index", "cache", "clean", "--unused-for", "1")
+    assert r.returncode == 0 and "removed 1 cached index copy" in r.stderr and "1 in use kept" in r.stderr
+    assert list(listed(cache)) == [url_a]
+    held.stdin.close()
+    held.wait(timeout=60)
+    r = dmap_cmd("index", "cache", "clean")
+    assert r.returncode == 0 and "removed 1 cached index copy" in r.stderr and "0 in use kept" in r.stderr
+    assert list(cache.iterdir()) == []  # no lock file left either
+    assert dmap.open_index(url_b, refresh=True).n_blocks >= 1 and list(listed(cache)) == [url_b]
+
+
+def test_a_new_build_leaves_the_copies_that_processes_hold(tmp_path, cache, holder):
+    """A URL's builds before the newest two go when a new one is fetched, but not one that a
+    process still holds (a run mapping it); a process lets its copy go when it moves on."""
+    genome_case(tmp_path, 14, 3000, 40, 0)
+    url = (tmp_path / "idx").as_uri()
+    first = holder(url)
+    (first_copy,) = copies(cache)
+    for length in (70, 80, 90):  # three more builds
+        dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", overwrite=True, max_query_length=length)
+        dmap.open_index(url, refresh=True)
+    assert first_copy in copies(cache) and len(copies(cache)) == 3  # the held one, the newest two
+    first.stdin.close()
+    first.wait(timeout=60)
+    dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", overwrite=True, max_query_length=60)
+    dmap.open_index(url, refresh=True)
+    assert first_copy not in copies(cache) and len(copies(cache)) == 2
