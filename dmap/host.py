@@ -216,6 +216,11 @@ def format_bytes(n: int) -> str:
     return f"{n} bytes" if unit == 0 else f"{n / 1024**unit:.1f} {('KiB', 'MiB', 'GiB')[unit - 1]}"
 
 
+# The smallest base of RecycledArrays: address space (untouched pages cost no memory) enough for
+# the records of a chunk of the largest exact-mapping size (200,000 reads of 100 bp, 60 MB).
+MIN_BASE = 64 << 20
+
+
 class RecycledArrays:
     """Host arrays handed out for good, whose memory is handed out again once nothing refers to them.
 
@@ -226,35 +231,43 @@ class RecycledArrays:
     records kernel itself (7.8% of a 1M-read exact run against 5.6%). Here each array is a
     view of a base array kept in the pool, and a base is free again when its reference
     count shows that the pool alone holds it (numpy's views refer to their base, however
-    deep). Bases come in powers of two, and one that :meth:`take` has not handed out in the
-    last :data:`RECYCLE_TAKES` takes is let go, so the pool follows the chunk sizes of the
-    work and a standing worker does not keep an earlier run's arrays.
+    deep).
+
+    A take gets the free base whose pages are already touched for most of it (its earlier
+    takes' largest size), so the small first chunks' bases serve the larger ones after them:
+    bases are at least ``min_base`` bytes of address space, of which only the pages written
+    cost memory.  A 1M-read exact run made 3 bases instead of 6 and peaked at 360 MB
+    instead of 391 MB (``benchmarks/ab_packages.py``, docs/performance.md "Recycled
+    records").  A base that :meth:`take` has not handed out in the last
+    :data:`RECYCLE_TAKES` takes is let go, so the pool follows the chunk sizes of the work
+    and a standing worker does not keep an earlier run's arrays.
     """
 
     # A base's references while it is free: the pool's entry, and getrefcount's argument.
     _FREE = 2
 
-    def __init__(self):
-        self._entries: list[list] = []  # [base array, the take that last handed it out]
+    def __init__(self, min_base: int = MIN_BASE):
+        # [base array, the take that last handed it out, the most bytes any take handed out of it]
+        self._entries: list[list] = []
         self._takes = 0
         self._lock = threading.Lock()
+        self.min_base = min_base
         self.made = 0  # bases made, for tests
 
     def take(self, nbytes: int) -> np.ndarray:
         """A uint8 array of ``nbytes``, its contents undefined."""
-        size = max(4096, 1 << (max(nbytes, 1) - 1).bit_length())
         with self._lock:
             self._takes += 1
-            found = None
-            for entry in self._entries:
-                if entry[0].size == size and sys.getrefcount(entry[0]) == self._FREE:
-                    found = entry
-                    break
+            free = [e for e in self._entries if e[0].size >= nbytes and sys.getrefcount(e[0]) == self._FREE]
+            # The most pages already touched for these bytes; among those, the smallest base.
+            found = max(free, key=lambda e: (min(e[2], nbytes), -e[0].size), default=None)
             if found is None:
-                found = [np.empty(size, dtype=np.uint8), 0]
+                size = max(self.min_base, 1 << (max(nbytes, 1) - 1).bit_length())
+                found = [np.empty(size, dtype=np.uint8), 0, 0]
                 self._entries.append(found)
                 self.made += 1
             found[1] = self._takes
+            found[2] = max(found[2], nbytes)
             # Bases in use stay with whoever holds them until they let go; they just leave the pool.
             self._entries = [e for e in self._entries if e[1] > self._takes - RECYCLE_TAKES]
             return found[0][:nbytes]

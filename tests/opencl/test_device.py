@@ -175,7 +175,7 @@ def test_a_failed_task_leaves_its_buffers_out_of_the_pool():
 
 
 def test_recycled_arrays_come_back_once_nothing_refers_to_them():
-    pool = RecycledArrays()
+    pool = RecycledArrays(min_base=4096)
     first = pool.take(5000)
     assert first.size == 5000 and first.dtype == np.uint8
     # Held in any form (a view of a view, an array over its buffer, a memoryview), it is not lent again.
@@ -193,18 +193,38 @@ def test_recycled_arrays_come_back_once_nothing_refers_to_them():
 
 
 def test_recycled_arrays_follow_the_work():
-    """A size that takes no longer ask for leaves the pool, so a standing worker does not keep an
-    earlier run's arrays; sizes of a power of two's class share their arrays."""
-    pool = RecycledArrays()
+    """A base that no take has had for a while leaves the pool, so a standing worker keeps no more
+    bases than its chunks in flight need now; sizes of a power of two's class share their arrays."""
+    pool = RecycledArrays(min_base=4096)
     for _ in range(3):
         pool.take(1 << 20)
         pool.take((1 << 20) - 10)
     assert pool.made == 1
-    for _ in range(RECYCLE_TAKES):
-        pool.take(100)
-    assert sorted(base.size for base, _ in pool._entries) == [4096]
-    pool.take(1 << 20)
+    held = [pool.take(1 << 20) for _ in range(3)]  # three chunks in flight: three bases
     assert pool.made == 3
+    del held
+    for _ in range(RECYCLE_TAKES):  # then one at a time: one base serves them, the others go
+        pool.take(100)
+    assert len(pool._entries) == 1
+    both = [pool.take(1 << 20) for _ in range(2)]  # two in flight again: the one base, and a new one
+    assert pool.made == 4 and both[0].base is not both[1].base
+
+
+def test_recycled_arrays_serve_larger_takes_from_the_most_touched_base():
+    """Chunks grow: a base made for a small take serves the larger ones after it (only the pages
+    written cost memory), and a take gets the free base already written furthest."""
+    pool = RecycledArrays(min_base=1 << 20)
+    small, smaller = pool.take(100_000), pool.take(10_000)
+    assert pool.made == 2
+    smaller_base = smaller.base
+    del small, smaller
+    grown = pool.take(500_000)
+    assert pool.made == 2 and grown.base is not smaller_base  # the base 100,000 bytes were written to
+    bigger = pool.take(2 << 20)  # more than any base holds: a new one, of a power of two
+    assert pool.made == 3 and bigger.base.size == 2 << 20
+    del grown
+    again = pool.take(200_000)
+    assert pool.made == 3 and again.base is not smaller_base and again.base.size == 1 << 20
 
 
 def test_records_kept_after_their_task_reuse_memory_no_longer_used():
