@@ -20,8 +20,10 @@ where the walk from the record before it passes it by.  A kernel
 :class:`ReadFields`: names as they are, sequences from BAM's 4-bit codes,
 qualities plus 33.  An aligned record on the reverse strand holds the reverse
 complement of its read, which is turned back, and secondary and supplementary
-records (flags 0x100, 0x800), which repeat a read, are left out.  Tags are not
-read: a read group comes from ``-R`` or the manifest.
+records (flags 0x100, 0x800), which repeat a read, are left out.  Of the tags, the
+kernel reads what :class:`BamExtras` asks for: each record's ``RG`` looked up among the
+run's read groups (where the headers name them and no ``-R`` or manifest gives others),
+and with ``-C`` the others as SAM text.
 """
 
 from __future__ import annotations
