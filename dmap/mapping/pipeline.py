@@ -281,25 +281,10 @@ def map_reads(
     MappingResult
         Counts, timing and (``return_hits``) the hits.
     """
-    if max_hits is not None and max_hits < 1:
-        raise DmapError(f"--max-hits must be at least 1, not {max_hits}")
-    if in_flight is not None and in_flight < 1:
-        raise DmapError("in_flight must be at least 1")
-    if workers_per_device < 1 or (workers_per_device > 1 and (client is not None or scheduler is not None)):
-        raise DmapError("--workers-per-device applies only to the embedded cluster (no --scheduler or "
-                        f"--cluster), and must be at least 1, not {workers_per_device}")
-    if threads is not None and (threads < 1 or client is not None or scheduler is not None):
-        raise DmapError("--threads applies only to the embedded cluster (no --scheduler or --cluster), "
-                        f"and must be at least 1, not {threads}")
-    if dashboard is not False and (client is not None or scheduler is not None):
-        raise DmapError("--dashboard applies only to the embedded cluster (no --scheduler or --cluster); "
-                        "a running cluster's scheduler serves its own dashboard")
-    if not 0 <= max_errors <= MAX_ERRORS_LIMIT:
-        raise DmapError(f"--max-errors must be between 0 and {MAX_ERRORS_LIMIT}, not {max_errors}")
+    _check_options(max_hits, in_flight, max_errors, mates is not None and interleaved,
+                   client is None and scheduler is None, workers_per_device, threads, dashboard)
     paired = mates is not None or interleaved
     insert = insert_bounds(paired, min_insert, max_insert)
-    if mates is not None and interleaved:
-        raise DmapError("give either a second reads file or --interleaved, not both")
     idx = open_index(index, refresh=True)  # (an index at a URL: this host's copy of its current build)
     if paired and idx.alphabet.n_strands != 2:
         raise DmapError(f"paired-end reads need a DNA index (both strands); this index is of {idx.alphabet.name}")
@@ -380,10 +365,6 @@ def map_reads(
                     else text.encode())
             writer.write(head if fmt == "sam" else bgzf.compress(head))
 
-    def cluster_failure(message: str) -> ClusterError:
-        """The run's one-line error for a failure of its cluster, with what it leaves."""
-        return ClusterError(f"{message}; " + (out.after_failure if out is not None else "no output was written"))
-
     try:
         if first is None:
             write_header(insert)
@@ -444,31 +425,11 @@ def map_reads(
             writer.finish()
             out.commit()
             result.sam_path = out.target or out.name
-    except RuntimeError as e:
-        if not str(e).startswith(SCHEDULER_CANNOT_LOAD):
+    except RUN_FAILURES as e:
+        error = run_error(e, out, writer)
+        if error is None:
             raise
-        cause = f"{type(e.__cause__).__name__}: {e.__cause__}" if e.__cause__ is not None else "no reason given"
-        raise cluster_failure(f"the Dask scheduler cannot load dmap's tasks ({cause}); run the scheduler where the "
-                              "same dmap is installed as here") from None
-    except (NoWorkerError, NoValidWorkerError) as e:
-        # A scheduler started with distributed.scheduler.no-workers-timeout fails the tasks that
-        # waited that long for a worker (docs/cluster.md).
-        raise cluster_failure(f"no worker could run dmap's tasks ({_one_line(e)})") from None
-    except KilledWorker as e:
-        # The scheduler gives a task up once that many workers died running it: a Nanny
-        # restarts a worker past 95% of its memory limit, and the OOM killer or a crashing
-        # driver end one without a word.
-        deaths = e.allowed_failures + 1
-        raise cluster_failure(f"workers died running one of the run's tasks, {deaths} time{'s' * (deaths > 1)} (out "
-                              f"of memory, or killed; the last was {e.last_worker.address}, whose log may say why)"
-                              ) from None
-    except WorkerWriteError as e:  # the output's part, or its part file, on a worker
-        name = out.name if e.path == writer.path else e.path
-        raise OutputError.writing(name, e.error, out.after_failure) from None
-    # Writes raise OutputError (SamWriter), so an OSError here is Dask's: e.g.
-    # "Timed out trying to connect" to a scheduler that was killed.
-    except (CommClosedError, FutureCancelledError, CancelledError, OSError) as e:
-        raise cluster_failure(f"lost the Dask cluster during the run ({type(e).__name__}: {_one_line(e)})") from None
+        raise error from None
     finally:
         if writer is not None:
             writer.close()
@@ -480,6 +441,64 @@ def map_reads(
         result.hits = collect_hits(kept, contig_names, approx is not None)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _check_options(max_hits: int | None, in_flight: int | None, max_errors: int, mates_and_interleaved: bool,
+                   embedded: bool, workers_per_device: int, threads: int | None, dashboard: bool | int) -> None:
+    """Refuse options of :func:`map_reads` that contradict each other or are out of range, in one line."""
+    if max_hits is not None and max_hits < 1:
+        raise DmapError(f"--max-hits must be at least 1, not {max_hits}")
+    if in_flight is not None and in_flight < 1:
+        raise DmapError("in_flight must be at least 1")
+    if workers_per_device < 1 or (workers_per_device > 1 and not embedded):
+        raise DmapError("--workers-per-device applies only to the embedded cluster (no --scheduler or "
+                        f"--cluster), and must be at least 1, not {workers_per_device}")
+    if threads is not None and (threads < 1 or not embedded):
+        raise DmapError("--threads applies only to the embedded cluster (no --scheduler or --cluster), "
+                        f"and must be at least 1, not {threads}")
+    if dashboard is not False and not embedded:
+        raise DmapError("--dashboard applies only to the embedded cluster (no --scheduler or --cluster); "
+                        "a running cluster's scheduler serves its own dashboard")
+    if not 0 <= max_errors <= MAX_ERRORS_LIMIT:
+        raise DmapError(f"--max-errors must be between 0 and {MAX_ERRORS_LIMIT}, not {max_errors}")
+    if mates_and_interleaved:
+        raise DmapError("give either a second reads file or --interleaved, not both")
+
+
+# What a run's cluster or its workers' writes may raise, which run_error turns into one line.
+RUN_FAILURES = (RuntimeError, NoWorkerError, NoValidWorkerError, KilledWorker, WorkerWriteError, CommClosedError,
+                FutureCancelledError, CancelledError, OSError)
+
+
+def run_error(e: BaseException, out: Output | None, writer: SamWriter | None) -> Exception | None:
+    """The one-line error for ``e`` (one of :data:`RUN_FAILURES`) that ended a run, naming what the
+    run leaves of its output ``out``; None where ``e`` is not the cluster's (a bug's RuntimeError)."""
+    def cluster_failure(message: str) -> ClusterError:
+        return ClusterError(f"{message}; " + (out.after_failure if out is not None else "no output was written"))
+
+    if isinstance(e, RuntimeError):
+        if not str(e).startswith(SCHEDULER_CANNOT_LOAD):
+            return None
+        cause = f"{type(e.__cause__).__name__}: {e.__cause__}" if e.__cause__ is not None else "no reason given"
+        return cluster_failure(f"the Dask scheduler cannot load dmap's tasks ({cause}); run the scheduler where the "
+                               "same dmap is installed as here")
+    if isinstance(e, NoWorkerError | NoValidWorkerError):
+        # A scheduler started with distributed.scheduler.no-workers-timeout fails the tasks that
+        # waited that long for a worker (docs/cluster.md).
+        return cluster_failure(f"no worker could run dmap's tasks ({_one_line(e)})")
+    if isinstance(e, KilledWorker):
+        # The scheduler gives a task up once that many workers died running it: a Nanny
+        # restarts a worker past 95% of its memory limit, and the OOM killer or a crashing
+        # driver end one without a word.
+        deaths = e.allowed_failures + 1
+        return cluster_failure(f"workers died running one of the run's tasks, {deaths} time{'s' * (deaths > 1)} (out "
+                               f"of memory, or killed; the last was {e.last_worker.address}, whose log may say why)")
+    if isinstance(e, WorkerWriteError):  # the output's part, or its part file, on a worker
+        name = out.name if e.path == writer.path else e.path
+        return OutputError.writing(name, e.error, out.after_failure)
+    # Writes raise OutputError (SamWriter), so an OSError here is Dask's: e.g.
+    # "Timed out trying to connect" to a scheduler that was killed.
+    return cluster_failure(f"lost the Dask cluster during the run ({type(e).__name__}: {_one_line(e)})")
 
 
 def _source_paths(source: Source | PairChunk) -> list[str]:
