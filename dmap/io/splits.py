@@ -272,8 +272,8 @@ def _record_format(first: int, path: str) -> bool:
 
 def _bytes_per_record(head: np.ndarray, fastq: bool) -> float:
     """Bytes per record of the whole records at the start of ``head`` (which begins with a record)."""
-    end, records = _block_end(head, fastq, head.size, False)
-    return max(1.0, end / records) if end else float(max(1, head.size))
+    end, records = _whole_records(head, fastq, head.size)
+    return max(1.0, end / records) if records else float(max(1, head.size))
 
 
 def _plain_file(path: str, mappable: dict[int, bool]) -> tuple[np.ndarray, int] | None:
@@ -577,24 +577,39 @@ def stream_blocks(f: BinaryIO, path: str, head: np.ndarray, offset: int, fastq: 
 
 
 def _block_end(data: np.ndarray, fastq: bool, n: int, at_end: bool) -> tuple[int | None, int]:
-    """Where a block of at most ``n`` whole records of ``data`` ends, and its records;
-    None when ``data`` holds no whole record and more is to come."""
+    """Where a block of ``n`` whole records of ``data`` ends (fewer at the stream's end), and its
+    records; None when ``data`` holds fewer and more is to come.
+
+    Never fewer short of the end: the two files of pairs are read a block of ``n`` records
+    each, and an interleaved file's block must hold whole pairs, so a block cut where the
+    bytes read ran out (reads longer than the stream's first ones) would part mates."""
+    if at_end:  # the rest of the stream, where it holds at most n records
+        if fastq:
+            nl = np.flatnonzero(data == 10)
+            if nl.size // 4 <= n:  # (a last line without its newline counts)
+                return records_end(data, True), nl.size // 4 + (data.size > (nl[-1] + 1 if nl.size else 0))
+        elif (starts := _fasta_starts(data)).size <= n:
+            return records_end(data, False), starts.size
+    end, whole = _whole_records(data, fastq, n)
+    return (end, n) if whole == n else (None, 0)
+
+
+def _whole_records(data: np.ndarray, fastq: bool, most: int) -> tuple[int, int]:
+    """Where the first whole records of ``data`` (which begins with a record), at most ``most``
+    of them, end, and how many they are; a FASTA record is whole once the next one begins."""
     if fastq:
         nl = np.flatnonzero(data == 10)
-        whole = nl.size // 4
-        if at_end and whole <= n:  # the rest of the stream, a last line without its newline included
-            return records_end(data, True), whole + (data.size > (nl[-1] + 1 if nl.size else 0))
-        if whole == 0:
-            return None, 0
-        k = min(whole, n)
-        return int(nl[4 * k - 1]) + 1, k
+        k = min(most, nl.size // 4)
+        return (int(nl[4 * k - 1]) + 1 if k else 0), k
+    starts = _fasta_starts(data)
+    k = min(most, max(starts.size - 1, 0))
+    return (int(starts[k]) if k else 0), k
+
+
+def _fasta_starts(data: np.ndarray) -> np.ndarray:
+    """The offsets of the FASTA records of ``data``: its '>' at the start of a line."""
     starts = np.flatnonzero(data == ord(">"))
-    starts = starts[(starts == 0) | (data[np.maximum(starts - 1, 0)] == 10)]
-    if starts.size > n:
-        return int(starts[n]), n
-    if at_end:
-        return records_end(data, False), starts.size
-    return (None, 0) if starts.size <= 1 else (int(starts[-1]), starts.size - 1)
+    return starts[(starts == 0) | (data[np.maximum(starts - 1, 0)] == 10)]
 
 
 class _File:

@@ -18,6 +18,7 @@ from dmap.io import pairs
 from dmap.io.fastx import source_fields
 from dmap.io.pairs import (
     FirstPairs,
+    PairBlock,
     PairGroup,
     PairSplit,
     count_records,
@@ -191,6 +192,37 @@ def test_lists_of_paired_files_map_each_pair_of_files_in_turn(tmp_path):
     assert [s for c in chunks for s in c.seqs] == [s for pair in zip(first, second) for s in pair]
     with pytest.raises(InputFormatError, match="2 files of first mates but 1 of second mates"):
         list(plan_pair_files(lanes[0], lanes[1][:1], lambda *_: 16))
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_streamed_pairs_whose_reads_grow_keep_their_mates_together(tmp_path, interleaved):
+    """A stream is read a block of records at a time, its bytes guessed from its first reads: where
+    later reads are longer, a block waits for its records rather than end short, which would part
+    an interleaved file's mates, or give the two files' blocks different counts."""
+    first = ["ACGT"[i % 4] * (20 if i < 600 else 400) for i in range(3000)]
+    second = ["GC"[i % 2] * (20 if i < 1500 else 400) for i in range(3000)]
+    firsts, seconds, want = write_lanes_of(tmp_path, first, second, interleaved)
+    plan = list(plan_pair_files(firsts, seconds, lambda *_: 2000, split=True))
+    assert all(isinstance(b, PairBlock | PairGroup) for b in plan)  # (gzip: read as a stream)
+    chunks = [read_pair_chunk(b, DNA) for b in plan]
+    assert [(n, s) for c in chunks for n, s in zip(c.names, c.seqs)] == want
+
+
+def write_lanes_of(tmp_path, first, second, interleaved):
+    """The pairs of ``first`` and ``second`` mates as gzip files (streams): of both mates in turn, or
+    one of each mate; and the pairs' (name, sequence) in input order."""
+    import gzip
+
+    text = pair_records(first, second)
+    want = [(f"pair{i}", s) for i, pair in enumerate(zip(first, second)) for s in pair]
+    if interleaved:
+        lines = [t.splitlines(keepends=True) for t in text]
+        joined = b"".join(b"".join(lines[m][4 * i: 4 * i + 4]) for i in range(len(first)) for m in (0, 1))
+        (tmp_path / "pairs.fq.gz").write_bytes(gzip.compress(joined))
+        return [str(tmp_path / "pairs.fq.gz")], None, want
+    for m in (0, 1):
+        (tmp_path / f"r{m + 1}.fq.gz").write_bytes(gzip.compress(text[m]))
+    return [str(tmp_path / "r1.fq.gz")], [str(tmp_path / "r2.fq.gz")], want
 
 
 def pair_records(first: list[str], second: list[str], start: int = 0) -> tuple[bytes, bytes]:
