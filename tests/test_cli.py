@@ -189,19 +189,16 @@ def test_cram_reads_say_how_to_convert_them(index, tmp_path):
 
 
 def test_bam_reads_map_as_their_fastq(index, tmp_path):
-    """Reads given as unaligned BAM (`samtools import`) map as the FASTQ they came from; BAM in plain
-    gzip (not BGZF, which no BAM writer makes) or from a pipe is one line that says what to do."""
+    """Reads given as unaligned BAM (`samtools import`) map as the FASTQ they came from, and so does
+    BAM in plain gzip (not BGZF, which no BAM writer makes), read as a stream."""
     reads = tmp_path / "r.fq"
     reads.write_text("@r1\nGCATGCAAG\n+\nIIIIIIIII\n@r2\nGGGGCCCC\n+\nIIIIIIII\n")
     subprocess.run(["samtools", "import", "-0", str(reads), "-o", str(tmp_path / "r.bam")], check=True)
-    for name in ("r.fq", "r.bam"):
+    (tmp_path / "gz.bam").write_bytes(gzip.compress(gzip.decompress((tmp_path / "r.bam").read_bytes())))
+    for name in ("r.fq", "r.bam", "gz.bam"):
         r = dmap_cmd("run", index, tmp_path / name, "-o", tmp_path / f"{name}.sam")
         assert r.returncode == 0, r.stderr
-    assert without_pg((tmp_path / "r.bam.sam").read_bytes()) == without_pg((tmp_path / "r.fq.sam").read_bytes())
-    (tmp_path / "gz.bam").write_bytes(gzip.compress(gzip.decompress((tmp_path / "r.bam").read_bytes())))
-    out = tmp_path / "o.sam"
-    assert_clean_failure(dmap_cmd("run", index, tmp_path / "gz.bam", "-o", out), out,
-                         "is BAM compressed as plain gzip, not in BGZF blocks")
+        assert without_pg((tmp_path / f"{name}.sam").read_bytes()) == without_pg((tmp_path / "r.fq.sam").read_bytes())
 
 
 @pytest.mark.parametrize("case", sorted(ODD_READS))

@@ -43,7 +43,6 @@ from .splits import (
     MAX_RECORD_BYTES,
     FileSplit,
     RawBlock,
-    bam_stream_error,
     check_path,
     open_reads,
     plan_input,
@@ -525,15 +524,15 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
         return pairs[0] if second is not None else 2 * pairs[0]
 
     with contextlib.ExitStack() as stack:
-        streams, fastq = [], []
+        streams, fastq, bam = [], [], []
         for path in paths:
             f = stack.enter_context(open_reads(path))
             sniffed = sniff(f, path)
-            if sniffed is not None and sniffed.bam:
-                raise bam_stream_error(path)
-            fastq.append(None if sniffed is None else sniffed[2])
-            streams.append(iter(()) if sniffed is None else stream_blocks(f, path, sniffed[0], sniffed[1],
-                                                                          sniffed[2], sniffed[3], wanted))
+            fastq.append(None if sniffed is None else sniffed.fastq)
+            bam.append(sniffed is not None and sniffed.bam)
+            streams.append(iter(()) if sniffed is None else stream_blocks(f, path, sniffed.head, sniffed.origin,
+                                                                          sniffed.fastq, sniffed.per_record, wanted,
+                                                                          sniffed.bam))
         started = False
         while True:
             pairs[0] = max(1, chunks.wanted() // 2)
@@ -550,8 +549,8 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
             if not started:
                 yield from chunks.start(_one_format(paths, fastq))
                 started = True
-            raw = [RawBlock(chunks.number, path, offset, data, is_fastq)
-                   for path, (offset, data, _), is_fastq in zip(paths, blocks, fastq)]
+            raw = [RawBlock(chunks.number, path, offset, data, is_fastq, is_bam, extras if is_bam else NO_EXTRAS)
+                   for path, (offset, data, _), is_fastq, is_bam in zip(paths, blocks, fastq, bam)]
             part = PairBlock(chunks.number, raw[0], raw[1] if second is not None else None)
             yield from chunks.add(part, counts[0] * per_record, sum(b[1].size for b in blocks), counts[0] >= wanted())
 

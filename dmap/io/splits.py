@@ -37,6 +37,7 @@ kernel launches per chunk, not per file.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import socket
 import stat
@@ -94,18 +95,20 @@ class FileSplit:
 
 @dataclass
 class RawBlock:
-    """Whole records read from a stream by the client, not parsed."""
+    """Whole records read from a stream by the client, not parsed (BAM: inflated, not decoded)."""
 
     number: int
     path: str
     offset: int  # of the block's first byte in the (decompressed) stream
     data: np.ndarray
     fastq: bool
+    bam: bool = False  # BAM records (``fastq``: they have qualities)
+    extras: ubam.BamExtras = ubam.NO_EXTRAS  # BAM: what its records give besides their reads
 
     @property
     def fastq_text(self) -> bool:
-        """Whether the records are FASTQ text (a stream is never BAM: :func:`bam_stream_error`)."""
-        return self.fastq
+        """Whether the records are FASTQ text (four lines each)."""
+        return self.fastq and not self.bam
 
 
 @dataclass(frozen=True)
@@ -222,7 +225,9 @@ def check_path(path: str, what: str) -> None:
 
 def open_reads(path: str):
     """A binary reader of the reads file ``path`` (``-``: standard input; gzip etc. decompressed;
-    a URL through fsspec)."""
+    a URL through fsspec); for a stream that :func:`sniff_bam` looked at, from its first byte again."""
+    if path in _looked_at:
+        return _looked_at.pop(path)
     try:
         if is_url(path):
             import fsspec
@@ -325,6 +330,8 @@ def _bgzf_ratio(path: str) -> float | None:
         except OSError:
             return None
         return _inflated_ratio(head)
+    if is_pipe(path):  # (opening a named pipe again would wait for a writer that has gone)
+        return None
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -416,23 +423,88 @@ def _sniff_bam(f: BinaryIO, head: np.ndarray, path: str) -> Sniffed | None:
 
 def sniff_bam(path: str) -> Sniffed | None:
     """What :func:`sniff` learns of ``path`` if it is BAM (whether its first records are pairs,
-    its header), else None; read again from the file's start, before the run is planned."""
-    with open_reads(path) as f:
-        sniffed = sniff(f, path)
+    its header), else None; before the run is planned, which reads the file again from its
+    start, or a stream (:func:`is_pipe`) from the bytes looked at here (:func:`open_reads`)."""
+    if not is_pipe(path):
+        with open_reads(path) as f:
+            sniffed = sniff(f, path)
+    else:
+        f = _Recorded(open_reads(path))
+        try:
+            sniffed = sniff(f, path)
+        except BaseException:
+            f.close()
+            raise
+        _looked_at[path] = f.replayed()
     return sniffed if sniffed is not None and sniffed.bam else None
 
 
-def bam_stream_error(path: str) -> InputFormatError:
-    """BAM that workers cannot cut: from a pipe or standard input, a file system that cannot map
-    files, or gzip that is not BGZF (which no BAM writer makes)."""
-    pipe = f"or pipe FASTQ ('samtools fastq {os.path.basename(path)} | dmap run INDEX -')"
-    if path != STDIN and not is_url(path) and os.path.isfile(path) and _bgzf_ratio(path) is None:
-        with open(path, "rb") as f:
-            if not bgzf.is_bgzf(f.read(bgzf.MAX_BLOCK)):
-                return InputFormatError(f"reads file {path!r} is BAM compressed as plain gzip, not in BGZF blocks "
-                                        f"as BAM is; rewrite it with 'samtools view -b', {pipe}")
-    return InputFormatError(f"reads file {path!r} is BAM read as a stream (a pipe, standard input, or a file "
-                            f"system that cannot map files); dmap reads BAM from a file: give the file's path, {pipe}")
+def is_pipe(path: str) -> bool:
+    """Whether ``path`` is standard input, a pipe or a device: read once, from its start, by the client."""
+    if path == STDIN:
+        return True
+    if is_url(path):
+        return False
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+# Streams that sniff_bam looked at, each to be read again from its first byte (open_reads).
+_looked_at: dict[str, _Replayed] = {}
+
+
+class _Recorded(io.RawIOBase):
+    """A stream that keeps a copy of the bytes read from it, to be read again (:meth:`replayed`)."""
+
+    def __init__(self, stream: BinaryIO):
+        super().__init__()
+        self.stream = stream
+        self.seen = bytearray()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self.stream.readinto(buffer)
+        self.seen += memoryview(buffer)[:n]
+        return n
+
+    def replayed(self) -> _Replayed:
+        """The stream from its first byte, which this object hands over (its closing no longer closes it)."""
+        stream, self.stream = self.stream, None
+        return _Replayed(stream, bytes(self.seen))
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+        super().close()
+
+
+class _Replayed(io.RawIOBase):
+    """``head``, the bytes already read from ``stream``, then the rest of ``stream``."""
+
+    def __init__(self, stream: BinaryIO, head: bytes):
+        super().__init__()
+        self.stream = stream
+        self.head = memoryview(head)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if not self.head:
+            return self.stream.readinto(buffer)
+        n = min(len(buffer), len(self.head))
+        memoryview(buffer).cast("B")[:n] = self.head[:n]
+        self.head = self.head[n:]
+        return n
+
+    def close(self) -> None:
+        self.stream.close()
+        super().close()
 
 
 def sniff_head(head: np.ndarray, path: str) -> Sniffed | None:
@@ -508,8 +580,6 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int],
             if path.endswith(COMPRESSED) or bam:  # BGZF is cut in its compressed bytes; other compression is a stream
                 blocked = _bgzf_ratio(path) if path != STDIN else None
                 size = None if blocked is None else file_size(path)
-                if bam and size is None:
-                    raise bam_stream_error(path)
             elif path == STDIN:  # read from where it stands, by this process: workers cannot open it by name
                 blocked, size = None, None
             elif plain is not None:
@@ -532,8 +602,9 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int],
                         yield flush()
                     at = end
                 continue
-            for offset, data, records in stream_blocks(f, path, head, origin, fastq, per_record, ask):
-                hold(RawBlock(done[0], path, offset, data, fastq), records, data.size)
+            for offset, data, records in stream_blocks(f, path, head, origin, fastq, per_record, ask, bam):
+                hold(RawBlock(done[0], path, offset, data, fastq, bam, extras if bam else ubam.NO_EXTRAS), records,
+                     data.size)
                 if records >= asked[0]:  # a block short of what it asked for is the stream's last
                     yield flush()
     if held:
@@ -541,14 +612,15 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int],
 
 
 def stream_blocks(f: BinaryIO, path: str, head: np.ndarray, offset: int, fastq: bool, per_record: float,
-                   wanted: Callable[[], int]) -> Iterator[tuple[int, np.ndarray, int]]:
+                  wanted: Callable[[], int], bam: bool = False) -> Iterator[tuple[int, np.ndarray, int]]:
     """(offset, bytes, records) of consecutive blocks of ``wanted()`` whole records of a stream
     (fewer in the last), which has yielded ``head`` already.
 
     A FASTQ block ends after its records' fourth newlines (the stream is read
     from its start, so the newlines count its lines); a FASTA block ends
-    before the ``>`` of the next record.  Each block is a new array: the
-    chunks in flight keep theirs.
+    before the ``>`` of the next record; a block of BAM (inflated) ends before
+    the record of its ``wanted() + 1``-th read (:func:`_bam_block_end`).  Each
+    block is a new array: the chunks in flight keep theirs.
     """
     carry = head
     at_end = False
@@ -561,7 +633,8 @@ def stream_blocks(f: BinaryIO, path: str, head: np.ndarray, offset: int, fastq: 
             got = carry.size if at_end else carry.size + fill(f, memoryview(buf)[carry.size:], path)
             at_end = at_end or got < size
             data = buf[:got]
-            cut, records = _block_end(data, fastq, n, at_end)
+            cut, records = (_bam_block_end(data, n, at_end, path, f"byte {offset}") if bam
+                            else _block_end(data, fastq, n, at_end))
             if cut is not None:
                 break
             if size > n * MAX_RECORD_BYTES:
@@ -572,7 +645,7 @@ def stream_blocks(f: BinaryIO, path: str, head: np.ndarray, offset: int, fastq: 
             yield offset, data[:cut], records
         offset += cut
         carry = data[cut:]
-        if at_end and (cut == 0 or not records_end(carry, fastq)):
+        if at_end and (cut == 0 or (not bam and not records_end(carry, fastq))):
             return  # the rest is blank lines
 
 
@@ -592,6 +665,22 @@ def _block_end(data: np.ndarray, fastq: bool, n: int, at_end: bool) -> tuple[int
             return records_end(data, False), starts.size
     end, whole = _whole_records(data, fastq, n)
     return (end, n) if whole == n else (None, 0)
+
+
+def _bam_block_end(data: np.ndarray, n: int, at_end: bool, path: str, where: str) -> tuple[int | None, int]:
+    """:func:`_block_end` of BAM records (inflated, from a record on): ``n`` reads, the records of
+    the ``n + 1``-th read and any after it left to the next block, so that a pair's records stay
+    together whatever secondary and supplementary records (which repeat a read) lie among them."""
+    starts = ubam.record_starts(data, 0, None, path, where, MAX_RECORD_BYTES)  # the records held whole
+    reads = ubam.read_records(data, starts)
+    if reads.size > n:
+        return int(reads[n]), n
+    if not at_end:
+        return None, 0
+    end = int(starts[-1]) + 4 + ubam.record_size(data, int(starts[-1])) if starts.size else 0
+    if end != data.size:
+        raise InputFormatError(f"reads file {path!r} is not whole BAM (after {where}): it ends inside a record")
+    return end, int(reads.size)
 
 
 def _whole_records(data: np.ndarray, fastq: bool, most: int) -> tuple[int, int]:

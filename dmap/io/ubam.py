@@ -3,7 +3,9 @@ and ``samtools import`` write it), or aligned BAM whose reads are mapped again.
 
 A BAM file is BGZF, so workers cut it as they cut ``bgzip``-compressed FASTQ
 (:mod:`dmap.io.splits`): each worker inflates the blocks that begin in its byte
-range and takes the records that begin in them.  Where a record begins is not
+range and takes the records that begin in them.  BAM that workers cannot cut (from a
+pipe or standard input, or in plain gzip) is inflated by the client, which cuts it
+into blocks of whole reads (:func:`dmap.io.splits.stream_blocks`).  Where a record begins is not
 marked in BAM: a record is its length (``block_size``) followed by its fields.
 Both neighbours of a cut find the same first record after it by the same rule
 (:func:`first_record`): the first offset where :data:`CHAIN` records in a row

@@ -74,6 +74,7 @@ from ..io.splits import (
     Sniffed,
     Source,
     SourceGroup,
+    is_pipe,
     is_url,
     plan_input,
     reads_paths,
@@ -316,7 +317,8 @@ def map_reads(
     firsts = _absolute(reads_paths(reads))
     seconds = _absolute(reads_paths(mates)) if mates is not None else None
     paths = firsts + (seconds or [])
-    bams = {p: b for p in paths if p.lower().endswith(".bam") and (b := sniff_bam(p)) is not None}
+    # (A pipe is looked at here and read again from the bytes looked at: it may be BAM, whatever its name.)
+    bams = {p: b for p in paths if (p.lower().endswith(".bam") or is_pipe(p)) and (b := sniff_bam(p)) is not None}
     if not paired:
         for path in (p for p, b in bams.items() if b.paired):
             warnings.warn(f"reads file {path!r} holds pairs (flag 0x1), mapped here as single reads; "

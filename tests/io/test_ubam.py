@@ -326,14 +326,82 @@ def test_bad_bam_is_one_clear_error(tmp_path):
         split_reads(no_quality, [])
 
 
-def test_bam_on_standard_input_is_refused_in_one_line(tmp_path):
-    path = write_bam(tmp_path / "r.bam", _records())
-    index = genome_case(tmp_path, 1, 500, 30, 5)
-    with open(path, "rb") as f:
-        proc = subprocess.run([sys.executable, "-m", "dmap", "run", str(tmp_path / "idx"), "-"], stdin=f,
-                              capture_output=True, text=True, timeout=120)
-    assert index is not None and proc.returncode != 0 and proc.stdout == ""
-    assert proc.stderr.count("\n") == 1 and "dmap reads BAM from a file" in proc.stderr, proc.stderr
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=bam_records(), chunk=st.integers(1, 12), tags=st.booleans())
+def test_a_bam_stream_is_cut_into_blocks_of_whole_reads(tmp_path, records, chunk, tags):
+    """BAM read as a stream (here gzip that is not BGZF; a pipe, standard input) is cut by the
+    client into blocks of ``chunk`` reads, each read's secondary and supplementary records after it
+    in its block, and the workers decode the blocks into every read once, in order."""
+    bgzf_bam = write_bam(tmp_path / "r.bam", records)
+    path = tmp_path / "gz.bam"
+    path.write_bytes(gzip.compress(gzip.decompress(bgzf_bam.read_bytes())))
+    plan = list(splits.plan_input([str(path)], lambda *_: chunk, ubam.BamExtras(GROUP_IDS, tags)))
+    assert all(isinstance(b, splits.RawBlock) and b.bam and not b.fastq_text for b in plan)
+    fields = [fastx.source_fields(b) for b in plan]
+    sizes = [len(f) for f in fields]
+    assert all(n == chunk for n in sizes[:-1]) and (not sizes or sizes[-1] <= chunk)
+    got = []
+    for f in fields:
+        text = f.data.tobytes().decode()
+        got += [(text[f.name_off[i]:f.name_off[i] + f.name_len[i]], text[f.seq_off[i]:f.seq_off[i] + f.seq_len[i]],
+                 text[f.qual_off[i]:f.qual_off[i] + f.seq_len[i]]) for i in range(len(f))]
+    assert got == oracle(records)
+    # Each block after the first begins with a read's own record (not 0x900), after its last read's others.
+    assert all(int.from_bytes(b.data[18:20].tobytes(), "little") & 0x900 == 0 for b in plan[1:])
+    if tags:
+        texts = [f.data[o:o + n].tobytes().decode() for f in fields
+                 for o, n in zip(f.comment_off.tolist(), f.comment_len.tolist())]
+        assert texts == pysam_tags(bgzf_bam)
+    want = [dict(t[:2] for t in r["tags"]).get("RG") for r in records if not r["flag"] & 0x900]
+    assert [g for f in fields for g in f.group.tolist()] == [GROUP_IDS.index(t) if t in GROUP_IDS else NO_GROUP
+                                                             for t in want]
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_bam_from_standard_input_or_a_pipe_maps_as_its_file(tmp_path, paired):
+    """`samtools view -u ... | dmap run INDEX -`, a named pipe, and BAM compressed as plain gzip:
+    the client reads the stream, the same records as the file's (its header's read group and, with
+    -C, its tags), single or as interleaved pairs; a stream cut inside a record is one line."""
+    genome_case(tmp_path, 7, 3000, 50, 0)
+    index = tmp_path / "idx"
+    text = (tmp_path / "ref.fa").read_text().split("\n", 1)[1].replace("\n", "")
+    rng = np.random.default_rng(7)
+    records = []
+    for i in range(400):
+        start = int(rng.integers(0, len(text) - 60))
+        seq = text[start:start + int(rng.integers(30, 60))]
+        flag = 4 | ((0x41 if i % 2 == 0 else 0x81) if paired else 0)
+        records.append({"name": f"p{i // 2}" if paired else f"r{i}", "seq": seq, "qual": [30] * len(seq),
+                        "flag": flag, "tags": [("BC", "ACGT"), ("XI", i)]})
+    bam = write_bam(tmp_path / "r.bam", records, read_groups=("lane1",))
+    options = ["-C", "--chunk-size", "37", "-e", "1"] + (["--interleaved"] if paired else [])
+
+    def run(reads, **kwargs):
+        out = tmp_path / "out.sam"
+        r = subprocess.run([sys.executable, "-m", "dmap", "run", str(index), str(reads), "-o", str(out), *options],
+                           capture_output=True, text=True, timeout=300, **kwargs)
+        assert r.returncode == 0, r.stderr
+        return without_pg(out.read_bytes())
+
+    want = run(bam)
+    assert b"\tBC:Z:ACGT\tXI:i:7\tRG:Z:lane1\n" in b"\n".join(want) + b"\n"
+    with open(bam, "rb") as f:
+        assert run("-", stdin=f) == want
+    plain_gzip = tmp_path / "gz.bam"
+    plain_gzip.write_bytes(gzip.compress(gzip.decompress(bam.read_bytes())))
+    assert run(plain_gzip) == want
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    feeder = subprocess.Popen(["sh", "-c", f"cat '{bam}' > '{fifo}'"])
+    assert run(fifo) == want
+    feeder.wait(timeout=60)
+    cut = tmp_path / "cut.bam"  # whole gzip, but its inflated bytes end inside a record
+    cut.write_bytes(bgzf_blocks(gzip.decompress(bam.read_bytes())[:-10], [100]))
+    with open(cut, "rb") as f:
+        r = subprocess.run([sys.executable, "-m", "dmap", "run", str(index), "-", "-o", str(tmp_path / "cut.sam"),
+                            *options], stdin=f, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and r.stdout == "" and r.stderr.count("\n") == 1 and not (tmp_path / "cut.sam").exists()
+    assert "is not whole BAM" in r.stderr and "ends inside a record" in r.stderr, r.stderr
 
 
 def test_cram_is_still_refused(tmp_path):
