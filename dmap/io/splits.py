@@ -469,7 +469,7 @@ class _Recorded(io.RawIOBase):
 
     def readinto(self, buffer) -> int:
         n = self.stream.readinto(buffer)
-        self.seen += memoryview(buffer)[:n]
+        self.seen += memoryview(buffer).cast("B")[:n]
         return n
 
     def replayed(self) -> _Replayed:
