@@ -361,7 +361,8 @@ def test_a_bam_stream_is_cut_into_blocks_of_whole_reads(tmp_path, records, chunk
 def test_bam_from_standard_input_or_a_pipe_maps_as_its_file(tmp_path, paired):
     """`samtools view -u ... | dmap run INDEX -`, a named pipe, and BAM compressed as plain gzip:
     the client reads the stream, the same records as the file's (its header's read group and, with
-    -C, its tags), single or as interleaved pairs; a stream cut inside a record is one line."""
+    -C, its tags), single or as pairs (interleaved, or two files from two pipes); a stream cut
+    inside a record is one line."""
     genome_case(tmp_path, 7, 3000, 50, 0)
     index = tmp_path / "idx"
     text = (tmp_path / "ref.fa").read_text().split("\n", 1)[1].replace("\n", "")
@@ -395,6 +396,19 @@ def test_bam_from_standard_input_or_a_pipe_maps_as_its_file(tmp_path, paired):
     feeder = subprocess.Popen(["sh", "-c", f"cat '{bam}' > '{fifo}'"])
     assert run(fifo) == want
     feeder.wait(timeout=60)
+    if paired:  # the mates in two files, each from a pipe of its own
+        mates = [write_bam(tmp_path / f"r{m}.bam", records[m - 1::2], read_groups=("lane1",)) for m in (1, 2)]
+        fifos = [tmp_path / f"fifo{m}" for m in (1, 2)]
+        feeders = []
+        for f, m in zip(fifos, mates):
+            os.mkfifo(f)
+            feeders.append(subprocess.Popen(["sh", "-c", f"cat '{m}' > '{f}'"]))
+        out = tmp_path / "out.sam"
+        r = subprocess.run([sys.executable, "-m", "dmap", "run", str(index), *map(str, fifos), "-o", str(out),
+                            *(o for o in options if o != "--interleaved")], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and without_pg(out.read_bytes()) == want, r.stderr
+        for feeder in feeders:
+            feeder.wait(timeout=60)
     cut = tmp_path / "cut.bam"  # whole gzip, but its inflated bytes end inside a record
     cut.write_bytes(bgzf_blocks(gzip.decompress(bam.read_bytes())[:-10], [100]))
     with open(cut, "rb") as f:
