@@ -22,9 +22,10 @@ the same way, and each worker fetches its own byte ranges
 
 Any other input (plain gzip, a pipe, standard input) cannot be cut without
 reading it: the client reads it as blocks of whole records
-(:class:`RawBlock`, cut at the newlines of whole FASTQ records or before a
-FASTA ``>``) and hands them on unparsed, so such input limits a run to what
-one process can read and decompress.
+(:class:`RawBlock`, cut at the newlines of whole FASTQ records, before a
+FASTA ``>``, or before a BAM record that holds a read, its inflated records
+found by their lengths) and hands them on unparsed, so such input limits a
+run to what one process can read and decompress.
 
 Chunk sizes are chosen in reads (:class:`dmap.mapping.schedule.GuidedChunks`) and
 turned into bytes with the bytes per record of the file's first 64 KiB, so
