@@ -36,6 +36,8 @@ from ..errors import IndexFormatError
 METADATA = "zarr.json"
 # Beside a copy's index, the URL it was fetched from (for dmap index cache).
 URL_FILE = "url"
+# Where a copy is fetched before it is renamed into place: this, its copy's folder name, "-", random letters.
+FETCHING = ".fetching-"
 # This process's shared locks on the copies it maps: (cache, URL) -> (copy's folder name, open lock file).
 _held: dict[tuple[str, str], tuple[str, int]] = {}
 
@@ -206,7 +208,7 @@ def _in_use(lock: Path) -> bool:
 
 def remove_copies(unused_days: float | None = None, root: Path | None = None) -> tuple[list[CachedCopy], int]:
     """Remove this host's copies that no process holds (with ``unused_days``, only those that
-    none has looked up for that many days), and what is left of fetches that were killed.
+    none has looked up for that many days), and what is left of fetches that were killed or failed.
     Returns the copies removed and the number of those kept because a process holds them."""
     root = cache_root() if root is None else root
     since = None if unused_days is None else time.time() - unused_days * 86400
@@ -218,9 +220,13 @@ def remove_copies(unused_days: float | None = None, root: Path | None = None) ->
             removed.append(copy)
         else:
             kept += 1
-    for partial in root.glob(".fetching-*"):  # a fetch killed before its rename (unused: named at random)
-        if since is None or partial.stat().st_mtime <= since:
+    for partial in root.glob(f"{FETCHING}*"):  # a fetch killed before its rename, unless one holds its copy's lock
+        key = partial.name[len(FETCHING):].rpartition("-")[0]
+        if (since is None or partial.stat().st_mtime <= since) and not _in_use(root / f"{key}.lock"):
             shutil.rmtree(partial, ignore_errors=True)
+    for lock in root.glob("*.lock"):  # of no copy (a fetch that failed), unless a process holds it
+        if not (root / lock.name[:-len(".lock")]).exists():
+            _remove(root, lock.name[:-len(".lock")])
     return removed, kept
 
 
@@ -239,7 +245,7 @@ def _locked(path: Path):
 def _fetch(fs, remote: str, url: str, root: Path, final: Path, metadata: bytes) -> None:
     """Copy every file under ``remote`` into a folder of ``root``, then rename it to ``final``:
     only where its metadata is still ``metadata`` (an index rebuilt during the copy is not one)."""
-    tmp = Path(tempfile.mkdtemp(prefix=".fetching-", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{FETCHING}{final.parent.name}-", dir=root))  # (remove_copies reads the name)
     try:
         files = [f for f in fs.find(remote) if f.rstrip("/") != remote]
         names = [f[len(remote):].lstrip("/") for f in files]

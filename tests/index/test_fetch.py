@@ -1,6 +1,7 @@
 """An index given as a URL (dmap.index.fetch): each host maps its own copy, fetched once per
 build, and the records are those of the index's path."""
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -147,9 +148,16 @@ def test_the_cache_lists_its_copies_and_cleans_those_no_process_holds(tmp_path, 
     assert list(listed(cache)) == [url_a]
     held.stdin.close()
     held.wait(timeout=60)
-    r = dmap_cmd("index", "cache", "clean")
-    assert r.returncode == 0 and "removed 1 cached index copy" in r.stderr and "0 in use kept" in r.stderr
-    assert list(cache.iterdir()) == []  # no lock file left either
+    # What fetches leave before their rename: one killed (removed), one under way (its lock held: kept).
+    for key in ("killed0000-00", "underway00-00"):
+        (cache / f".fetching-{key}-x1y2z3w4" / "index.dmap").mkdir(parents=True)
+    with open(cache / "underway00-00.lock", "wb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        r = dmap_cmd("index", "cache", "clean")
+        assert r.returncode == 0 and "removed 1 cached index copy" in r.stderr and "0 in use kept" in r.stderr
+        assert sorted(p.name for p in cache.iterdir()) == [".fetching-underway00-00-x1y2z3w4", "underway00-00.lock"]
+    assert dmap_cmd("index", "cache", "clean").returncode == 0
+    assert list(cache.iterdir()) == []  # the fetch's leftovers, and its lock file
     assert dmap.open_index(url_b, refresh=True).n_blocks >= 1 and list(listed(cache)) == [url_b]
 
 
