@@ -13,7 +13,8 @@
 # BAM as reads comes from dmap itself (no samtools needed): the edited reads
 # with a tag in each comment, mapped with -C and a read group into BAM, then
 # mapped again from that BAM (decoded on the device, the read group taken from
-# its records, the tag carried with -C, the old alignment's tags left out).
+# its records, the tag carried with -C, the old alignment's tags left out),
+# and once more from standard input (a BAM stream: the same records).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 d=${1:-/tmp/dmap-bench/outputs}
@@ -33,3 +34,5 @@ for args in "reads.fq" "edits.fq -e 3" "edits.fq -e 3 --all" "reads_1.fq reads_2
   dmap run -q "$d/genome.dmap" "${files[@]}" "${opts[@]}" -o "$d/out.sam"
   echo "$args: $(grep -vc '^@' "$d/out.sam") records, md5 $(grep -v '^@PG' "$d/out.sam" | md5sum | cut -d' ' -f1)"
 done
+dmap run -q "$d/genome.dmap" - -C -e 3 -o "$d/out.sam" < "$d/tags.bam"
+echo "stdin tags.bam -C -e 3: $(grep -vc '^@' "$d/out.sam") records, md5 $(grep -v '^@PG' "$d/out.sam" | md5sum | cut -d' ' -f1)"
