@@ -103,6 +103,8 @@ def main() -> None:
         scores: dict[str, dict] = {}
         for _ in range(args.repeat):
             for name, cmd in cmds.items():
+                # Each tool writes the same path; dmap replaces only a file of its own.
+                out.unlink(missing_ok=True)
                 m = measure(cmd)
                 walls[name].append(m["wall"])
                 rss[name] = max(rss.get(name, 0), m["rss_mb"])
