@@ -174,7 +174,9 @@ def resolve(cl: ModuleType, spec: str) -> cl_.Device:
     try:
         p_i, d_i = (int(x) for x in whole.split(":"))
         device = _devices(cl.get_platforms()[p_i])[d_i]
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, cl.Error) as e:
+        if isinstance(e, cl.Error):  # no platform at all (the ICD loader's answer): list_devices says so
+            list_devices()
         raise DeviceError(f"no OpenCL device {spec!r}; 'dmap devices' lists them as PLATFORM:DEVICE") from None
     if not part:
         return device

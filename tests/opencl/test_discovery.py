@@ -72,3 +72,13 @@ def test_a_run_where_home_has_no_cache_folder(tmp_path):
     assert sam_body(run.stdout) == sam_body(usual.stdout)
     cache = tmp_path / "tmp" / f"dmap-cache-{os.getuid()}"
     assert {"pocl", "pytools"} <= set(os.listdir(cache))
+
+
+def test_a_device_named_on_a_host_without_opencl_is_one_clear_error(tmp_path):
+    """A worker given ``--dmap-device 0:0`` where no OpenCL platform is installed: the ICD
+    loader's error becomes dmap's own, which says what to install (not pyopencl's LogicError)."""
+    env = dict(os.environ, OCL_ICD_VENDORS=str(tmp_path / "no-vendors"), OCL_ICD_FILENAMES="")
+    code = ("from dmap.errors import DeviceError\nfrom dmap.opencl.device import Device\n"
+            "try:\n    Device('0:0')\nexcept DeviceError as e:\n    print(e)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0 and "no OpenCL device found" in run.stdout, run.stderr
