@@ -62,8 +62,8 @@ dmap devices || exit 1
 # DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3".
 # "spawn": what the spawned workers of `dmap run --workers-per-device 8` cost to start (about
 # 3.7 s on an H100 host): an OpenCL context made in 1 and in 8 processes at once (whether the
-# driver takes them in turn), then `dmap run -v` on 20,000 and 1M reads with 8 spawned workers,
-# with one spawned worker (--processes) and with the in-process one.
+# driver takes them in turn), then `dmap run -v` on 20,000 and 1M reads with 8 and 4 spawned
+# workers, with one spawned worker (--processes) and with the in-process one (about a minute).
 # "threads": the embedded cluster (a plain `dmap run`: one worker, in dmap's own process)
 # with a GPU's task threads (each running a device task) capped at 8, as dmap has them
 # (GPU_WORKER_THREADS in dmap/cluster/client.py; half of 16 cores), against 4 and 16,
@@ -74,6 +74,13 @@ reads_10m() {
   python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
 from exact_vs_bowtie import ecoli_reference, simulated_reads
 simulated_reads(Path('$W'), ecoli_reference(Path('$W')), 10_000_000, 100)"
+  [ -d $W/ecoli.dmap ] || dmap index $W/ecoli.fa -o $W/ecoli.dmap
+}
+# 1M exact reads and the index, made once (without the 10M: "spawn" then takes a minute).
+reads_1m() {
+  python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
+from exact_vs_bowtie import ecoli_reference, simulated_reads
+simulated_reads(Path('$W'), ecoli_reference(Path('$W')), 1000000, 100)"
   [ -d $W/ecoli.dmap ] || dmap index $W/ecoli.fa -o $W/ecoli.dmap
 }
 # What `dmap run` imports before it maps (the "start" and "bytecode" sections time it).
@@ -118,14 +125,14 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
              for n in 4 16; do
                python3 benchmarks/ab_packages.py $W/exact_10000000_100.fq t8="$variants/t8" t$n="$variants/t$n" --pairs 3
              done ;;
-    spawn) reads_10m
+    spawn) reads_1m
            context="import time; t = time.perf_counter(); from dmap.opencl.device import Device; i = time.perf_counter()
 Device('0:0'); print(f'imports {i - t:.2f} s, context {time.perf_counter() - i:.2f} s')"
            python3 -c "$context"
            for _ in 1 2 3 4 5 6 7 8; do python3 -c "$context" & done; wait
            for n in 20000 1000000; do
-             [ -f $W/exact_${n}_100.fq ] || head -n $((4 * n)) $W/exact_10000000_100.fq > $W/exact_${n}_100.fq
-             for opts in "--workers-per-device 8" --processes ""; do
+             [ -f $W/exact_${n}_100.fq ] || head -n $((4 * n)) $W/exact_1000000_100.fq > $W/exact_${n}_100.fq
+             for opts in "--workers-per-device 8" "--workers-per-device 4" --processes ""; do
                # shellcheck disable=SC2086
                for _ in 1 2; do dmap run -v $W/ecoli.dmap $W/exact_${n}_100.fq -o /dev/null $opts 2>&1 | tail -1; done
              done

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from typing import TYPE_CHECKING
 
 import click
@@ -22,7 +23,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from .. import _version
 from ..errors import IndexFormatError
 from ..index.store import index_identity, local_index_path
-from ..opencl.device import DEVICE_PLUGIN, DEVICE_RESOURCE, Device
+from ..opencl.device import DEVICE_PLUGIN, DEVICE_RESOURCE, Device, start_devices, take_device
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -93,6 +94,9 @@ def never_pause(worker) -> None:
         worker.status = Status.running
 
 
+_DEVICE_LOCK = threading.Lock()  # module-level: a plugin is pickled to its worker
+
+
 class DevicePlugin(WorkerPlugin):
     """Gives a worker its :class:`dmap.opencl.device.Device` (``worker.plugins[DEVICE_PLUGIN].device``)."""
 
@@ -125,12 +129,17 @@ class DevicePlugin(WorkerPlugin):
 
     @property
     def device(self) -> Device:
-        # Built on first use, in the worker's process and thread pool.
-        if self._device is None:
-            self._device = Device(self.spec)
+        # Begun when the worker starts (setup), and waited for on first use; the lock keeps
+        # the task threads that come first from making one each.
+        with _DEVICE_LOCK:
+            if self._device is None:
+                self._device = take_device(self.spec)
         return self._device
 
     def setup(self, worker) -> None:
+        # The device's context is made while the worker registers and the client plans
+        # the run, not in its first task (dmap.opencl.device.start_devices).
+        start_devices([self.spec])
         set_chunk_heap()
         never_pause(worker)
         worker.plugins[self.name] = self

@@ -1,12 +1,17 @@
-"""A device worker's process: its allocator (dmap.cluster.worker.set_chunk_heap)."""
+"""A device worker's process: its device (dmap.cluster.worker.DevicePlugin) and its allocator
+(dmap.cluster.worker.set_chunk_heap)."""
 
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from helpers import PAGES_PER_BUFFER
+
+from dmap.cluster.worker import DevicePlugin
+from dmap.opencl.discovery import list_devices
 
 
 def faults_in_a_new_process(env: dict, restore: bool) -> tuple[int, int]:
@@ -50,3 +55,10 @@ def test_a_threshold_someone_chose_is_kept(setting):
     done, faults = faults_in_a_new_process(env, restore=True)
     assert done == 0
     assert faults >= 20 * PAGES_PER_BUFFER * 0.9, faults  # still every buffer mapped afresh
+
+
+def test_a_workers_task_threads_that_come_first_share_one_device():
+    plugin = DevicePlugin(list_devices()[0].spec)
+    with ThreadPoolExecutor(4) as pool:
+        devices = list(pool.map(lambda _: plugin.device, range(4)))
+    assert all(d is devices[0] for d in devices)

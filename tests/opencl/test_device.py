@@ -1,5 +1,7 @@
 """Device discovery, pinning and fission."""
 
+import threading
+
 import numpy as np
 import pytest
 from helpers import alphabet_for, genome_case, kernel_hits, single_block
@@ -8,7 +10,8 @@ from dmap.alphabet import reverse_complement
 from dmap.errors import DeviceError
 from dmap.format.sam import format_records_device
 from dmap.host import RECYCLE_TAKES, RecycledArrays
-from dmap.opencl.device import Device, device_resource, device_tasks
+import dmap.opencl.device as device_module
+from dmap.opencl.device import Device, device_resource, device_tasks, start_devices, take_device
 from dmap.opencl.discovery import list_devices
 from dmap.reads import ReadChunk, ReadFields, encode_reads
 from dmap.search.exact import search_block
@@ -26,6 +29,31 @@ def test_list_devices():
 def test_bad_specs(spec):
     with pytest.raises(DeviceError):
         Device(spec)
+
+
+def test_a_device_begun_early_is_made_in_its_own_thread_and_handed_over_once(monkeypatch):
+    spec = list_devices()[0].spec
+    take_device(spec)  # one begun by an in-process cluster of an earlier test, never used
+    made = []
+
+    class Recorded(Device):
+        def __init__(self, spec=None):
+            super().__init__(spec)
+            made.append(threading.current_thread().name)
+
+    monkeypatch.setattr(device_module, "Device", Recorded)
+    start_devices([spec])
+    start_devices([spec])  # already begun: left alone
+    first = take_device(spec)
+    second = take_device(spec)  # each is handed over once: a new one
+    assert made == [f"dmap-device-{spec}", threading.current_thread().name]
+    assert first is not second and first.spec == second.spec == spec
+
+
+def test_a_device_that_cannot_be_made_early_fails_where_it_is_taken():
+    start_devices(["9:9"])
+    with pytest.raises(DeviceError, match="no OpenCL device '9:9'"):
+        take_device("9:9")
 
 
 def test_split_device_searches_like_the_whole():
