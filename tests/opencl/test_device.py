@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from helpers import alphabet_for, genome_case, kernel_hits, single_block
 
+import dmap.opencl.device as device_module
 from dmap.alphabet import reverse_complement
 from dmap.errors import DeviceError
 from dmap.format.sam import format_records_device
 from dmap.host import RECYCLE_TAKES, RecycledArrays
-import dmap.opencl.device as device_module
 from dmap.opencl.device import Device, device_resource, device_tasks, start_devices, take_device
 from dmap.opencl.discovery import list_devices
 from dmap.reads import ReadChunk, ReadFields, encode_reads
