@@ -249,7 +249,13 @@ class Device:
                     try:
                         prg = build_quietly(self.cl, self.cl.Program(self.context, text), options, self.device)
                     except self.cl.Error as e:
-                        raise DeviceError(f"building {source} for {self.name} failed: {e}") from None
+                        failure = f"building {source} for {self.name} failed: {e}"
+                    else:
+                        failure = None
+                    if failure is not None:
+                        # Raised out of the handler, as device_task does: an error whose context is
+                        # pyopencl's does not pickle, and the client was handed a bare Exception.
+                        raise DeviceError(failure)
                     self._kernel_cache.store(self.device, text, options, prg)
                 self._programs[key] = prg
             return prg

@@ -340,6 +340,21 @@ def test_compiler_output_is_logged_not_warned(tmp_path, monkeypatch, caplog):
     assert "dmap test warning" in caplog.text
 
 
+def test_a_kernel_that_does_not_build_is_an_error_that_reaches_the_client(tmp_path, monkeypatch):
+    """A kernel the device's compiler refuses is a DeviceError naming the file and the compiler's
+    words, raised with no pyopencl error as its context: Dask pickles a task's error with its
+    context, pyopencl's do not pickle, and `dmap run` got a bare Exception and a traceback."""
+    import pickle
+
+    (tmp_path / "broken.cl").write_text("__kernel void k(__global int *a) { const int half = 1; a[0] = half; }\n")
+    monkeypatch.setattr(device_module, "kernel_dir", lambda: tmp_path)
+    monkeypatch.setenv("DMAP_KERNEL_CACHE", "off")
+    with pytest.raises(DeviceError, match="building broken.cl for .* failed") as raised:
+        Device().program("broken.cl", {})
+    assert raised.value.__context__ is None
+    assert type(pickle.loads(pickle.dumps(raised.value))) is DeviceError
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3, 8, 16])
 def test_a_workers_declared_share_gives_back_its_device_tasks(threads):
     """The scheduler sees a worker's share of the device (``opencl`` = threads / 2 as a float);
