@@ -66,9 +66,146 @@ uint read_group(__global const uchar *data, ulong aux, const ulong end, __global
     return NO_GROUP;
 }
 
-// What a record's tags are where -C cannot carry them as SAM text (a float, or a field that runs
-// past the record): dmap.io.ubam_reads.TAGS_BAD.
+// What a record's tags are where -C cannot carry them as SAM text (a type BAM does not define,
+// or a field that runs past the record): dmap.io.ubam_reads.TAGS_BAD.
 #define TAGS_BAD 0xFFFFFFFFu
+
+// Floats as C's printf("%g") writes them: six significant digits, an exact half rounded to
+// even, the shorter of fixed and exponential notation as %g chooses, trailing zeros dropped.
+// A float is m * 2^e2 exactly; its six digits N = round(v * 10^(5 - X)) are found with
+// integers of BIG_LIMBS 32-bit limbs (no double precision, which a device may lack), so every
+// device writes the same text.  The largest numbers met: m * 5^50 (2^141) and, shifted for
+// the division, 2^107 * 2^27.
+#define BIG_LIMBS 5
+
+inline void big_set(uint *a, const uint v) {
+    a[0] = v;
+    for (uint k = 1; k < BIG_LIMBS; k++) a[k] = 0;
+}
+
+inline void big_mul(uint *a, const uint factor) {
+    ulong carry = 0;
+    for (uint k = 0; k < BIG_LIMBS; k++) {
+        const ulong t = (ulong)a[k] * factor + carry;
+        a[k] = (uint)t;
+        carry = t >> 32;
+    }
+}
+
+inline void big_shl(uint *a, const uint bits) {
+    const uint limbs = bits / 32, rest = bits % 32;
+    for (int k = BIG_LIMBS - 1; k >= 0; k--) {
+        const int from = k - (int)limbs;
+        const uint hi = from >= 0 ? a[from] : 0u, lo = from >= 1 ? a[from - 1] : 0u;
+        a[k] = rest ? hi << rest | lo >> (32 - rest) : hi;
+    }
+}
+
+inline int big_cmp(const uint *a, const uint *b) {
+    for (int k = BIG_LIMBS - 1; k >= 0; k--)
+        if (a[k] != b[k]) return a[k] < b[k] ? -1 : 1;
+    return 0;
+}
+
+inline void big_sub(uint *a, const uint *b) {
+    long borrow = 0;
+    for (uint k = 0; k < BIG_LIMBS; k++) {
+        const long t = (long)a[k] - (long)b[k] - borrow;
+        a[k] = (uint)t;
+        borrow = t < 0;
+    }
+}
+
+// round(m * 2^e2 * 10^(5 - x)), an exact half to even; right while it is under 2^28.
+inline uint scaled_digits(const uint m, const int e2, const int x) {
+    const int k = 5 - x, s = e2 + k;  // 10^k = 5^k * 2^k
+    if (k >= 0 && k <= 13 && s > -64) {
+        // Values from 1e-8 up to 1e6, %g's fixed notation among them: m * 5^k < 2^55, and
+        // the power of two a shift.  1M reads with 3 floats each (-C, PoCL, 2 cores): 1.9-2.0 s,
+        // as with integers; 2.8-3.0 s with the 160-bit division for every float.
+        ulong num = m;
+        for (int j = 0; j < k; j++) num *= 5;
+        if (s >= 0) return (uint)(num << s);  // an integer under 10^7
+        const uint shift = (uint)-s;
+        const ulong q = num >> shift, rest = num & ((1ul << shift) - 1), midpoint = 1ul << (shift - 1);
+        return (uint)q + (rest > midpoint || (rest == midpoint && (q & 1ul)));
+    }
+    uint num[BIG_LIMBS], den[BIG_LIMBS], t[BIG_LIMBS];
+    big_set(num, m);
+    big_set(den, 1);
+    for (int j = 0; j < k; j++) big_mul(num, 5);
+    for (int j = 0; j < -k; j++) big_mul(den, 5);
+    if (s > 0) big_shl(num, (uint)s); else big_shl(den, (uint)-s);
+    uint q = 0;
+    for (int b = 27; b >= 0; b--) {  // num / den, a bit at a time; num keeps the remainder
+        for (uint j = 0; j < BIG_LIMBS; j++) t[j] = den[j];
+        big_shl(t, (uint)b);
+        if (big_cmp(num, t) >= 0) {
+            big_sub(num, t);
+            q |= 1u << b;
+        }
+    }
+    big_shl(num, 1);
+    const int c = big_cmp(num, den);
+    return q + (c > 0 || (c == 0 && (q & 1u)));
+}
+
+// Digit k (0: the first) of a number of six digits.
+__constant uint DIGIT_PLACE[6] = {100000, 10000, 1000, 100, 10, 1};
+#define DIGIT(n, k) ((uchar)('0' + (n) / DIGIT_PLACE[k] % 10u))
+// Write byte c at out[at + n] where `write`, and count it.  Straight to `out`: the same code
+// through a private text buffer gave wrong first digits under PoCL 3.1 (LLVM 15), right in C.
+#define PUT(c) do { if (write) out[at + n] = (c); n++; } while (0)
+
+// The %g text of the float whose bits are `bits`, written from out[at] where `write`; its length.
+// As glibc: "-0", "inf", "-inf", "nan", and "-nan" for a NaN whose sign bit is set.
+// dmap.testing.ubam.float_text is its reference.
+inline uint float_text(__global uchar *out, const ulong at, const uint bits, const int write) {
+    uint n = 0;
+    if (bits >> 31) PUT('-');
+    const uint exponent = (bits >> 23) & 0xFFu, fraction = bits & 0x7FFFFFu;
+    if (exponent == 0xFFu) {
+        PUT(fraction ? 'n' : 'i');
+        PUT(fraction ? 'a' : 'n');
+        PUT(fraction ? 'n' : 'f');
+        return n;
+    }
+    if (exponent == 0 && fraction == 0) {
+        PUT('0');
+        return n;
+    }
+    const uint m = exponent ? fraction | 0x800000u : fraction;
+    const int e2 = exponent ? (int)exponent - 150 : -149;
+    // The decimal exponent x of the rounded value, from an estimate within one of it.
+    int x = (int)floor(log10((float)m) + (float)e2 * 0.30102999566f);
+    uint digits = scaled_digits(m, e2, x);
+    for (uint tries = 0; tries < 3 && (digits >= 1000000u || digits < 100000u); tries++) {
+        x += digits >= 1000000u ? 1 : -1;
+        digits = scaled_digits(m, e2, x);
+    }
+    int last = 5;  // the last digit written: trailing zeros are dropped
+    while (last > 0 && DIGIT(digits, last) == '0') last--;
+    if (x < -4 || x >= 6) {  // d.ddddde+XX
+        PUT(DIGIT(digits, 0));
+        if (last > 0) PUT('.');
+        for (int k = 1; k <= last; k++) PUT(DIGIT(digits, k));
+        PUT('e');
+        PUT(x < 0 ? '-' : '+');
+        const int ax = x < 0 ? -x : x;
+        PUT((uchar)('0' + ax / 10));
+        PUT((uchar)('0' + ax % 10));
+    } else if (x >= 0) {  // ddd.ddd
+        for (int k = 0; k <= x; k++) PUT(DIGIT(digits, k));
+        if (last > x) PUT('.');
+        for (int k = x + 1; k <= last; k++) PUT(DIGIT(digits, k));
+    } else {  // 0.000ddd
+        PUT('0');
+        PUT('.');
+        for (int k = 0; k < -x - 1; k++) PUT('0');
+        for (int k = 0; k <= last; k++) PUT(DIGIT(digits, k));
+    }
+    return n;
+}
 
 // The decimal text of v, written from out[at] where `write`; its length.
 inline uint int_text(__global uchar *out, const ulong at, const long v, const int write) {
@@ -99,9 +236,9 @@ inline long int_value(__global const uchar *p, const uchar type) {
 // The SAM text of the auxiliary fields at [aux, end) but those whose tags are among the
 // `n_dropped` pairs of bytes `dropped` (the read group, and what an alignment wrote:
 // dmap.io.ubam.DROPPED_TAGS), separated by tabs, as samtools view writes them: integers as i,
-// arrays as B:type,values.  Written from out[at] where `write`; its length, or TAGS_BAD for a
-// float (f, or an array of them), a type BAM does not define, or fields that run past the
-// record.  dmap.testing.ubam.tag_texts is its reference.
+// arrays as B:type,values, floats as %g (float_text).  Written from out[at] where `write`; its
+// length, or TAGS_BAD for a type BAM does not define, or fields that run past the record.
+// dmap.testing.ubam.tag_texts is its reference.
 uint tag_text(__global const uchar *data, ulong aux, const ulong end, __global uchar *out, const ulong at,
               const int write, __global const uchar *dropped, const uint n_dropped) {
     uint n = 0;
@@ -130,7 +267,7 @@ uint tag_text(__global const uchar *data, ulong aux, const ulong end, __global u
         uint m = 0;  // the field's text, from o
         const ulong o = at + n + (n > 0);  // after a tab between fields
         const uint size = value_size(type);
-        const uchar sam_type = size && type != 'A' && type != 'f' ? 'i' : type;
+        const uchar sam_type = size && type != 'A' && type != 'f' ? 'i' : type;  // every integer is i
         if (w && n > 0) out[at + n] = '\t';
         if (w) { out[o] = tag0; out[o + 1] = tag1; out[o + 2] = ':'; out[o + 3] = sam_type; out[o + 4] = ':'; }
         m = 5;
@@ -151,21 +288,26 @@ uint tag_text(__global const uchar *data, ulong aux, const ulong end, __global u
             const uchar sub = data[aux];
             const uint width = value_size(sub);
             const uint count = le32(data + aux + 1);
-            if (!width || sub == 'A' || sub == 'f' || aux + 5 + (ulong)count * width > end) return TAGS_BAD;
+            if (!width || sub == 'A' || aux + 5 + (ulong)count * width > end) return TAGS_BAD;
             if (w) out[o + m] = sub;
             m += 1;
             for (uint k = 0; k < count; k++) {
+                __global const uchar *value = data + aux + 5 + (ulong)k * width;
                 if (w) out[o + m] = ',';
                 m += 1;
-                m += int_text(out, o + m, int_value(data + aux + 5 + (ulong)k * width, sub), w);
+                m += sub == 'f' ? float_text(out, o + m, le32(value), w) : int_text(out, o + m, int_value(value, sub), w);
             }
             aux += 5 + (ulong)count * width;
-        } else if (size && type != 'f') {
+        } else if (type == 'f') {
+            if (aux + 4 > end) return TAGS_BAD;
+            m += float_text(out, o + m, le32(data + aux), w);
+            aux += 4;
+        } else if (size) {
             if (aux + size > end) return TAGS_BAD;
             m += int_text(out, o + m, int_value(data + aux, type), w);
             aux += size;
         } else {
-            return TAGS_BAD;  // a float, or no type of BAM's
+            return TAGS_BAD;  // no type of BAM's
         }
         n += (n > 0) + m;
     }

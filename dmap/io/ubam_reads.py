@@ -31,8 +31,8 @@ def read_fields(data: np.ndarray, path: str, where: str, max_record: int,
     Raises
     ------
     InputFormatError
-        As :func:`dmap.io.ubam.layout`, and (``extras.tags``) for a record with a float tag or
-        tags that run past it, naming its read.
+        As :func:`dmap.io.ubam.layout`, and (``extras.tags``) for a record with a tag of a type
+        BAM does not define or tags that run past it, naming its read.
     """
     starts = read_records(data, records_of(data, path, where, max_record))
     device = current_device()
@@ -84,5 +84,5 @@ def _check_tags(data: np.ndarray, starts: np.ndarray, tag_len: np.ndarray, path:
         at = int(starts[np.argmax(bad)])
         name = data[at + FIXED:at + FIXED + int(data[at + 12]) - 1].tobytes().decode("latin-1")
         raise InputFormatError(f"reads file {path!r} (after {where}) holds read {name[:40]!r}, whose tags -C cannot "
-                               "carry: a float tag (type f), or tags that run past the record; leave -C out, or "
-                               "drop the tag (samtools view -x TAG)")
+                               "carry: a tag of a type BAM does not define, or tags that run past the record; "
+                               "leave -C out, or drop the tag (samtools view -x TAG)")

@@ -81,12 +81,20 @@ def read_group_tags(data: np.ndarray, starts: np.ndarray) -> list[str | None]:
 _INTEGERS = {"c": "<i1", "C": "<u1", "s": "<i2", "S": "<u2", "i": "<i4", "I": "<u4"}
 
 
+def float_text(bits: int) -> str:
+    """The SAM text of the float whose 32 bits are ``bits``, as C's ``printf("%g")`` writes it
+    (Python's ``%g`` rounds as C's does, to even; glibc writes a NaN with its sign bit as
+    "-nan", Python as "nan")."""
+    value = float(np.array([bits], np.uint32).view(np.float32)[0])
+    return ("-nan" if bits >> 31 else "nan") if value != value else f"{value:g}"
+
+
 def tag_texts(data: np.ndarray, starts: np.ndarray) -> list[str | None]:
     """The tags of each record at ``starts`` of ``data`` that holds a read (as :func:`bam_reads`)
     but those of :data:`dmap.format.tags.DROPPED_TAGS` (its read group, its old alignment's), as
-    SAM text (tab-separated, integers as ``i``, arrays as ``B:type,values``, as samtools view
-    writes them): what ``-C`` carries; None where it cannot (a float tag, a type BAM does not
-    define, fields that run past the record)."""
+    SAM text (tab-separated, integers as ``i``, arrays as ``B:type,values``, floats as
+    :func:`float_text`, as samtools view writes them): what ``-C`` carries; None where it cannot
+    (a type BAM does not define, fields that run past the record)."""
     raw = data.tobytes()
     out = []
     for at, end in _aux_spans(raw, starts):
@@ -116,17 +124,22 @@ def tag_texts(data: np.ndarray, starts: np.ndarray) -> list[str | None]:
             elif kind in "ZH" and raw.find(b"\0", at, end) >= 0:
                 stop = raw.find(b"\0", at, end)
                 text, at = f"{kind}:{raw[at:stop].decode('latin-1')}", stop + 1
+            elif kind == "f" and at + 4 <= end:
+                text, at = f"f:{float_text(int.from_bytes(raw[at:at + 4], 'little'))}", at + 4
             elif kind in _INTEGERS and at + VALUE_SIZES[kind] <= end:
                 value = int(np.frombuffer(raw[at:at + VALUE_SIZES[kind]], _INTEGERS[kind])[0])
                 text, at = f"i:{value}", at + VALUE_SIZES[kind]
-            elif kind == "B" and at + 5 <= end and chr(raw[at]) in _INTEGERS:
+            elif kind == "B" and at + 5 <= end and (chr(raw[at]) in _INTEGERS or chr(raw[at]) == "f"):
                 sub, count = chr(raw[at]), int.from_bytes(raw[at + 1:at + 5], "little")
                 stop = at + 5 + count * VALUE_SIZES[sub]
                 if stop > end:
                     fields = None
                     break
-                values = np.frombuffer(raw[at + 5:stop], _INTEGERS[sub]).tolist()
-                text, at = "B:" + ",".join([sub, *map(str, values)]), stop
+                if sub == "f":
+                    values = [float_text(b) for b in np.frombuffer(raw[at + 5:stop], "<u4").tolist()]
+                else:
+                    values = list(map(str, np.frombuffer(raw[at + 5:stop], _INTEGERS[sub]).tolist()))
+                text, at = "B:" + ",".join([sub, *values]), stop
             else:
                 fields = None
                 break

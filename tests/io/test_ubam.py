@@ -130,7 +130,7 @@ GROUP_IDS = ("lane1", "lane10", "lane")
 def bam_records(draw):
     """Records as sequencers and mappers write them: unaligned (uBAM) or aligned on either strand,
     secondary and supplementary ones, names of any length, every IUPAC code, odd and even lengths,
-    tags whose bytes (integer arrays) may look like anything."""
+    tags whose bytes (integer and float arrays) may look like anything."""
     is_aligned = draw(st.booleans())
     out = []
     for i in range(draw(st.integers(1, 30))):
@@ -151,6 +151,10 @@ def bam_records(draw):
             tags.append(("XY", (code, draw(st.lists(st.integers(lo, hi), max_size=5)))))
         if draw(st.booleans()):
             tags.append(("XC", draw(st.characters(min_codepoint=33, max_codepoint=126)), "A"))
+        if draw(st.booleans()):  # floats, alone and in arrays: any float32, NaNs and infinities too
+            tags.append(("XF", draw(st.floats(width=32)), "f"))
+        if draw(st.booleans()):
+            tags.append(("XG", ("f", draw(st.lists(st.floats(width=32), max_size=5)))))
         if draw(st.booleans()):  # what an alignment wrote, which -C leaves out: a float among them
             tags += [("NM", draw(st.integers(0, 9))), ("AS", 1.5, "f"), ("SA", "chr1,5,+,5M,60,0;")]
         tags = draw(st.permutations(tags))
@@ -180,6 +184,31 @@ def test_bam_split_anywhere_reads_every_read_once(tmp_path, records, data):
     assert split_groups(path, cuts, GROUP_IDS) == [GROUP_IDS.index(t) if t in GROUP_IDS else NO_GROUP for t in tags]
     # -C: their other tags as SAM text, as samtools view writes them.
     assert split_tags(path, cuts) == reference_tag_texts(raw, starts) == pysam_tags(path)
+
+
+def test_float_tags_are_carried_as_printf_writes_them(tmp_path):
+    """-C carries float tags (Ion Torrent's ZP:B:f phasing estimates on every read, ...) as C's
+    printf("%g") writes them, as htslib does (pysam): six significant digits, exact halves to even.
+    Checked on floats of every exponent, exact halves at every scale, the edges of %g's two
+    notations, zeros, subnormals, the largest float, infinities and NaNs, alone and in arrays."""
+    rng = np.random.default_rng(5)
+    halves = (rng.integers(100_000, 1_000_000, 4000) + 0.5) * 10.0 ** rng.integers(-10, 8, 4000)
+    edges = [0.0, -0.0, 1e-4, 9.99999e-05, 999999.0, 999999.5, 1e6, 9.9999995, 0.00999999, 123456.5, 4321.625,
+             np.inf, -np.inf, np.nan, -np.nan]
+    bits = np.concatenate([rng.integers(0, 2**32, 20_000, dtype=np.uint64).astype(np.uint32),
+                           halves.astype(np.float32).view(np.uint32), np.array(edges, np.float32).view(np.uint32),
+                           np.array([1, 0x80000001, 0x007FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF], np.uint32)])
+    values = bits.view(np.float32).tolist()
+    records = _records(len(values) // 1000 + 1)
+    for k, r in enumerate(records):
+        r["tags"] = [("ZP", ("f", values[1000 * k:1000 * (k + 1)])), ("XF", values[k * 37 % len(values)], "f")]
+    write_bam(tmp_path / "f.bam", records)
+    got = split_tags(tmp_path / "f.bam", [])
+    assert got == pysam_tags(tmp_path / "f.bam")
+    raw = np.frombuffer(gzip.decompress((tmp_path / "f.bam").read_bytes()), np.uint8)
+    raw = raw[bam_splits(tmp_path / "f.bam", [])[0].origin:]
+    assert got == reference_tag_texts(raw, ubam.records_of(raw, "f.bam", "test", splits.MAX_RECORD_BYTES))
+    assert sum(text.count(",") for text in got) == len(values)
 
 
 def test_every_cut_of_a_small_bam(tmp_path):
@@ -257,7 +286,7 @@ def _records(n=20, length=30):
 def test_append_comment_carries_a_bams_tags_as_its_fastqs_comments(tmp_path, client, fmt):
     """-C with unaligned BAM: its records' tags but RG end the reads' records, as the comments of
     the FASTQ it was imported from (samtools import -T '*') do: the same output from both, with a
-    read group from -R after them; a float tag is one error line naming the read."""
+    read group from -R after them, and float tags too."""
     index = genome_case(tmp_path, 7, 3000, 50, 40)
     lines = (tmp_path / "r.fq").read_text().split("\n")
     kinds = ["", " BC:Z:ACGT", "\tRX:Z:AAC-GGT\tQX:Z:II#II", " XI:i:-5", "\tXA:A:q", " XS:i:70000"]
@@ -272,11 +301,10 @@ def test_append_comment_carries_a_bams_tags_as_its_fastqs_comments(tmp_path, cli
     got = [pysam.view(str(tmp_path / f"{reads}.{fmt}")) for reads in ("c.fq", "c.bam")]
     assert got[0] == got[1] and "\tRX:Z:AAC-GGT\tQX:Z:II#II\tRG:Z:L1\n" in got[0]
     records = _records(3)
-    records[1]["tags"] = [("XF", 1.5, "f")]
+    records[1]["tags"] = [("XF", 1.5, "f"), ("ZP", ("f", [0.0123, 1e-5, -2.5]))]
     write_bam(tmp_path / "f.bam", records)
-    with pytest.raises(InputFormatError, match="holds read 'r1', whose tags -C cannot carry: a float tag"):
-        dmap.map_reads(index, tmp_path / "f.bam", sam_path=tmp_path / "f.sam", client=client, append_comment=True)
-    dmap.map_reads(index, tmp_path / "f.bam", sam_path=tmp_path / "f.sam", client=client)  # without -C: mapped
+    dmap.map_reads(index, tmp_path / "f.bam", sam_path=tmp_path / "f.sam", client=client, append_comment=True)
+    assert "\tXF:f:1.5\tZP:B:f,0.0123,1e-05,-2.5\n" in pysam.view(str(tmp_path / "f.sam"))
 
 
 def test_dmaps_own_bam_maps_again_to_the_same_records(tmp_path, client):
