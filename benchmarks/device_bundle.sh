@@ -6,7 +6,8 @@
 #
 #   bash benchmarks/device_bundle.sh [DIR] [PYTHON] [--exclude NAME...]
 #                                   # default: .bundle, 3.12, --exclude numpy pillow
-#   ...carry DIR to the machine, then there:
+#   ...carry DIR to the machine (.bundle is ignored by git: a lent machine's call names it in
+#   its carry), then there:
 #   DMAP_BUNDLE=DIR bash benchmarks/gpu.sh
 #
 # About 55 MB, under the 64 MiB that travels with a lent machine's call. The
