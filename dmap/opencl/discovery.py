@@ -171,13 +171,20 @@ def resolve(cl: ModuleType, spec: str) -> cl_.Device:
     without fighting over its cores.
     """
     whole, _, part = spec.partition("/")
+    device, platforms_listed = None, True
     try:
         p_i, d_i = (int(x) for x in whole.split(":"))
         device = _devices(cl.get_platforms()[p_i])[d_i]
-    except (ValueError, IndexError, cl.Error) as e:
-        if isinstance(e, cl.Error):  # no platform at all (the ICD loader's answer): list_devices says so
-            list_devices()
-        raise DeviceError(f"no OpenCL device {spec!r}; 'dmap devices' lists them as PLATFORM:DEVICE") from None
+    except (ValueError, IndexError):
+        pass
+    except cl.Error:  # no platform at all: the ICD loader's answer
+        platforms_listed = False
+    # Raised out of the handlers: an error whose context is pyopencl's does not pickle, and a
+    # worker's would reach the client as a bare Exception (dmap.opencl.device.device_task).
+    if device is None:
+        if not platforms_listed:
+            list_devices()  # raises, saying what to install
+        raise DeviceError(f"no OpenCL device {spec!r}; 'dmap devices' lists them as PLATFORM:DEVICE")
     if not part:
         return device
     try:

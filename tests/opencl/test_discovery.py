@@ -79,6 +79,7 @@ def test_a_device_named_on_a_host_without_opencl_is_one_clear_error(tmp_path):
     loader's error becomes dmap's own, which says what to install (not pyopencl's LogicError)."""
     env = dict(os.environ, OCL_ICD_VENDORS=str(tmp_path / "no-vendors"), OCL_ICD_FILENAMES="")
     code = ("from dmap.errors import DeviceError\nfrom dmap.opencl.device import Device\n"
-            "try:\n    Device('0:0')\nexcept DeviceError as e:\n    print(e)")
+            "try:\n    Device('0:0')\nexcept DeviceError as e:\n    print(e, e.__context__)")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0 and "no OpenCL device found" in run.stdout, run.stderr
+    assert run.stdout.rstrip().endswith(" None")  # no pyopencl error as its context: it pickles
