@@ -198,7 +198,7 @@ def resolve(cl: ModuleType, spec: str) -> cl_.Device:
             f"{device.partition_max_sub_devices} sub-devices) or has no part {k}"
         )
     try:
-        parts = device.create_sub_devices([cl.device_partition_property.EQUALLY, units // n])
+        return device.create_sub_devices([cl.device_partition_property.EQUALLY, units // n])[k]
     except cl.Error as e:
-        raise DeviceError(f"device {whole} does not support splitting: {e}") from None
-    return parts[k]
+        failure = f"device {whole} does not support splitting: {e}"
+    raise DeviceError(failure)  # out of the handler, as above
