@@ -17,9 +17,10 @@
 #define ERR_TAG_TYPE 8
 #define ERR_ARRAY 9
 
-// Bytes of one value of a B tag's integer type; 0 for any other (a float array is not written).
+// Bytes of one value of a B tag's type (c, C, s, S, i, I, f); 0 for any other.
 inline uint array_width(uchar sub) {
-    return (sub == 'c' || sub == 'C') ? 1 : (sub == 's' || sub == 'S') ? 2 : (sub == 'i' || sub == 'I') ? 4 : 0;
+    return (sub == 'c' || sub == 'C') ? 1 : (sub == 's' || sub == 'S') ? 2 : (sub == 'i' || sub == 'I' || sub == 'f') ? 4
+                                                                                                                 : 0;
 }
 
 // Whether v fits a B tag's integer type.
@@ -73,13 +74,18 @@ inline uint kind_width(uchar k) { return (k == 'c' || k == 'C') ? 1 : (k == 's' 
 
 // Per record (line [line_start, line_end), line_end at its '\n'): the
 // fields' offsets and values, the CIGAR's operations and reference span,
-// the tags' place and BAM size, and an error code (0 when it encodes).
+// the tags' place and BAM size, its float values (f tags and B:f arrays'),
+// and an error code (0 when it encodes).  A float's decimal text is not
+// parsed here: the host reads every float of the chunk at once, as htslib
+// does (strtod, then a float: dmap.format.bam.float_bits), and writes its
+// four bytes where bam_records leaves room for them.
 __kernel void bam_fields(__global const uchar *text, __global const ulong *line_start,
                          __global const ulong *line_end, const uint n_records, __global uint *error,
                          __global uint *name_len, __global long *ints,  // 5 per record: FLAG POS MAPQ PNEXT TLEN
                          __global ulong *rname, __global ulong *rnext,  // start, length
                          __global ulong *cigar, __global uint *n_cigar, __global long *ref_span,
-                         __global ulong *seq, __global uint *has_qual, __global ulong *tags, __global uint *tag_bytes) {
+                         __global ulong *seq, __global uint *has_qual, __global ulong *tags, __global uint *tag_bytes,
+                         __global uint *n_floats) {
     const uint r = get_global_id(0);
     if (r >= n_records) return;
     const ulong e = line_end[r];
@@ -148,7 +154,7 @@ __kernel void bam_fields(__global const uchar *text, __global const ulong *line_
     has_qual[r] = qual;
 
     // Tags: "TG:T:value" fields after the eleventh.
-    uint bytes = 0;
+    uint bytes = 0, floats = 0;
     const ulong first_tag = p < e ? p + 1 : e;
     p = first_tag;
     while (p < e) {
@@ -166,8 +172,11 @@ __kernel void bam_fields(__global const uchar *text, __global const ulong *line_
             bytes += 3 + (uint)(tl - 5) + 1;
         } else if (type == 'A') {
             bytes += 4;
+        } else if (type == 'f') {
+            bytes += 3 + 4;
+            floats++;
         } else if (type == 'B' && tl >= 6 && array_width(text[t + 5])) {
-            // B:type,value,...: each value a decimal integer that fits the type.
+            // B:type,value,...: each value a decimal integer that fits the type, or a float.
             const uchar sub = text[t + 5];
             const ulong e_field = t + tl;
             if (tl > 6 && text[t + 6] != ',') { err = err ? err : ERR_ARRAY; break; }
@@ -175,12 +184,14 @@ __kernel void bam_fields(__global const uchar *text, __global const ulong *line_
             for (ulong q = t + 6; q < e_field;) {
                 const ulong v0 = ++q;  // past the comma
                 while (q < e_field && text[q] != ',') q++;
+                count++;
+                if (sub == 'f') continue;
                 long v = 0;
                 if (!parse_int(text + v0, (uint)(q - v0), &v)) { err = err ? err : ERR_INTEGER; break; }
                 if (!array_fits(sub, v)) { err = err ? err : ERR_ARRAY; break; }
-                count++;
             }
             bytes += 3 + 5 + count * array_width(sub);
+            if (sub == 'f') floats += count;
         } else {
             err = err ? err : ERR_TAG_TYPE;
             break;
@@ -189,17 +200,21 @@ __kernel void bam_fields(__global const uchar *text, __global const ulong *line_
     tags[2 * (size_t)r] = first_tag;
     tags[2 * (size_t)r + 1] = e;
     tag_bytes[r] = bytes;
+    n_floats[r] = floats;
     error[r] = err;
 }
 
 // Each record at `start`: its 36 fixed bytes (encoded by the host), then the
 // name and a NUL, the CIGAR operations, SEQ as 4-bit codes (`nt16`), QUAL
 // less 33 (0xFF bytes where absent) and the tags, from the line's fields
-// that bam_fields found.
+// that bam_fields found.  The record's floats, from float_first[r] of the
+// chunk's, each leave 4 bytes at float_at for the host, and their text's
+// (start, length) in float_text.
 __kernel void bam_records(__global const uchar *text, __global const uchar *fixed, __global const ulong *start,
                           __global const ulong *line_start, __global const ulong *cigar,
                           __global const ulong *seq, __global const uint *has_qual, __global const ulong *tags,
-                          __global const uchar *nt16, const uint n_records, __global uchar *out) {
+                          __global const uchar *nt16, const uint n_records, __global uchar *out,
+                          __global const ulong *float_first, __global ulong *float_at, __global ulong *float_text) {
     const uint r = get_global_id(0);
     if (r >= n_records) return;
     __global const uchar *f = fixed + (size_t)r * FIXED;
@@ -242,6 +257,7 @@ __kernel void bam_records(__global const uchar *text, __global const uchar *fixe
 
     ulong p = tags[2 * (size_t)r];
     const ulong e = tags[2 * (size_t)r + 1];
+    ulong next_float = float_first[r];
     while (p < e) {
         const ulong t = p;
         while (p < e && text[p] != '\t') p++;
@@ -265,15 +281,28 @@ __kernel void bam_records(__global const uchar *text, __global const uchar *fixe
             for (ulong q = t + 6; q < t + 5 + vlen;) {
                 const ulong v0 = ++q;
                 while (q < t + 5 + vlen && text[q] != ',') q++;
+                count++;
+                if (sub == 'f') {
+                    float_at[next_float] = o;
+                    float_text[2 * next_float] = v0;
+                    float_text[2 * next_float++ + 1] = q - v0;
+                    o += 4;
+                    continue;
+                }
                 long v = 0;
                 parse_int(text + v0, (uint)(q - v0), &v);
                 for (uint i = 0; i < width; i++) out[o++] = (uchar)(((ulong)v >> (8 * i)) & 0xff);
-                count++;
             }
             for (uint i = 0; i < 4; i++) out[count_at + i] = (uchar)((count >> (8 * i)) & 0xff);
         } else if (type == 'A') {
             out[o++] = 'A';
             out[o++] = text[t + 5];
+        } else if (type == 'f') {
+            out[o++] = 'f';
+            float_at[next_float] = o;
+            float_text[2 * next_float] = t + 5;
+            float_text[2 * next_float++ + 1] = vlen;
+            o += 4;
         } else {
             long v = 0;
             parse_int(text + t + 5, vlen, &v);

@@ -7,8 +7,9 @@ record), and by whole-array numpy operations in :func:`encode_records`, the
 reference the kernels are tested against.  Encoding the text keeps one source of truth for every field (the
 SAM formatters, exact and approximate alike) and makes the contract easy to
 check: the encoded bytes equal what ``samtools view -b`` (htslib) makes of the
-same SAM, down to the integer tag types and the ``bin`` field
-(``tests/format/test_bam.py``).
+same SAM, down to the integer tag types, the floats' bits and the ``bin`` field
+(``tests/format/test_bam.py``).  Floats are the one field the kernels do not parse: their text
+is read on the host for a whole chunk at once (:func:`float_bits`), as htslib reads it.
 
 BAM holds SEQ as 4-bit nucleotide codes (``=ACMGRSVTWYHKDBN``): lower case
 becomes upper case and any other letter ``N``, as htslib does; reads of
@@ -54,8 +55,9 @@ _ERRORS = {
     5: "a CIGAR that does not end with an operation",
     6: "a record whose QUAL is not as long as its SEQ",
     7: "a tag that is not TG:TYPE:VALUE",
-    8: "only tags of types A, i, Z, H and B of integers are written",
+    8: "only tags of types A, i, f, Z, H and B are written",
     9: "an array tag whose values do not fit its type, or that is not B:type,value,...",
+    10: "a float tag's value is not a decimal number",
 }
 
 
@@ -113,6 +115,35 @@ def sam_header_text(head: bytes) -> str | None:
     if l_text < 0 or len(head) < 8 + l_text:
         return None
     return head[8:8 + l_text].decode(errors="replace")
+
+
+# The bytes a float tag's value may hold: a decimal number's, and those of inf and nan (as C's
+# printf writes infinities and NaNs, and dmap.testing.ubam.float_text: -C carries BAM's floats so).
+_FLOAT_BYTES = np.zeros(256, dtype=bool)
+_FLOAT_BYTES[np.frombuffer(b"0123456789+-.eEinfaINFA", np.uint8)] = True
+
+
+def float_bits(text: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The float fields ``text[start:start+length]`` as the bits of BAM's floats (uint32), as
+    htslib reads them: strtod's double, correctly rounded (numpy's parse is), then that double
+    rounded to a float; "-nan" keeps its sign, as strtod's does.  Anything but a decimal number,
+    inf or nan is an error."""
+    if not start.size:
+        return np.zeros(0, np.uint32)
+    if (length < 1).any() or not _FLOAT_BYTES[text[ragged(start, length)]].all():
+        raise _fail(10)
+    width = int(length.max())
+    fields = padded_rows(text, start, length, width).view(f"S{width}").ravel()
+    try:
+        values = fields.astype(np.float64)
+    except ValueError:
+        values = None
+    if values is None:  # raised out of the handler: its context would travel with it
+        raise _fail(10)
+    with np.errstate(over="ignore"):  # past a float's range: infinity, as C's conversion gives
+        bits = values.astype(np.float32).view(np.uint32)
+    bits[np.isnan(values) & (text[start] == ord("-"))] |= np.uint32(0x80000000)
+    return bits
 
 
 def _integers(text: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
@@ -175,8 +206,8 @@ class _Layout:
     n_tags: np.ndarray
     tag_start: np.ndarray  # the tag's field in ``text`` ("TG:T:value")
     tag_kind: np.ndarray  # BAM type letter (c C s S i I Z H A B)
-    tag_value: np.ndarray  # int64: an integer tag's value; an array's (B) type letter
-    tag_width: np.ndarray  # an integer tag's bytes; an array's, each value's
+    tag_value: np.ndarray  # int64: an integer tag's value, a float's bits; an array's (B) type letter
+    tag_width: np.ndarray  # an integer or float tag's bytes; an array's, each value's
     value_len: np.ndarray  # a Z or H tag's length; an array's values
     array_first: np.ndarray  # an array's first value in ``array_values``
     array_values: np.ndarray  # int64: every array's values in turn
@@ -280,17 +311,20 @@ def _layout(text: np.ndarray, refs: References) -> _Layout:
     t_type = text[t_start + 3]
     v_len = t_len - 5
     is_int, is_str, is_array = t_type == ord("i"), (t_type == ord("Z")) | (t_type == ord("H")), t_type == ord("B")
-    if not (is_int | is_str | is_array | (t_type == ord("A"))).all():
+    is_float = t_type == ord("f")
+    if not (is_int | is_float | is_str | is_array | (t_type == ord("A"))).all():
         raise _fail(8)
     value = np.zeros(t_start.size, dtype=np.int64)
     value[is_int] = _integers(text, t_start[is_int] + 5, v_len[is_int])
+    value[is_float] = float_bits(text, t_start[is_float] + 5, v_len[is_float])
     int_kind, int_width = _integer_tag_types(value)
+    int_kind[is_float], int_width[is_float] = ord("f"), 4  # written as a 4-byte integer is: its bits
     count, array_first, array_values, array_width = _arrays(text, t_start[is_array], v_len[is_array])
     value[is_array] = text[t_start[is_array] + 5]
     int_width[is_array] = array_width
     v_len = v_len.copy()
     v_len[is_array] = count
-    t_size = 3 + np.where(is_int | is_array, int_width, np.where(is_str, v_len + 1, 1))
+    t_size = 3 + np.where(is_int | is_float | is_array, int_width, np.where(is_str, v_len + 1, 1))
     t_size[is_array] = 3 + 5 + count * array_width  # tag, type; the values' type and count; values
     n_tags = n_fields - 11
     tag_first = np.cumsum(n_tags) - n_tags
@@ -302,12 +336,14 @@ def _layout(text: np.ndarray, refs: References) -> _Layout:
     firsts[is_array] = array_first
     return _Layout(fixed, start, size, name_start, name_len, ((op_len << 4) | op_code).astype("<u4"), seq_start,
                    seq_len, qual_start, has_qual, tag_first, n_tags, t_start,
-                   np.where(is_int, int_kind, t_type).astype(np.uint8), value, int_width, v_len, firsts, array_values)
+                   np.where(is_int | is_float, int_kind, t_type).astype(np.uint8), value, int_width, v_len, firsts,
+                   array_values)
 
 
-# The integer array types of B tags, their bytes and their ranges.
+# The array types of B tags, their bytes and (integers) their ranges; a float is its 4 bytes' bits.
 _ARRAY_TYPES = {ord("c"): (1, -2**7, 2**7 - 1), ord("C"): (1, 0, 2**8 - 1), ord("s"): (2, -2**15, 2**15 - 1),
-                ord("S"): (2, 0, 2**16 - 1), ord("i"): (4, -2**31, 2**31 - 1), ord("I"): (4, 0, 2**32 - 1)}
+                ord("S"): (2, 0, 2**16 - 1), ord("i"): (4, -2**31, 2**31 - 1), ord("I"): (4, 0, 2**32 - 1),
+                ord("f"): (4, 0, 2**32 - 1)}
 
 
 def _arrays(text: np.ndarray, start: np.ndarray, v_len: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -319,7 +355,7 @@ def _arrays(text: np.ndarray, start: np.ndarray, v_len: np.ndarray) -> tuple[np.
     for code, (w, least, most) in _ARRAY_TYPES.items():
         width[sub == code], lo[sub == code], hi[sub == code] = w, least, most
     if (width == 0).any():
-        raise _fail(8)  # a float array, or no type
+        raise _fail(8)  # no type of BAM's
     if ((v_len > 1) & (text[np.minimum(start + 6, text.size - 1)] != ord(","))).any():
         raise _fail(9)
     # Each value follows a comma: its field runs to the next comma or to its tag's end.
@@ -330,7 +366,10 @@ def _arrays(text: np.ndarray, start: np.ndarray, v_len: np.ndarray) -> tuple[np.
     ends = np.append(commas[1:], 0)
     last = np.append(owner[1:] != owner[:-1], True) if owner.size else np.zeros(0, bool)
     ends[last] = (start + 5 + v_len)[owner[last]]
-    values = _integers(text, commas + 1, ends - commas - 1)
+    floats = sub[owner] == ord("f")
+    values = np.empty(commas.size, np.int64)
+    values[~floats] = _integers(text, commas[~floats] + 1, (ends - commas - 1)[~floats])
+    values[floats] = float_bits(text, commas[floats] + 1, (ends - commas - 1)[floats])
     if ((values < lo[owner]) | (values > hi[owner])).any():
         raise _fail(9)
     return count, np.cumsum(count) - count, values, width
@@ -420,11 +459,12 @@ def encode_records_device(device: Device, text: np.ndarray, refs: References) ->
     line_start = np.zeros_like(line_end)
     line_start[1:] = line_end[:-1] + 1
     n = line_end.size
-    error, name_len, n_cigar, has_qual, tag_bytes = (np.empty(n, np.uint32) for _ in range(5))
+    error, name_len, n_cigar, has_qual, tag_bytes, n_floats = (np.empty(n, np.uint32) for _ in range(6))
     ints, ref_span = np.empty((n, 5), np.int64), np.empty(n, np.int64)
     rname, rnext, cigar, tags = (np.empty((n, 2), np.uint64) for _ in range(4))
     seq = np.empty((n, 3), np.uint64)
-    outputs = [error, name_len, ints, rname, rnext, cigar, n_cigar, ref_span, seq, has_qual, tags, tag_bytes]
+    outputs = [error, name_len, ints, rname, rnext, cigar, n_cigar, ref_span, seq, has_qual, tags, tag_bytes,
+               n_floats]
     # The buffers must outlive the kernels: OpenCL kernels need not retain their arguments.
     with device.timed("dmap-transfer"):
         inputs = [device.upload(a) for a in (text, line_start, line_end)]
@@ -445,11 +485,22 @@ def encode_records_device(device: Device, text: np.ndarray, refs: References) ->
                                        n_cigar.astype(np.int64), seq_len, next_ref_id, pnext - 1, tlen,
                                        tag_bytes.astype(np.int64))
     out = np.empty(size, dtype=np.uint8)
+    # The floats' places in the output and their text (none in most chunks: a buffer of one).
+    float_first = (np.cumsum(n_floats, dtype=np.uint64) - n_floats).astype(np.uint64)
+    n_float = int(n_floats.sum(dtype=np.int64))
+    float_at, float_text = np.empty(max(n_float, 1), np.uint64), np.empty((max(n_float, 1), 2), np.uint64)
     with device.timed("dmap-transfer"):
         out_buf = device.output(out)
         written = [device.upload(a) for a in (text, fixed.view(np.uint8), start.astype(np.uint64), line_start,
                                               cigar, seq, has_qual, tags, _NT16)]
-    device.run(program, "bam_records", [*written, np.uint32(n), out_buf], n, "dmap-records-kernel")
+        floats = [device.upload(float_first), device.output(float_at), device.output(float_text)]
+    device.run(program, "bam_records", [*written, np.uint32(n), out_buf, *floats], n, "dmap-records-kernel")
     with device.timed("dmap-transfer"):
         device.read_back(out_buf, out)
+        if n_float:
+            device.read_back(floats[1], float_at)
+            device.read_back(floats[2], float_text)
+    if n_float:
+        bits = float_bits(text, float_text[:n_float, 0].astype(np.int64), float_text[:n_float, 1].astype(np.int64))
+        out[(float_at[:n_float, None].astype(np.int64) + np.arange(4)).ravel()] = bits.astype("<u4").view(np.uint8)
     return out

@@ -131,17 +131,16 @@ class RecordTails:
 
 
 # The types of SAM tags that a comment appended to its read's records (-C) may hold: SAM's own,
-# and of those the ones that BAM records are encoded with (bam_records.cl).
-COMMENT_TYPES = {"sam": b"AifZHB", "sam.gz": b"AifZHB", "bam": b"AiZHB"}
-# The types of a B tag's values that BAM output encodes (integers: dmap.format.bam).
-ARRAY_TYPES = {"sam": b"cCsSiIf", "sam.gz": b"cCsSiIf", "bam": b"cCsSiI"}
+# every one of which BAM output encodes too (dmap.format.bam), and those of a B tag's values.
+COMMENT_TYPES = b"AifZHB"
+ARRAY_TYPES = b"cCsSiIf"
 
 
-def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
+def check_comments(chunk: ReadChunk) -> None:
     """Refuse a read's header comment that ``-C`` cannot append to its records: one that is not
     SAM tags (``BC:Z:ACGT``, tab-separated, as ``samtools fastq -T`` writes them), each field
-    ``TG:T:VALUE`` with a letter and a letter or digit and a type of :data:`COMMENT_TYPES`
-    (for ``fmt`` "bam", one that BAM output encodes), or a tag that dmap writes itself
+    ``TG:T:VALUE`` with a letter and a letter or digit and a type of :data:`COMMENT_TYPES`,
+    or a tag that dmap writes itself
     (:data:`dmap.format.tags.WRITTEN_TAGS`: it would stand twice on a record).  Whole-array:
     the tabs are found in one pass over the chunk's bytes, and each field's first bytes
     checked at once.
@@ -176,10 +175,10 @@ def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
     # The five bytes lie in the field (none of them can be a tab) and in its comment.
     tag = ((starts + 5 <= (c_off + c_len)[reads]) & letter(b[0]) & (letter(b[1]) | digit(b[1]))
            & (b[2] == ord(":")) & (b[4] == ord(":")))
-    typed = np.isin(b[3], np.frombuffer(COMMENT_TYPES[fmt], np.uint8))
+    typed = np.isin(b[3], np.frombuffer(COMMENT_TYPES, np.uint8))
     # An array's values' type, the byte after "TG:B:" (in its comment: ends holds no tab).
     typed &= (b[3] != ord("B")) | ((starts + 6 <= (c_off + c_len)[reads])
-                                   & np.isin(b[5], np.frombuffer(ARRAY_TYPES[fmt], np.uint8)))
+                                   & np.isin(b[5], np.frombuffer(ARRAY_TYPES, np.uint8)))
     # Tags dmap writes itself would stand twice on a record (RG would also name a read group
     # that the header lacks: read groups come with their @RG lines, from -R, --manifest or BAM).
     written = np.frombuffer("".join(WRITTEN_TAGS).encode(), "<u2")
@@ -198,12 +197,6 @@ def check_comments(chunk: ReadChunk, fmt: str = "sam") -> None:
             f"read {name!r} has the tag {which} in its comment {comment[:60]!r}, which dmap writes itself"
             + (" with its @RG header line: give read groups with -R or --manifest" if which == "RG" else "")
             + f"; leave {', '.join(WRITTEN_TAGS)} out of the comments")
-    if tag[i] and bytes([b[3][i]]) in COMMENT_TYPES["sam"]:  # SAM's, but not one BAM output encodes
-        field = comment[int(starts[i] - c_off[read]):].split("\t")[0]
-        raise InputFormatError(
-            f"read {name!r} has the tag {field!r} in its comment; BAM output takes comment tags of types "
-            f"{', '.join(COMMENT_TYPES[fmt].decode())} (B of integers): write SAM, or leave the tag out of the "
-            "comments")
     raise InputFormatError(
         f"read {name!r} has the comment {comment[:60]!r}, which is not SAM tags (TG:T:VALUE, tab-separated); "
         "--append-comment appends comments that are, such as 'BC:Z:ACGT' (samtools fastq -T writes them so)")

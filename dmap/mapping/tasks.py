@@ -516,7 +516,7 @@ def _record_tails(chunk: ReadChunk, settings: RecordSettings) -> str | RecordTai
         of_read[tagged] = len(strings) + group[tagged].astype(np.int64)
         strings += settings.group_tails
     if settings.comments and chunk.fields.comment_len is not None and chunk.fields.comment_len.any():
-        check_comments(chunk, settings.format)
+        check_comments(chunk)
         return RecordTails(strings, of_read, comments=True)
     return strings[0] if of_read is None else RecordTails(strings, of_read)
 

@@ -24,10 +24,28 @@ def sam_header(refs=REFS) -> str:
     return "@HD\tVN:1.6\tSO:unsorted\n" + "".join(f"@SQ\tSN:{n}\tLN:{length}\n" for n, length in refs)
 
 
+# Float values as their text may stand in a SAM record: printf's %g, repr's 17 digits, more digits
+# than a double holds, exponents, signs, no digits before or after the point, the edges of a float's
+# range (past it: infinity; under half its least subnormal: zero), infinities and NaNs of either sign.
+FLOAT_TEXTS = ["1.5", "-0", "0", "+2.5", ".5", "5.", "1E5", "-7e-3", "3.4028235e38", "3.5e38", "1e39", "1.4e-45",
+               "7e-46", "7.1e-46", "1e-50", "inf", "-inf", "nan", "-nan", "0.1000000000000000055511151231257827",
+               "123456.5", "16777217", "1.00000005960464477539"]
+
+
+def float_text(rng: np.random.Generator) -> str:
+    """A float's text: one of FLOAT_TEXTS, or a random float32 or double written by %g or repr."""
+    if rng.random() < .3:
+        return str(rng.choice(FLOAT_TEXTS))
+    with np.errstate(over="ignore"):  # past a float's range: inf, a text as good as any
+        single = float(np.float32(rng.standard_normal() * 10.0 ** rng.integers(-40, 39)))
+    value = single if rng.random() < .5 else float(rng.standard_normal() * 10.0 ** rng.integers(-46, 40))
+    return f"{value:g}" if rng.random() < .5 else repr(value)
+
+
 def random_records(seed: int, n: int) -> str:
     """SAM records with what BAM encodes in more than one way: empty and odd-length SEQ, IUPAC,
-    lower case and '=' bases, no QUAL, CIGARs of every operation, RNEXT '=', negative TLEN, and
-    integer tags across the c/C/s/S/i/I ranges."""
+    lower case and '=' bases, no QUAL, CIGARs of every operation, RNEXT '=', negative TLEN,
+    integer tags across the c/C/s/S/i/I ranges, and float tags and arrays (FLOAT_TEXTS)."""
     rng = np.random.default_rng(seed)
     lines = []
     for i in range(n):
@@ -62,6 +80,9 @@ def random_records(seed: int, n: int) -> str:
                       "I": (0, 2**32 - 1)}[sub]
             values = [str(int(rng.choice([lo, hi, 0, rng.integers(lo, hi)]))) for _ in range(int(rng.integers(0, 6)))]
             tags += f"\tXH:H:{'1AE3' * int(rng.integers(0, 4))}\tXB:B:{','.join([sub, *values])}"
+        if rng.random() < .5:  # a float, and an array of them (some empty)
+            floats = [float_text(rng) for _ in range(int(rng.integers(0, 5)))]
+            tags += f"\tXF:f:{float_text(rng)}\tXG:B:{','.join(['f', *floats])}"
         lines.append(f"{name}\t{int(rng.choice([0, 16, 256, 272, 2048]))}\t{contig}\t{int(rng.integers(1, contig_len))}"
                      f"\t{int(rng.integers(0, 256))}\t{cigar}\t{rnext}\t{pnext}\t{int(rng.integers(-500, 500))}"
                      f"\t{seq}\t{qual}\t{tags}")
@@ -108,7 +129,11 @@ def test_a_header_of_many_references_is_htslibs():
     ("x" * 255 + "\t4\t*\t0\t0\t*\t*\t0\t0\t*\t*\n", "longer than 254"),
     ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tAC\tI\n", "QUAL"),
     ("r\t0\tc2\t1\n", "fewer than 11"),
-    ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXB:B:f,1.5\n", "types A, i, Z, H and B of integers"),
+    ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXB:B:q,1\n", "types A, i, f, Z, H and B"),
+    ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXF:f:one\n", "float tag's value is not a decimal number"),
+    ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXF:f:\n", "float tag's value is not a decimal number"),
+    ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXF:f:1_0\n", "float tag's value is not a decimal number"),
+    ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXG:B:f,1.5,,2\n", "float tag's value is not a decimal number"),
     ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXB:B:c,300\n", "do not fit its type"),
     ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXB:B:c1\n", "do not fit its type"),
     ("r\t0\tc2\t1\t0\t1M\t*\t0\t0\tA\t*\tXB:B:c,1,\n", "not a decimal number"),

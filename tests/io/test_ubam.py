@@ -303,8 +303,9 @@ def test_append_comment_carries_a_bams_tags_as_its_fastqs_comments(tmp_path, cli
     records = _records(3)
     records[1]["tags"] = [("XF", 1.5, "f"), ("ZP", ("f", [0.0123, 1e-5, -2.5]))]
     write_bam(tmp_path / "f.bam", records)
-    dmap.map_reads(index, tmp_path / "f.bam", sam_path=tmp_path / "f.sam", client=client, append_comment=True)
-    assert "\tXF:f:1.5\tZP:B:f,0.0123,1e-05,-2.5\n" in pysam.view(str(tmp_path / "f.sam"))
+    dmap.map_reads(index, tmp_path / "f.bam", sam_path=tmp_path / f"floats.{fmt}", client=client,
+                   append_comment=True)
+    assert "\tXF:f:1.5\tZP:B:f,0.0123,1e-05,-2.5\n" in pysam.view(str(tmp_path / f"floats.{fmt}"))
 
 
 def test_dmaps_own_bam_maps_again_to_the_same_records(tmp_path, client):
