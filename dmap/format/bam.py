@@ -138,7 +138,7 @@ def float_bits(text: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.nd
         values = fields.astype(np.float64)
     except ValueError:
         values = None
-    if values is None:  # raised out of the handler: its context would travel with it
+    if values is None:  # raised out of the handler, with no ValueError as its context
         raise _fail(10)
     with np.errstate(over="ignore"):  # past a float's range: infinity, as C's conversion gives
         bits = values.astype(np.float32).view(np.uint32)
@@ -205,7 +205,7 @@ class _Layout:
     tag_first: np.ndarray  # each record's first tag in the tag columns
     n_tags: np.ndarray
     tag_start: np.ndarray  # the tag's field in ``text`` ("TG:T:value")
-    tag_kind: np.ndarray  # BAM type letter (c C s S i I Z H A B)
+    tag_kind: np.ndarray  # BAM type letter (c C s S i I f Z H A B)
     tag_value: np.ndarray  # int64: an integer tag's value, a float's bits; an array's (B) type letter
     tag_width: np.ndarray  # an integer or float tag's bytes; an array's, each value's
     value_len: np.ndarray  # a Z or H tag's length; an array's values
@@ -318,7 +318,7 @@ def _layout(text: np.ndarray, refs: References) -> _Layout:
     value[is_int] = _integers(text, t_start[is_int] + 5, v_len[is_int])
     value[is_float] = float_bits(text, t_start[is_float] + 5, v_len[is_float])
     int_kind, int_width = _integer_tag_types(value)
-    int_kind[is_float], int_width[is_float] = ord("f"), 4  # written as a 4-byte integer is: its bits
+    int_kind[is_float], int_width[is_float] = ord("f"), 4  # its bits, written as a 4-byte integer's are
     count, array_first, array_values, array_width = _arrays(text, t_start[is_array], v_len[is_array])
     value[is_array] = text[t_start[is_array] + 5]
     int_width[is_array] = array_width
