@@ -3,7 +3,7 @@ scheduler and the worker, as real processes, per extra million reads.
 
     python3 benchmarks/client_cpu.py [--work /tmp/dmap-bench] [--small 1000000] [--large 3000000]
                                      [--max-errors 0] [--repeat 2] [--output sam|bam]
-                                     [--compress none|gzip|bgzf] [--paired] [--bam]
+                                     [--compress none|gzip|bgzf] [--paired] [--bam] [--stdin]
 
 Starts ``dask scheduler`` and one ``dask worker --resources opencl=1
 --preload dmap.cluster.worker`` (on the whole PoCL device), maps a small and a large
@@ -23,12 +23,14 @@ by htslib's bgzip (through pysam), which the workers cut and inflate;
 files named alike): the workers count the records of each byte range of
 both files and read their chunks' pairs (per extra million reads, not pairs).
 ``--bam`` maps the reads as unaligned BAM (``samtools import``), which the workers cut,
-inflate and decode.
+inflate and decode.  ``--stdin`` gives the reads file on standard input (``dmap run INDEX - < FILE``):
+a stream, which no worker can open by name.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import statistics
@@ -56,11 +58,14 @@ def cpu(proc: psutil.Process) -> float:
 
 
 def run_once(index: Path, reads: list[Path], out: str, address: str, options: list[str],
-             scheduler: psutil.Process, worker: psutil.Process) -> dict:
+             scheduler: psutil.Process, worker: psutil.Process, stdin: bool = False) -> dict:
+    """One run's CPU seconds per process and its wall time; ``stdin``: the one reads file on standard input."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     s0, w0, t0 = cpu(scheduler), cpu(worker), time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "dmap", "run", str(index), *map(str, reads), "-o", out, "-q",
-                        "--scheduler", address, *options], capture_output=True, text=True)
+    with open(reads[0], "rb") if stdin else contextlib.nullcontext() as f:
+        r = subprocess.run([sys.executable, "-m", "dmap", "run", str(index), *(["-"] if stdin else map(str, reads)),
+                            "-o", out, "-q", "--scheduler", address, *options], capture_output=True, text=True,
+                           stdin=f)
     wall = time.perf_counter() - t0
     if r.returncode:
         raise SystemExit(r.stderr)
@@ -119,9 +124,12 @@ def main() -> None:
     ap.add_argument("--compress", default="none", choices=["none", "gzip", "bgzf"], help="how the reads are compressed")
     ap.add_argument("--paired", action="store_true", help="map the reads as pairs from two files")
     ap.add_argument("--bam", action="store_true", help="the reads as unaligned BAM (samtools import)")
+    ap.add_argument("--stdin", action="store_true", help="the reads file on standard input ('dmap run INDEX - < FILE')")
     args = ap.parse_args()
     if args.bam and (args.paired or args.compress != "none"):
         ap.error("--bam maps single reads, uncompressed before they are made BAM")
+    if args.stdin and args.paired:
+        ap.error("--stdin maps one file of single reads")
     how = "bam" if args.bam else args.compress
     work = Path(args.work)
     ref = ecoli_reference(work)
@@ -142,10 +150,12 @@ def main() -> None:
             run_once(index, files["small"], f"{tmp}/warm.{ext}", address, options, scheduler, worker)  # kernels built
             for _ in range(args.repeat):
                 for k in sizes:
-                    runs[k].append(run_once(index, files[k], f"{tmp}/{k}.{ext}", address, options, scheduler, worker))
+                    runs[k].append(run_once(index, files[k], f"{tmp}/{k}.{ext}", address, options, scheduler, worker,
+                                            args.stdin))
                     os.unlink(f"{tmp}/{k}.{ext}")
     extra = (args.large - args.small) / 1e6
     stored = "as unaligned BAM" if args.bam else "uncompressed" if how == "none" else f"{how}-compressed"
+    stored += ", on standard input" if args.stdin else ""
     print(f"# {'exact' if not args.max_errors else f'-e {args.max_errors}'} 100-bp E. coli reads, "
           f"{args.output.upper()}, {'paired ' if args.paired else ''}reads {stored}; "
           f"real dask scheduler + 1 worker (2 threads); {os.cpu_count()} CPUs; "

@@ -2,8 +2,10 @@
 (a hypothesis strategy), the records dnaio reads, and the records dmap reads in chunks or in splits
 cut at given bytes, as its workers read them."""
 
+import contextlib
 import gzip
 import os
+import threading
 
 import dnaio
 import numpy as np
@@ -112,3 +114,38 @@ def write_as(path, text: bytes, kind: str):
     path.write_bytes({"plain": text, "bgzf": bgzf_blocks(text, [len(text) // 2]),
                       "gzip": gzip.compress(text)}[kind])
     return path
+
+
+@contextlib.contextmanager
+def piped(data: bytes):
+    """``data`` on a pipe that a thread writes: the path (``/dev/fd/N``) to read it from as a stream."""
+    read_end, write_end = os.pipe()
+
+    def feed() -> None:
+        with open(write_end, "wb") as f, contextlib.suppress(BrokenPipeError):  # the reader stopped early
+            f.write(data)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        yield f"/dev/fd/{read_end}"
+    finally:
+        os.close(read_end)
+        feeder.join()
+
+
+def stream_plan(data: bytes, chunk_size: int, extras=None) -> list:
+    """The chunks that the client plans of ``data`` read from a pipe, ``chunk_size`` reads asked for each."""
+    with piped(data) as path:
+        return list(splits.plan_input([path], lambda *_: chunk_size, *([extras] if extras else [])))
+
+
+def stream_records(data: bytes, chunk_size: int, fastq=True):
+    """Every record of ``data`` read from a pipe in chunks of about ``chunk_size`` reads, each read as a
+    worker reads it; and the chunks."""
+    plan = stream_plan(data, chunk_size)
+    out = []
+    for part in plan:
+        chunk = fastx.read_chunk(part, DNA)
+        out += list(zip(chunk.names, chunk.seqs, chunk.quals if fastq else [None] * len(chunk)))
+    return out, plan

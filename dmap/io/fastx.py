@@ -31,7 +31,18 @@ from ..reads import (
     reads_with_unknown_symbols,
 )
 from . import splits, ubam_reads
-from .splits import FileSplit, RawBlock, Source, SourceGroup, check_path, plan_input, reads_paths, split_bytes
+from .splits import (
+    FileSplit,
+    RawBlock,
+    Source,
+    SourceGroup,
+    StreamBlocks,
+    check_path,
+    plan_input,
+    reads_paths,
+    split_bytes,
+    stream_blocks_bytes,
+)
 
 
 def _open(source, what: str, name: str):
@@ -300,14 +311,16 @@ def source_records(source: Source) -> tuple[ReadFields, tuple[tuple[str, int], .
     return fields, ((source.path, len(fields)),)
 
 
-def source_bytes(source: FileSplit | RawBlock) -> tuple[np.ndarray, str]:
+def source_bytes(source: FileSplit | RawBlock | StreamBlocks) -> tuple[np.ndarray, str]:
     """A chunk's (or a part's) records as bytes, and where they begin in their file, in words."""
     if isinstance(source, FileSplit):
         return split_bytes(source)
+    if isinstance(source, StreamBlocks):
+        return stream_blocks_bytes(source)
     return source.data, f"byte {source.offset}"
 
 
-def bytes_fields(source: FileSplit | RawBlock, data: np.ndarray, where: str) -> ReadFields:
+def bytes_fields(source: FileSplit | RawBlock | StreamBlocks, data: np.ndarray, where: str) -> ReadFields:
     """The records of ``data``, whole records of ``source``'s bytes (see :func:`source_fields`)."""
     if getattr(source, "bam", False):
         return ubam_reads.read_fields(data, source.path, where, splits.MAX_RECORD_BYTES, source.extras)

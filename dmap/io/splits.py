@@ -20,7 +20,15 @@ Reads may also be URLs of any file system that fsspec knows (``file://``,
 the same way, and each worker fetches its own byte ranges
 (:func:`url_fs`), as ``dask.bytes.read_bytes`` does.
 
-Any other input (plain gzip, a pipe, standard input) cannot be cut without
+A BGZF stream (BAM from ``samtools view -b`` or ``-u`` on a pipe, ``bgzip -c``
+FASTQ on standard input) is read by the client, but not inflated: it cuts
+the stream at its blocks (:class:`StreamBlocks`), whose headers and trailers
+give their sizes, inflates only the first blocks after each cut to find the
+next chunk's first record by the same rule, and hands each chunk's blocks on
+compressed, with the few inflated bytes of its last record that lie past its
+last block.  Workers inflate and decode them.
+
+Any other input (plain gzip, or an uncompressed pipe or standard input) cannot be cut without
 reading it: the client reads it as blocks of whole records
 (:class:`RawBlock`, cut at the newlines of whole FASTQ records, before a
 FASTA ``>``, or before a BAM record that holds a read, its inflated records
@@ -38,6 +46,7 @@ kernel launches per chunk, not per file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import socket
@@ -112,6 +121,29 @@ class RawBlock:
         return self.fastq and not self.bam
 
 
+@dataclass
+class StreamBlocks:
+    """Whole BGZF blocks of a stream, read by the client and not inflated (:class:`BgzfStream`):
+    the records that begin in their inflated bytes from ``begin`` on, the last of them ending in
+    ``tail``, the inflated bytes of the blocks after them up to the next chunk's first record."""
+
+    number: int
+    path: str
+    offset: int  # of the first block in the (compressed) stream
+    blocks: np.ndarray  # compressed
+    begin: int  # where the first record begins in the blocks' inflated bytes
+    tail: np.ndarray
+    last: bool  # the stream ends with these blocks (FASTQ: blank lines after the last record are dropped)
+    fastq: bool
+    bam: bool = False
+    extras: ubam.BamExtras = ubam.NO_EXTRAS
+
+    @property
+    def fastq_text(self) -> bool:
+        """Whether the records are FASTQ text (four lines each)."""
+        return self.fastq and not self.bam
+
+
 @dataclass(frozen=True)
 class SourceGroup:
     """A chunk that spans files: the last records of one file and the first of the next (or
@@ -119,7 +151,7 @@ class SourceGroup:
     parsed and checked as a chunk of its own file would be, so an error names its file."""
 
     number: int
-    parts: tuple[FileSplit | RawBlock, ...]  # at least two, of one format, numbered as the group
+    parts: tuple[FileSplit | RawBlock | StreamBlocks, ...]  # at least two, of one format, numbered as the group
 
     @property
     def fastq(self) -> bool:
@@ -135,7 +167,7 @@ class SourceGroup:
         return self.parts[0].path
 
 
-Source = FileSplit | RawBlock | SourceGroup
+Source = FileSplit | RawBlock | StreamBlocks | SourceGroup
 
 
 def reads_paths(reads: str | os.PathLike | list) -> list[str]:
@@ -224,12 +256,24 @@ def check_path(path: str, what: str) -> None:
         raise InputFormatError(f"{what} path {path!r} is a directory, not a file")
 
 
-def open_reads(path: str):
+def open_reads(path: str, blocks: bool = False):
     """A binary reader of the reads file ``path`` (``-``: standard input; gzip etc. decompressed;
-    a URL through fsspec); for a stream that :func:`sniff_bam` looked at, from its first byte again."""
-    if path in _looked_at:
-        return _looked_at.pop(path)
+    a URL through fsspec); for a stream that :func:`sniff_bam` looked at, from its first byte again.
+
+    With ``blocks``, a BGZF stream (:func:`is_pipe`) comes as a :class:`BgzfStream`, whose
+    blocks the client hands on to the workers without inflating them."""
+    looked = _looked_at.pop(path, None)
+    if isinstance(looked, BgzfStream):
+        return looked if blocks else looked.unread()
+    if looked is not None:
+        return looked
     try:
+        if blocks and is_pipe(path):
+            pipe = sys.stdin.buffer if path == STDIN else open(path, "rb")
+            # A pipe's first write holds a block's 18-byte header; a shorter one is read as any stream.
+            if bgzf.is_bgzf(pipe.peek(18)[:18]):
+                return BgzfStream(pipe, path)
+            return xopen(pipe, "rb")
         if is_url(path):
             import fsspec
 
@@ -430,13 +474,14 @@ def sniff_bam(path: str) -> Sniffed | None:
         with open_reads(path) as f:
             sniffed = sniff(f, path)
     else:
-        f = _Recorded(open_reads(path))
+        stream = open_reads(path, blocks=True)
+        f = stream if isinstance(stream, BgzfStream) else _Recorded(stream)
         try:
             sniffed = sniff(f, path)
         except BaseException:
             f.close()
             raise
-        _looked_at[path] = f.replayed()
+        _looked_at[path] = f.rewound() if isinstance(f, BgzfStream) else f.replayed()
     return sniffed if sniffed is not None and sniffed.bam else None
 
 
@@ -454,7 +499,7 @@ def is_pipe(path: str) -> bool:
 
 
 # Streams that sniff_bam looked at, each to be read again from its first byte (open_reads).
-_looked_at: dict[str, _Replayed] = {}
+_looked_at: dict[str, _Replayed | BgzfStream] = {}
 
 
 class _Recorded(io.RawIOBase):
@@ -538,14 +583,15 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int],
     besides their reads (:attr:`FileSplit.extras`).
     """
     done = [0, 0, 0]  # chunks, reads and bytes planned so far
-    held: list[FileSplit | RawBlock] = []  # parts of the chunk being planned, whose files ended before it was full
+    # Parts of the chunk being planned, whose files ended before it was full.
+    held: list[FileSplit | RawBlock | StreamBlocks] = []
     held_size = [0.0, 0]  # their reads (estimated for a file's bytes) and bytes
 
     def wanted() -> int:
         """The reads that the chunk being planned still asks for."""
         return max(1, round(next_size(done[1], done[2]) - held_size[0]))
 
-    def hold(part: FileSplit | RawBlock, reads: float, nbytes: int) -> None:
+    def hold(part: FileSplit | RawBlock | StreamBlocks, reads: float, nbytes: int) -> None:
         held.append(part)
         held_size[0] += reads
         held_size[1] += nbytes
@@ -568,7 +614,7 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int],
     held_kind: list = [None]  # the held parts' format
     for path in paths:
         plain = _plain_file(path, mappable)
-        with open_reads(path) if plain is None else contextlib.nullcontext() as f:
+        with open_reads(path, blocks=True) if plain is None else contextlib.nullcontext() as f:
             sniffed = sniff(f, path) if plain is None else sniff_head(plain[0], path)
             if sniffed is None:
                 continue  # no records
@@ -602,6 +648,13 @@ def plan_input(paths: list[str], next_size: Callable[[int, int], int],
                     if end - at >= target:  # the chunk is full; else the next file goes on with it
                         yield flush()
                     at = end
+                continue
+            if isinstance(f, BgzfStream):  # cut at its blocks, which the workers inflate
+                for part, reads in bgzf_stream_chunks(f, origin, fastq, bam, per_record, ask):
+                    hold(dataclasses.replace(part, number=done[0], extras=extras if bam else ubam.NO_EXTRAS), reads,
+                         part.blocks.size)
+                    if not part.last or reads >= asked[0]:  # the stream's last blocks may leave room for the next file
+                        yield flush()
                 continue
             for offset, data, records in stream_blocks(f, path, head, origin, fastq, per_record, ask, bam):
                 hold(RawBlock(done[0], path, offset, data, fastq, bam, extras if bam else ubam.NO_EXTRAS), records,
@@ -678,10 +731,15 @@ def _bam_block_end(data: np.ndarray, n: int, at_end: bool, path: str, where: str
         return int(reads[n]), n
     if not at_end:
         return None, 0
+    _check_whole_bam(data, starts, path, where)
+    return data.size, int(reads.size)
+
+
+def _check_whole_bam(data: np.ndarray, starts: np.ndarray, path: str, where: str) -> None:
+    """That the records at ``starts``, those ``data`` holds whole, end where a stream's last bytes ``data`` end."""
     end = int(starts[-1]) + 4 + ubam.record_size(data, int(starts[-1])) if starts.size else 0
     if end != data.size:
         raise InputFormatError(f"reads file {path!r} is not whole BAM (after {where}): it ends inside a record")
-    return end, int(reads.size)
 
 
 def _whole_records(data: np.ndarray, fastq: bool, most: int) -> tuple[int, int]:
@@ -700,6 +758,187 @@ def _fasta_starts(data: np.ndarray) -> np.ndarray:
     """The offsets of the FASTA records of ``data``: its '>' at the start of a line."""
     starts = np.flatnonzero(data == ord(">"))
     return starts[(starts == 0) | (data[np.maximum(starts - 1, 0)] == 10)]
+
+
+# Compressed bytes read from a BGZF stream at a time.
+STREAM_READ = 1 << 22
+
+
+class BgzfStream(io.RawIOBase):
+    """A BGZF stream read once, from a pipe: its whole blocks as they come, kept compressed from
+    the first not yet taken (:meth:`take`); read inflated from its first byte by :func:`sniff`."""
+
+    def __init__(self, pipe: BinaryIO, path: str):
+        super().__init__()
+        self.pipe, self.path = pipe, path
+        self.data = bytearray()  # the compressed bytes from stream offset ``base`` on
+        self.base = 0
+        self.sizes: list[int] = []  # the whole blocks in ``data``: their sizes,
+        self.inflated: list[int] = []  # and their inflated sizes (each block's trailer)
+        self.ended = False
+        self._block, self._pending = 0, memoryview(b"")  # where readinto stands
+
+    def readable(self) -> bool:
+        return True
+
+    def more(self) -> bool:
+        """Read on until one more whole block is known; False where the stream has ended."""
+        known = sum(self.sizes)
+        while not self.ended:
+            try:
+                got = self.pipe.read(STREAM_READ)
+            except OSError as e:
+                raise InputFormatError(f"reads file {self.path!r} cannot be read: {e}") from None
+            if not got:
+                self.ended = True
+                if known < len(self.data):
+                    raise InputFormatError(f"reads file {self.path!r} is not whole BGZF: it ends inside the "
+                                           f"block at byte {self.base + known}")
+                return False
+            self.data += got
+            try:
+                sizes, inflated = bgzf.block_table(self.data, known)
+            except ValueError as e:
+                raise InputFormatError(f"reads file {self.path!r} is not whole BGZF after byte {self.base + known}: "
+                                       f"{e} of what followed") from None
+            self.sizes += sizes
+            self.inflated += inflated
+            if sizes:
+                return True
+        return False
+
+    def block(self, i: int) -> bytes:
+        """The inflated bytes of the ``i``-th block held (:meth:`more` having read it)."""
+        at = sum(self.sizes[:i])
+        try:
+            return bgzf.inflate_block(memoryview(self.data)[at:at + self.sizes[i]])
+        except ValueError as e:
+            raise InputFormatError(f"reads file {self.path!r} is not whole BGZF: the block at byte "
+                                   f"{self.base + at} is damaged: {e}") from None
+
+    def take(self, k: int) -> tuple[int, np.ndarray]:
+        """The stream offset and the compressed bytes of the first ``k`` blocks held, which are let go."""
+        n = sum(self.sizes[:k])
+        offset, out = self.base, np.frombuffer(self.data[:n], dtype=np.uint8)
+        del self.data[:n], self.sizes[:k], self.inflated[:k]
+        self.base += n
+        self._block = max(0, self._block - k)
+        return offset, out
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            if self._block == len(self.sizes) and not self.more():
+                return 0
+            self._pending = memoryview(self.block(self._block))
+            self._block += 1
+        n = min(len(buffer), len(self._pending))
+        memoryview(buffer).cast("B")[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+    def rewound(self) -> BgzfStream:
+        """This stream, read again from its first byte (no block has been taken)."""
+        self._block, self._pending = 0, memoryview(b"")
+        return self
+
+    def unread(self):
+        """The stream from its first byte as :func:`open_reads` reads other streams (inflated by
+        xopen), which this object hands over (its closing no longer closes it)."""
+        pipe, self.pipe = self.pipe, None
+        return xopen(io.BufferedReader(_Replayed(pipe, bytes(self.data))), "rb")
+
+    def close(self) -> None:
+        if self.pipe is not None and self.pipe is not sys.stdin.buffer:
+            self.pipe.close()
+        super().close()
+
+
+class _StreamAhead:
+    """The inflated bytes of a :class:`BgzfStream` from its ``k``-th block held on, inflated as
+    :func:`record_start` and :func:`bam_record_start` ask for them (as :class:`_Inflated` does)."""
+
+    def __init__(self, stream: BgzfStream, k: int):
+        self.stream, self.path, self.next = stream, stream.path, k
+        self.first = stream.base + sum(stream.sizes[:k])
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def upto(self, lo: int, hi: int) -> tuple[np.ndarray, bool]:
+        """Inflated bytes ``lo`` to ``hi`` or to the end of the stream, and whether that is the end."""
+        stream = self.stream
+        while self.size < hi and (self.next < len(stream.sizes) or stream.more()):
+            self.parts.append(stream.block(self.next))
+            self.size += len(self.parts[-1])
+            self.next += 1
+        if len(self.parts) > 1:
+            self.parts = [b"".join(self.parts)]
+        data = np.frombuffer(self.parts[0], np.uint8) if self.parts else np.zeros(0, np.uint8)
+        return data[lo:hi], stream.ended and self.next == len(stream.sizes) and hi >= self.size
+
+
+def bgzf_stream_chunks(stream: BgzfStream, origin: int, fastq: bool, bam: bool, per_record: float,
+                       wanted: Callable[[], int]) -> Iterator[tuple[StreamBlocks, float]]:
+    """The chunks of a BGZF stream, cut at its blocks, each of about ``wanted()`` reads (estimated
+    from ``per_record``, inflated bytes per record), with its estimated reads; ``origin``: where
+    the first record begins in the stream's inflated bytes.
+
+    After each cut, the blocks that follow are inflated until the record rule of
+    :func:`_inflated_split` finds the next chunk's first record: that is what the
+    client inflates, about a block per chunk.  A record whose length spans blocks
+    leaves them to the chunk it begins in."""
+    begin = origin  # where the next chunk's first record begins, in its first block's inflated bytes on
+    while True:
+        while True:  # the blocks before that record are not the chunk's (the header, or a record's middle)
+            if not stream.sizes and not stream.more():
+                return
+            if begin < stream.inflated[0]:
+                break
+            begin -= stream.inflated[0]
+            stream.take(1)
+        target = begin + max(1, wanted()) * per_record
+        k = inflated = 0
+        while inflated < target and (k < len(stream.sizes) or stream.more()):
+            inflated += stream.inflated[k]
+            k += 1
+        tail, last, cut = np.zeros(0, np.uint8), True, 0
+        if k < len(stream.sizes) or stream.more():
+            ahead = _StreamAhead(stream, k)
+            cut = bam_record_start(ahead, 0) if bam else record_start(ahead, 1, fastq, 0)
+            data, at_end = ahead.upto(0, cut + 1)
+            if cut < data.size or not at_end:  # a record begins after the cut: the next chunk's
+                tail, last = data[:cut].copy(), False
+            else:  # the rest of the stream ends this chunk's last record (or is blank lines)
+                k = len(stream.sizes)
+        inflated = sum(stream.inflated[:k])
+        offset, blocks = stream.take(k)
+        yield (StreamBlocks(0, stream.path, offset, blocks, begin, tail, last, fastq, bam),
+               (inflated - begin + tail.size) / per_record)
+        if last:
+            return
+        begin = cut
+
+
+def stream_blocks_bytes(source: StreamBlocks) -> tuple[np.ndarray, str]:
+    """The records of a chunk of a BGZF stream as bytes (inflated on the worker), and where they
+    begin in the stream, in words."""
+    where = f"the BGZF blocks at byte {source.offset}"
+    try:
+        parts, _ = bgzf.inflate_blocks(source.blocks, source.blocks.size, source.offset)
+    except ValueError as e:
+        raise InputFormatError(f"reads file {source.path!r} is not whole BGZF: {e}") from None
+    size = sum(map(len, parts)) - source.begin + source.tail.size
+    data, at, skip = INFLATED.take(max(size, 0)), 0, source.begin
+    for part in (*parts, source.tail):
+        piece = np.frombuffer(part, np.uint8)[skip:]
+        skip = max(0, skip - len(part))
+        data[at:at + piece.size] = piece
+        at += piece.size
+    if source.last and not source.bam:
+        data = data[:records_end(data, source.fastq)]
+    elif source.last:  # a stream cut short says so, where a file's last split would find no next record
+        _check_whole_bam(data, ubam.record_starts(data, 0, None, source.path, where, MAX_RECORD_BYTES), source.path,
+                         where)
+    return data, where
 
 
 class _File:

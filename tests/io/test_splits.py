@@ -12,7 +12,18 @@ import pytest
 from helpers import examples, http_server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from readfiles import DNA, bgzf_blocks, chunk_records, dnaio_records, fasta_files, fastq_files, split_records, write_as
+from readfiles import (
+    DNA,
+    bgzf_blocks,
+    chunk_records,
+    dnaio_records,
+    fasta_files,
+    fastq_files,
+    split_records,
+    stream_plan,
+    stream_records,
+    write_as,
+)
 
 from dmap.errors import InputFormatError
 from dmap.format import bgzf
@@ -97,6 +108,71 @@ def test_bgzip_files_are_split_by_the_workers(tmp_path):
     # bgzip files joined with cat (the end-of-file block in the middle) are BGZF still.
     (tmp_path / "two.fq.gz").write_bytes((tmp_path / "r.fq.gz").read_bytes() * 2)
     assert len(chunk_records(tmp_path / "two.fq.gz", 300)) == 8000
+
+
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=fastq_files(), data=st.data())
+def test_a_bgzf_stream_cut_at_its_blocks_reads_every_record_once(tmp_path, text, data):
+    # `bgzip -c reads.fq | dmap run INDEX -`: the client cuts the stream between blocks that end
+    # anywhere (in a name, between CR and LF, one byte long, empty), and the next chunk's first record
+    # is found in the blocks after each cut; every record is read once, in order, whatever the chunks.
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=8), "block ends")
+    chunk = data.draw(st.integers(1, 6), "reads per chunk")
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(bgzf_blocks(text, cuts))
+    got, plan = stream_records(path.read_bytes(), chunk)
+    assert got == dnaio_records(path)
+    assert all(isinstance(part, splits.StreamBlocks) for part in plan)
+
+
+def test_a_bgzf_fasta_stream_with_blank_lines_at_every_block_end(tmp_path):
+    text = b"\xef\xbb\xbf\n\n>a x\nACGT\nAC\n>b\nGG\n>c\nG\n>d desc\nTTTT\n\n\n"
+    want = [("a", "ACGTAC", None), ("b", "GG", None), ("c", "G", None), ("d", "TTTT", None)]
+    for cut in range(len(text) + 1):
+        assert stream_records(bgzf_blocks(text, [cut, cut + 3]), 1, fastq=False)[0] == want, cut
+
+
+def test_the_client_inflates_a_block_per_chunk_of_a_bgzf_stream(tmp_path, monkeypatch):
+    # htslib's bgzip writes 64 KiB blocks: the client reads their sizes from their headers and
+    # trailers and inflates only the first blocks after each cut, and the chunks hold about the
+    # reads asked for; the workers inflate the rest.
+    import pysam
+
+    rng = np.random.default_rng(4)
+    seqs = ["".join(rng.choice(list("ACGT"), 100)) for _ in range(20_000)]
+    text = "".join(f"@r{i} c\n{s}\n+\n{'I' * 100}\n" for i, s in enumerate(seqs)).encode()
+    (tmp_path / "r.fq").write_bytes(text)
+    pysam.tabix_compress(str(tmp_path / "r.fq"), str(tmp_path / "r.fq.gz"))
+    inflated, real = [0], bgzf.inflate_block
+
+    def counted(block):
+        out = real(block)
+        inflated[0] += len(out)
+        return out
+
+    monkeypatch.setattr(bgzf, "inflate_block", counted)
+    plan = stream_plan((tmp_path / "r.fq.gz").read_bytes(), 4000)
+    assert all(isinstance(part, splits.StreamBlocks) for part in plan) and len(plan) >= 4
+    assert inflated[0] < 0.2 * len(text), (inflated[0], len(text))  # the first 64 KiB, and a block per cut
+    monkeypatch.undo()
+    chunks = [fastx.read_chunk(part, DNA) for part in plan]
+    assert [r for c in chunks for r in zip(c.names, c.seqs)] == [(f"r{i}", s) for i, s in enumerate(seqs)]
+    assert all(2000 <= len(c) <= 8000 for c in chunks[:-1]), [len(c) for c in chunks]
+    # bgzip files joined with cat (the end-of-file block in the middle) are one stream still.
+    got, _ = stream_records((tmp_path / "r.fq.gz").read_bytes() * 2, 3000)
+    assert len(got) == 40_000
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda b: b[:-40], "it ends inside the block at byte"),  # cut inside the last data block
+    (lambda b: b[:-28] + b"garbage at the end of the stream" + b[-28:], "is not whole BGZF after byte"),
+    (lambda b: b[:100] + bytes([b[100] ^ 0xFF]) + b[101:], "is damaged"),  # inside the first block's data
+])
+def test_a_damaged_bgzf_stream_is_one_clear_error(tmp_path, damage, words):
+    text = b"".join(b"@r%d\nACGTACGTAC\n+\nIIIIIIIIII\n" % i for i in range(3000))
+    blocks = damage(bgzf_blocks(text, range(0, len(text), 5000)))
+    with pytest.raises(InputFormatError, match=words):
+        stream_records(blocks, 500)
 
 
 @pytest.mark.parametrize("protocol", ["file", "http"])

@@ -13,7 +13,7 @@ import pytest
 from helpers import examples, genome_case, without_pg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from readfiles import DNA, bgzf_blocks
+from readfiles import DNA, bgzf_blocks, stream_plan
 
 import dmap
 from dmap.errors import DmapWarning, InputFormatError
@@ -369,18 +369,39 @@ def test_a_bam_stream_is_cut_into_blocks_of_whole_reads(tmp_path, records, chunk
     fields = [fastx.source_fields(b) for b in plan]
     sizes = [len(f) for f in fields]
     assert all(n == chunk for n in sizes[:-1]) and (not sizes or sizes[-1] <= chunk)
+    # Each block after the first begins with a read's own record (not 0x900), after its last read's others.
+    assert all(int.from_bytes(b.data[18:20].tobytes(), "little") & 0x900 == 0 for b in plan[1:])
+    assert_decoded(fields, records, bgzf_bam, tags)
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=bam_records(), data=st.data())
+def test_a_bgzf_bam_stream_is_cut_at_its_blocks(tmp_path, records, data):
+    """`samtools view -b ... | dmap run INDEX -`: the client cuts a BGZF stream between its blocks
+    without inflating them (blocks that end inside a record, a record over several blocks, empty
+    blocks), and the workers decode every read once, in order, with its read group and tags."""
+    path = tmp_path / "r.bam"
+    raw_size = len(gzip.decompress(write_bam(path, records).read_bytes()))
+    write_bam(path, records, cuts=data.draw(st.lists(st.integers(0, raw_size), max_size=12), label="block ends"))
+    plan = stream_plan(path.read_bytes(), data.draw(st.integers(1, 12), label="reads per chunk"),
+                       ubam.BamExtras(GROUP_IDS, True))
+    assert all(isinstance(b, splits.StreamBlocks) and b.bam and not b.fastq_text for b in plan)
+    assert_decoded([fastx.source_fields(b) for b in plan], records, path, True)
+
+
+def assert_decoded(fields, records, bam, tags):
+    """That the chunks' ``fields`` hold the reads of ``records`` (written to ``bam``) in order, each
+    with its read group and (``tags``) its other tags as SAM text."""
     got = []
     for f in fields:
         text = f.data.tobytes().decode()
         got += [(text[f.name_off[i]:f.name_off[i] + f.name_len[i]], text[f.seq_off[i]:f.seq_off[i] + f.seq_len[i]],
                  text[f.qual_off[i]:f.qual_off[i] + f.seq_len[i]]) for i in range(len(f))]
     assert got == oracle(records)
-    # Each block after the first begins with a read's own record (not 0x900), after its last read's others.
-    assert all(int.from_bytes(b.data[18:20].tobytes(), "little") & 0x900 == 0 for b in plan[1:])
     if tags:
         texts = [f.data[o:o + n].tobytes().decode() for f in fields
                  for o, n in zip(f.comment_off.tolist(), f.comment_len.tolist())]
-        assert texts == pysam_tags(bgzf_bam)
+        assert texts == pysam_tags(bam)
     want = [dict(t[:2] for t in r["tags"]).get("RG") for r in records if not r["flag"] & 0x900]
     assert [g for f in fields for g in f.group.tolist()] == [GROUP_IDS.index(t) if t in GROUP_IDS else NO_GROUP
                                                              for t in want]
@@ -389,7 +410,7 @@ def test_a_bam_stream_is_cut_into_blocks_of_whole_reads(tmp_path, records, chunk
 @pytest.mark.parametrize("paired", [False, True])
 def test_bam_from_standard_input_or_a_pipe_maps_as_its_file(tmp_path, paired):
     """`samtools view -u ... | dmap run INDEX -`, a named pipe, and BAM compressed as plain gzip:
-    the client reads the stream, the same records as the file's (its header's read group and, with
+    the client reads the stream (BGZF: cut at its blocks), the same records as the file's (its header's read group and, with
     -C, its tags), single or as pairs (interleaved, or two files from two pipes); a stream cut
     inside a record is one line."""
     genome_case(tmp_path, 7, 3000, 50, 0)
@@ -445,6 +466,12 @@ def test_bam_from_standard_input_or_a_pipe_maps_as_its_file(tmp_path, paired):
                             *options], stdin=f, capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and r.stdout == "" and r.stderr.count("\n") == 1 and not (tmp_path / "cut.sam").exists()
     assert "is not whole BAM" in r.stderr and "ends inside a record" in r.stderr, r.stderr
+    cut.write_bytes(bam.read_bytes()[:-40])  # a BGZF stream that ends inside a block
+    with open(cut, "rb") as f:
+        r = subprocess.run([sys.executable, "-m", "dmap", "run", str(index), "-", "-o", str(tmp_path / "cut.sam"),
+                            *options], stdin=f, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and r.stdout == "" and r.stderr.count("\n") == 1 and not (tmp_path / "cut.sam").exists()
+    assert "is not whole BGZF" in r.stderr and "ends inside the block" in r.stderr, r.stderr
 
 
 def test_cram_is_still_refused(tmp_path):
