@@ -10,7 +10,9 @@ In alternating rounds, on E. coli reads (``../shared/bench/make_reads.py``; with
     dmap run INDEX READS.fq -o fastq.sam                           (FASTQ, cut by the workers)
     dmap run INDEX READS.bam -o bam.sam                            (BAM, cut and decoded by the workers)
     samtools fastq READS.bam | dmap run INDEX - -o pipe.sam        (BAM made FASTQ by samtools, a stream)
-    dmap run INDEX - -o stdin.sam < READS.bam                      (BAM on standard input: the client cuts it)
+    dmap run INDEX - -o stdin.sam < READS.bam                      (BAM on standard input: the client cuts its
+                                                                    BGZF blocks, the workers inflate them)
+    samtools view -u READS.bam | dmap run INDEX - -o view.sam      (uncompressed BAM from samtools, a stream)
 
 With ``--lanes N``, the reads are cut into N lanes instead, each imported with a read group of
 its own (``samtools import -r ID:Lk``) and merged into one BAM (``samtools cat``, the header
@@ -55,18 +57,20 @@ def main() -> None:
     bam = fastq.with_suffix(".bam")
     if not bam.exists():
         subprocess.run(["samtools", "import", "-0", str(fastq), "-o", str(bam)], check=True)
-    outputs = {name: work / f"{name}.sam" for name in ("fastq", "bam", "pipe", "stdin")}
+    outputs = {name: work / f"{name}.sam" for name in ("fastq", "bam", "pipe", "stdin", "view")}
     commands = {"fastq": f"{run} {fastq} -o {outputs['fastq']}",
                 "bam": f"{run} {bam} -o {outputs['bam']}",
                 "pipe": f"samtools fastq {bam} 2>/dev/null | {run} - -o {outputs['pipe']}",
-                "stdin": f"{run} - -o {outputs['stdin']} < {bam}"}
+                "stdin": f"{run} - -o {outputs['stdin']} < {bam}",
+                "view": f"samtools view -u {bam} | {run} - -o {outputs['view']}"}
     labels = {"fastq": "`dmap run INDEX reads.fq`", "bam": "`dmap run INDEX reads.bam`",
-              "pipe": "`samtools fastq reads.bam \\| dmap run INDEX -`", "stdin": "`dmap run INDEX - < reads.bam`"}
+              "pipe": "`samtools fastq reads.bam \\| dmap run INDEX -`", "stdin": "`dmap run INDEX - < reads.bam`",
+              "view": "`samtools view -u reads.bam \\| dmap run INDEX -`"}
     times = shell_rounds(commands, [fastq, bam, index], outputs, args.repeat)
     same = len({alignment_digest(path) for path in outputs.values()}) == 1
     print(f"# {args.reads:,} 100-bp E. coli reads, {'exact' if not args.max_errors else f'-e {args.max_errors}'}; "
           f"FASTQ {fastq.stat().st_size / 1e6:.0f} MB, BAM {bam.stat().st_size / 1e6:.0f} MB; medians of "
-          f"{args.repeat}; the same records from all four: {same}")
+          f"{args.repeat}; the same records from all five: {same}")
     print_times(times, labels, same=same)
 
 
