@@ -92,11 +92,12 @@ def block_size(data: np.ndarray | bytes, at: int = 0) -> int | None:
     return None
 
 
-def block_table(data: bytes | bytearray, at: int = 0) -> tuple[list[int], list[int]]:
+def block_table(data: bytes | bytearray, at: int = 0, base: int = 0) -> tuple[list[int], list[int]]:
     """The sizes and inflated sizes (from each block's trailer, without inflating it) of the
     whole BGZF blocks of ``data`` from ``at`` on, up to where ``data`` ends or cuts a block short.
 
-    Raises ValueError, naming the offset, where bytes that are not a BGZF block follow.
+    Raises ValueError, naming the offset (``base`` being that of ``data``), where bytes that are
+    not a BGZF block follow.
     """
     sizes: list[int] = []
     inflated: list[int] = []
@@ -107,7 +108,7 @@ def block_table(data: bytes | bytearray, at: int = 0) -> tuple[list[int], list[i
             whole_head = n - at >= 12 and (bytes(data[at:at + 4]) != _MAGIC
                                            or n - at >= 12 + int.from_bytes(data[at + 10:at + 12], "little"))
             if whole_head:
-                raise ValueError(f"no BGZF block begins at byte {at}")
+                raise ValueError(f"no BGZF block begins at byte {base + at}")
             break  # a header cut short: the rest is yet to come
         if at + size > n:
             break

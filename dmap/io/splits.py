@@ -797,10 +797,9 @@ class BgzfStream(io.RawIOBase):
                 return False
             self.data += got
             try:
-                sizes, inflated = bgzf.block_table(self.data, known)
+                sizes, inflated = bgzf.block_table(self.data, known, self.base)
             except ValueError as e:
-                raise InputFormatError(f"reads file {self.path!r} is not whole BGZF after byte {self.base + known}: "
-                                       f"{e} of what followed") from None
+                raise InputFormatError(f"reads file {self.path!r} is not whole BGZF: {e}") from None
             self.sizes += sizes
             self.inflated += inflated
             if sizes:

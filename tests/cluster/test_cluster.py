@@ -587,13 +587,15 @@ def test_workers_that_keep_dying_stop_the_run_in_one_line(mapping_case, tmp_path
     assert_clean_failure(r, tmp_path / "o.sam", "workers died running one of the run's tasks, 1 time (out of memory")
 
 
-@pytest.mark.parametrize("reads", ["r.fq", "r.fq.gz", "stdin"])
+@pytest.mark.parametrize("reads", ["r.fq", "r.fq.gz", "stdin", "bgzf stdin"])
 def test_a_worker_that_dies_running_a_chunk_gives_the_same_sam(mapping_case, tmp_path, reads):
     """One of two workers dies as it starts its fifth task (killed for its memory, say): the run
     maps every chunk and its output equals a clean run's, also where the client read the chunk's
-    bytes (gzip, standard input) and handed them to the worker that died, so that no other
-    worker holds them."""
+    bytes (gzip, standard input, a BGZF stream's compressed blocks) and handed them to the worker
+    that died, so that no other worker holds them."""
     import gzip
+
+    from dmap.format import bgzf
 
     clean = subprocess.run([*mapping_case, "-o", tmp_path / "clean.sam"], capture_output=True, text=True, timeout=300)
     assert clean.returncode == 0, clean.stderr
@@ -604,6 +606,10 @@ def test_a_worker_that_dies_running_a_chunk_gives_the_same_sam(mapping_case, tmp
     elif reads == "stdin":
         run[run.index(str(tmp_path / "r.fq"))] = "-"
         stdin = open(tmp_path / "r.fq", "rb")
+    elif reads == "bgzf stdin":
+        (tmp_path / "r.fq.bgz").write_bytes(bgzf.compress((tmp_path / "r.fq").read_bytes()) + bgzf.EOF)
+        run[run.index(str(tmp_path / "r.fq"))] = "-"
+        stdin = open(tmp_path / "r.fq.bgz", "rb")
     dying = ("--preload", os.path.join(HERE, "dying_worker.py"))
     address, procs = start_cluster(tmp_path, 2, worker_args=(*PRELOAD, *dying),
                                    DMAP_TEST_DIE_ONCE=str(tmp_path / "died"), DMAP_TEST_DIE_AT="5")

@@ -158,6 +158,12 @@ def test_bgzf_blocks(size, kind, tmp_path):
         at, n = at + bsize + 1, n + 1
         assert bsize < 1 << 16
     assert at == len(blocks) and n == -(-size // bgzf.BLOCK_DATA)
+    # Their sizes and inflated sizes, read from headers and trailers: of whole blocks only.
+    sizes, inflated = bgzf.block_table(blocks + bgzf.EOF)
+    assert sum(sizes) == len(blocks) + len(bgzf.EOF) and sum(inflated) == size and inflated[-1] == 0
+    assert bgzf.block_table(blocks[:-1]) == (sizes[:-2], inflated[:-2])
+    with pytest.raises(ValueError, match=f"no BGZF block begins at byte {len(blocks) + 7}"):
+        bgzf.block_table(blocks + b"not BGZF data", base=7)
 
 
 # --- dmap run -o out.bam ---------------------------------------------------------------------------------------------

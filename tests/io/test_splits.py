@@ -165,7 +165,7 @@ def test_the_client_inflates_a_block_per_chunk_of_a_bgzf_stream(tmp_path, monkey
 
 @pytest.mark.parametrize("damage, words", [
     (lambda b: b[:-40], "it ends inside the block at byte"),  # cut inside the last data block
-    (lambda b: b[:-28] + b"garbage at the end of the stream" + b[-28:], "is not whole BGZF after byte"),
+    (lambda b: b[:-28] + b"garbage at the end of the stream" + b[-28:], "no BGZF block begins at byte"),
     (lambda b: b[:100] + bytes([b[100] ^ 0xFF]) + b[101:], "is damaged"),  # inside the first block's data
 ])
 def test_a_damaged_bgzf_stream_is_one_clear_error(tmp_path, damage, words):

@@ -410,9 +410,9 @@ def assert_decoded(fields, records, bam, tags):
 @pytest.mark.parametrize("paired", [False, True])
 def test_bam_from_standard_input_or_a_pipe_maps_as_its_file(tmp_path, paired):
     """`samtools view -u ... | dmap run INDEX -`, a named pipe, and BAM compressed as plain gzip:
-    the client reads the stream (BGZF: cut at its blocks), the same records as the file's (its header's read group and, with
-    -C, its tags), single or as pairs (interleaved, or two files from two pipes); a stream cut
-    inside a record is one line."""
+    the client reads the stream (BGZF: cut at its blocks), the same records as the file's (its
+    header's read group and, with -C, its tags), single or as pairs (interleaved, or two files
+    from two pipes); a stream cut inside a record, or inside a BGZF block, is one line."""
     genome_case(tmp_path, 7, 3000, 50, 0)
     index = tmp_path / "idx"
     text = (tmp_path / "ref.fa").read_text().split("\n", 1)[1].replace("\n", "")
