@@ -40,10 +40,13 @@ from ..reads import ReadChunk, ReadFields, words_at
 from . import ubam
 from .fastx import bytes_fields, check_named, checked_chunk, joined_fields, source_bytes, source_fields
 from .splits import (
+    COUNT_BLOCK,
     MAX_RECORD_BYTES,
     FileSplit,
     RawBlock,
+    after_newlines,
     check_path,
+    newline_count,
     open_reads,
     plan_input,
     sniff,
@@ -134,10 +137,6 @@ class FirstPairs:
 Counter = Callable[[list[FileSplit]], Iterator[int]]
 
 
-# Newlines are counted a block at a time, so that each block's comparison stays in the cache:
-# a third faster than one pass over a 40 MB range.
-COUNT_BLOCK = 1 << 20
-
 
 def count_records(split: FileSplit) -> int:
     """The records that begin in ``split``: as many as the worker that maps them parses from it,
@@ -159,8 +158,7 @@ def count_records(split: FileSplit) -> int:
             end = min(k + COUNT_BLOCK, data.size - 1)
             records += int(np.count_nonzero((data[k:end] == 10) & (data[k + 1:end + 1] == ord(">"))))
         return records
-    lines = sum(int(np.count_nonzero(data[k:k + COUNT_BLOCK] == 10)) for k in range(0, data.size, COUNT_BLOCK))
-    lines += int(data.size > 0 and data[-1] != 10)  # the file's last line may lack its newline
+    lines = newline_count(data) + int(data.size > 0 and data[-1] != 10)  # the file's last line may lack its newline
     return lines // 4 if lines % 4 == 0 else len(source_fields(split))
 
 
@@ -367,16 +365,9 @@ def _after_lines(data: np.ndarray, lines: int) -> int | None:
     the last of them is the file's last line, without one); None where it holds fewer."""
     if lines == 0:
         return 0
-    seen = 0
-    for k in range(0, data.size, COUNT_BLOCK):
-        block = data[k:k + COUNT_BLOCK]
-        if seen + block.size < lines:  # the line sought ends past this block: count its newlines only
-            seen += int(np.count_nonzero(block == 10))
-            continue
-        newlines = np.flatnonzero(block == 10)
-        if seen + newlines.size >= lines:
-            return k + int(newlines[lines - seen - 1]) + 1
-        seen += newlines.size
+    end, seen = after_newlines(data, lines)
+    if end is not None:
+        return end
     return data.size if seen + 1 == lines and data.size and data[-1] != 10 else None
 
 

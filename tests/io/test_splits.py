@@ -110,6 +110,21 @@ def test_bgzip_files_are_split_by_the_workers(tmp_path):
     assert len(chunk_records(tmp_path / "two.fq.gz", 300)) == 8000
 
 
+@pytest.mark.parametrize("block", [1, 7, 64, splits.COUNT_BLOCK])
+def test_newlines_counted_a_block_at_a_time(monkeypatch, block):
+    # A stream's block ends after its records' 4n-th newline, found without an array of every
+    # newline's offset: counted a block at a time, the offsets taken in the block that holds it.
+    monkeypatch.setattr(splits, "COUNT_BLOCK", block)
+    rng = np.random.default_rng(block)
+    for size in (0, 1, 5, 200, 1000):
+        data = rng.choice(np.frombuffer(b"AC\n", np.uint8), size)
+        newlines = np.flatnonzero(data == 10)
+        assert splits.newline_count(data) == newlines.size
+        for m in range(1, newlines.size + 2):
+            want = (int(newlines[m - 1]) + 1, m) if m <= newlines.size else (None, newlines.size)
+            assert splits.after_newlines(data, m) == want, (size, m)
+
+
 @settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=fastq_files(), data=st.data())
 def test_a_bgzf_stream_cut_at_its_blocks_reads_every_record_once(tmp_path, text, data):
