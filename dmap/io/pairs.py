@@ -42,9 +42,15 @@ from .fastx import bytes_fields, check_named, checked_chunk, joined_fields, sour
 from .splits import (
     COUNT_BLOCK,
     MAX_RECORD_BYTES,
+    SNIFF_BYTES,
+    BgzfStream,
     FileSplit,
     RawBlock,
+    Sniffed,
+    StreamBlocks,
     after_newlines,
+    bam_record_start,
+    bgzf_stream_chunks,
     check_path,
     newline_count,
     open_reads,
@@ -62,7 +68,7 @@ class PairBlock:
     None: ``first`` holds both, interleaved)."""
 
     number: int
-    first: RawBlock
+    first: RawBlock | StreamBlocks  # (a BGZF stream's blocks: an interleaved BAM stream's pairs)
     second: RawBlock | None
 
     @property
@@ -398,9 +404,9 @@ def _range_parts(r: RecordRange) -> list[tuple[FileSplit, np.ndarray, str]]:
     return out
 
 
-def range_fields(source: RawBlock | RecordRange) -> ReadFields:
-    """The records of a raw block, or of a record range (parsed from its splits)."""
-    if isinstance(source, RawBlock):
+def range_fields(source: RawBlock | StreamBlocks | RecordRange) -> ReadFields:
+    """The records of a raw block (or a BGZF stream's blocks), or of a record range (parsed from its splits)."""
+    if isinstance(source, RawBlock | StreamBlocks):
         return source_fields(source)
     if not source.splits:  # an empty file, whose mate file is not
         return ReadFields.from_strings([], [], [])
@@ -516,20 +522,34 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
 
     with contextlib.ExitStack() as stack:
         streams, fastq, bam = [], [], []
+        blocked = None  # an interleaved BAM stream of pairs: cut at its BGZF blocks once the first pairs are planned
         for path in paths:
-            f = stack.enter_context(open_reads(path))
+            f = stack.enter_context(open_reads(path, blocks=second is None))
             sniffed = sniff(f, path)
+            if isinstance(f, BgzfStream):
+                if sniffed is not None and sniffed.bam and sniffed.paired:
+                    blocked = f, sniffed
+                else:  # mates told apart by their order alone: counted by the client, from the inflated stream
+                    f = stack.enter_context(f.unread())
+                    sniffed = sniff(f, path)
             fastq.append(None if sniffed is None else sniffed.fastq)
             bam.append(sniffed is not None and sniffed.bam)
             streams.append(iter(()) if sniffed is None else stream_blocks(f, path, sniffed.head, sniffed.origin,
                                                                           sniffed.fastq, sniffed.per_record, wanted,
                                                                           sniffed.bam))
         started = False
+        after = None if blocked is None else blocked[1].origin  # the inflated offset after the blocks read
         while True:
+            if blocked is not None and not chunks.counted:
+                if not started:
+                    yield from chunks.start(True)
+                yield from _blocked_pairs(*blocked, after, chunks, extras)
+                return
             pairs[0] = max(1, chunks.wanted() // 2)
             blocks = [next(s, None) for s in streams]
             if all(b is None for b in blocks):
                 return
+            after = blocks[0][0] + blocks[0][1].size if blocks[0] is not None else after
             if any(b is None for b in blocks):
                 raise _short((first, second)[blocks.index(None)], first, second)
             counts = [records for _, _, records in blocks]
@@ -544,6 +564,46 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
                    for path, (offset, data, _), is_fastq, is_bam in zip(paths, blocks, fastq, bam)]
             part = PairBlock(chunks.number, raw[0], raw[1] if second is not None else None)
             yield from chunks.add(part, counts[0] * per_record, sum(b[1].size for b in blocks), counts[0] >= wanted())
+
+
+def _blocked_pairs(stream: BgzfStream, sniffed: Sniffed, begin: int, chunks: _Chunks,
+                   extras: BamExtras) -> Iterator[PairChunk | FirstPairs]:
+    """The pairs of an interleaved BAM stream from its inflated offset ``begin`` on, cut at its
+    BGZF blocks (:func:`dmap.io.splits.bgzf_stream_chunks`) and held in ``chunks``: each cut
+    moved on to a pair's first record (:func:`_pair_start`), so that a pair's mates share a
+    chunk.  The client does not inflate the stream but after each cut; the mates' flags say
+    where pairs begin, and the worker checks their names."""
+    asked = [0]
+
+    def wanted() -> int:
+        asked[0] = max(2, chunks.wanted())
+        return asked[0]
+
+    for part, reads in bgzf_stream_chunks(stream, begin, True, True, sniffed.per_record, wanted, _pair_start):
+        part = dataclasses.replace(part, number=chunks.number, extras=extras)
+        yield from chunks.add(PairBlock(chunks.number, part, None), reads, part.blocks.size,
+                              not part.last or reads >= asked[0])
+
+
+def _pair_start(ahead) -> int:
+    """The first record of a BAM stream's inflated bytes ``ahead`` (:class:`dmap.io.splits._StreamAhead`,
+    from a block on) that begins a pair: the record rule's first record
+    (:func:`dmap.io.splits.bam_record_start`), then on to a first mate's own record
+    (:func:`dmap.io.ubam.first_mates`); the end of the stream where none does."""
+    first = bam_record_start(ahead, 0)
+    window = SNIFF_BYTES
+    while True:
+        data, at_end = ahead.upto(0, first + window)
+        if first >= data.size:
+            return data.size
+        starts = ubam.record_starts(data, first, None, ahead.path, f"the BGZF blocks at byte {ahead.first}",
+                                   MAX_RECORD_BYTES)
+        mates = ubam.first_mates(data, starts)
+        if mates.size:
+            return int(mates[0])
+        if at_end:
+            return data.size
+        window *= 2
 
 
 def read_pair_chunk(block: PairChunk, alphabet: Alphabet, max_length: int | None = None,
@@ -593,19 +653,19 @@ def _joined_pair_fields(group: PairGroup) -> tuple[ReadFields, list[int]] | None
         return None  # read part by part: the error names the part's files
 
 
-def _joined_mates(ranges: list[RawBlock | RecordRange]) -> tuple[ReadFields, list[int]] | None:
+def _joined_mates(ranges: list[RawBlock | StreamBlocks | RecordRange]) -> tuple[ReadFields, list[int]] | None:
     """The records of one file of mates of each of a group's parts, in order, split into fields at
     once (:func:`dmap.io.fastx.joined_fields`), and how many each part has; None where they are
     not plain FASTQ or a file changed (read part by part then, which says so)."""
     # Each range's sources: a block read by the client, or the byte ranges of a record range.
-    sources = [[r] if isinstance(r, RawBlock) else list(r.splits) for r in ranges]
+    sources = [list(r.splits) if isinstance(r, RecordRange) else [r] for r in ranges]
     flat = [s for each in sources for s in each]
     if not flat or not all(s.fastq_text for s in flat):
         return None
     parts = []
     for r in ranges:
         try:
-            parts += [r.data] if isinstance(r, RawBlock) else [data for _, data, _ in _range_parts(r)]
+            parts += [data for _, data, _ in _range_parts(r)] if isinstance(r, RecordRange) else [source_bytes(r)[0]]
         except InputFormatError:
             return None  # a file changed: read part by part, which says so
     joined = joined_fields(parts)
@@ -615,7 +675,7 @@ def _joined_mates(ranges: list[RawBlock | RecordRange]) -> tuple[ReadFields, lis
     index, at, k = [], 0, 0  # at: the range's first record in fields; k: its first source
     for r, each in zip(ranges, sources):
         total = int(counts[k:k + len(each)].sum())
-        skip, count = (0, total) if isinstance(r, RawBlock) or r.count is None else r.taken()
+        skip, count = r.taken() if isinstance(r, RecordRange) and r.count is not None else (0, total)
         if skip + count > total:
             return None
         index.append(np.arange(at + skip, at + skip + count))

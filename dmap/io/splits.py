@@ -901,15 +901,16 @@ class _StreamAhead:
 
 
 def bgzf_stream_chunks(stream: BgzfStream, origin: int, fastq: bool, bam: bool, per_record: float,
-                       wanted: Callable[[], int]) -> Iterator[tuple[StreamBlocks, float]]:
+                       wanted: Callable[[], int], rule: Callable[[_StreamAhead], int] | None = None,
+                       ) -> Iterator[tuple[StreamBlocks, float]]:
     """The chunks of a BGZF stream, cut at its blocks, each of about ``wanted()`` reads (estimated
     from ``per_record``, inflated bytes per record), with its estimated reads; ``origin``: where
-    the first record begins in the stream's inflated bytes.
+    the first record begins in the stream's inflated bytes (counted from the first block held).
 
     After each cut, the blocks that follow are inflated until the record rule of
-    :func:`_inflated_split` finds the next chunk's first record: that is what the
-    client inflates, about a block per chunk.  A record whose length spans blocks
-    leaves them to the chunk it begins in."""
+    :func:`_inflated_split` (or ``rule``, given those bytes) finds the next chunk's
+    first record: that is what the client inflates, about a block per chunk.  A
+    record whose length spans blocks leaves them to the chunk it begins in."""
     begin = origin  # where the next chunk's first record begins, in its first block's inflated bytes on
     while True:
         while True:  # the blocks before that record are not the chunk's (the header, or a record's middle)
@@ -927,7 +928,8 @@ def bgzf_stream_chunks(stream: BgzfStream, origin: int, fastq: bool, bam: bool, 
         tail, last, cut = np.zeros(0, np.uint8), True, 0
         if k < len(stream.sizes) or stream.more():
             ahead = _StreamAhead(stream, k)
-            cut = bam_record_start(ahead, 0) if bam else record_start(ahead, 1, fastq, 0)
+            cut = (rule(ahead) if rule is not None else bam_record_start(ahead, 0) if bam
+                   else record_start(ahead, 1, fastq, 0))
             data, at_end = ahead.upto(0, cut + 1)
             if cut < data.size or not at_end:  # a record begins after the cut: the next chunk's
                 tail, last = data[:cut].copy(), False

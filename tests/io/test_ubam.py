@@ -13,7 +13,7 @@ import pytest
 from helpers import examples, genome_case, without_pg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from readfiles import DNA, bgzf_blocks, stream_plan
+from readfiles import DNA, bgzf_blocks, piped, stream_plan
 
 import dmap
 from dmap.errors import DmapWarning, InputFormatError
@@ -387,6 +387,37 @@ def test_a_bgzf_bam_stream_is_cut_at_its_blocks(tmp_path, records, data):
                        ubam.BamExtras(GROUP_IDS, True))
     assert all(isinstance(b, splits.StreamBlocks) and b.bam and not b.fastq_text for b in plan)
     assert_decoded([fastx.source_fields(b) for b in plan], records, path, True)
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_an_interleaved_bam_stream_is_cut_at_its_blocks_between_pairs(tmp_path, data):
+    """`samtools collate -uO in.bam | dmap run INDEX - --interleaved`: after the first pairs (which
+    the client counts), the stream is cut between BGZF blocks, each cut moved on to a first mate's
+    own record, so that every pair's mates share a chunk, whatever the blocks and the secondary
+    and supplementary records among them (left out, wherever they fall)."""
+    records = []
+    for i in range(data.draw(st.integers(1, 40), label="pairs")):
+        group = []
+        for flag in (0x41, 0x81):
+            seq = data.draw(st.text("ACGT", min_size=1, max_size=40), label="sequence")
+            group.append({"name": f"p{i}", "seq": seq, "qual": [30] * len(seq), "flag": flag | 0x4})
+        extra = data.draw(st.sampled_from([0, 0x100, 0x800]), label="another record of the pair")
+        if extra:  # an alignment of either mate, anywhere among the pair's records
+            group.insert(data.draw(st.integers(0, 2), label="at"),
+                         {"name": f"p{i}", "seq": "ACGTA", "qual": [20] * 5,
+                          "flag": extra | data.draw(st.sampled_from([0x41, 0x81]), label="mate")})
+        records += group
+    path = tmp_path / "r.bam"
+    raw_size = len(gzip.decompress(write_bam(path, records).read_bytes()))
+    write_bam(path, records, cuts=data.draw(st.lists(st.integers(0, raw_size), max_size=12), label="block ends"))
+    first = data.draw(st.integers(0, 3), label="first pairs")
+    with piped(path.read_bytes()) as stream:
+        plan = list(pairs.plan_pair_files([stream], None, lambda *_: data.draw(st.integers(2, 12)), first_pairs=first))
+    chunks = [pairs.read_pair_chunk(c, DNA) for c in plan]
+    assert [r for c in chunks for r in zip(c.names, c.seqs)] == [r[:2] for r in oracle(records)]
+    if first == 0:  # no pairs to count first: every chunk is blocks of the stream
+        assert all(isinstance(c.first, splits.StreamBlocks) for c in plan if isinstance(c, pairs.PairBlock))
 
 
 def assert_decoded(fields, records, bam, tags):
