@@ -23,7 +23,8 @@ by htslib's bgzip (through pysam), which the workers cut and inflate;
 files named alike): the workers count the records of each byte range of
 both files and read their chunks' pairs (per extra million reads, not pairs).
 ``--bam`` maps the reads as unaligned BAM (``samtools import``), which the workers cut,
-inflate and decode.  ``--stdin`` gives the reads file on standard input (``dmap run INDEX - < FILE``):
+inflate and decode; with ``--paired``, the pairs as one interleaved BAM
+(``--interleaved``).  ``--stdin`` gives the reads file on standard input (``dmap run INDEX - < FILE``):
 a stream, which no worker can open by name.
 """
 
@@ -113,6 +114,17 @@ def compressed(reads: Path, how: str) -> Path:
     return out
 
 
+def interleaved_bam(mates: list[Path]) -> Path:
+    """The pairs of two files of mates as one unaligned BAM, mates interleaved and flagged as
+    ``samtools import -1 -2`` writes them (made once, beside them)."""
+    out = mates[0].with_name(mates[0].stem[:-2] + "_pairs.bam")
+    if not out.exists():
+        subprocess.run(["samtools", "import", "-1", str(mates[0]), "-2", str(mates[1]), "-o", str(out) + ".tmp",
+                        "-O", "bam"], check=True)
+        os.rename(str(out) + ".tmp", out)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", default="/tmp/dmap-bench")
@@ -126,10 +138,10 @@ def main() -> None:
     ap.add_argument("--bam", action="store_true", help="the reads as unaligned BAM (samtools import)")
     ap.add_argument("--stdin", action="store_true", help="the reads file on standard input ('dmap run INDEX - < FILE')")
     args = ap.parse_args()
-    if args.bam and (args.paired or args.compress != "none"):
-        ap.error("--bam maps single reads, uncompressed before they are made BAM")
-    if args.stdin and args.paired:
-        ap.error("--stdin maps one file of single reads")
+    if args.bam and args.compress != "none":
+        ap.error("--bam maps reads uncompressed before they are made BAM")
+    if args.stdin and args.paired and not args.bam:
+        ap.error("--stdin maps one file: single reads, or pairs as interleaved BAM (--bam --paired)")
     how = "bam" if args.bam else args.compress
     work = Path(args.work)
     ref = ecoli_reference(work)
@@ -140,8 +152,12 @@ def main() -> None:
     files = {}
     for k, n in sizes.items():
         reads = simulated_reads(work, ref, n, 100, args.max_errors)
-        files[k] = [compressed(r, how) for r in (as_pairs(reads) if args.paired else [reads])]
+        if args.bam and args.paired:
+            files[k] = [interleaved_bam(as_pairs(reads))]
+        else:
+            files[k] = [compressed(r, how) for r in (as_pairs(reads) if args.paired else [reads])]
     options = ["-e", str(args.max_errors)] if args.max_errors else []
+    options += ["--interleaved"] if args.bam and args.paired else []
     with device_workers(1) as (address, procs):
         scheduler, worker = (psutil.Process(p.pid) for p in procs)
         runs: dict[str, list[dict]] = {k: [] for k in sizes}
@@ -154,7 +170,8 @@ def main() -> None:
                                             args.stdin))
                     os.unlink(f"{tmp}/{k}.{ext}")
     extra = (args.large - args.small) / 1e6
-    stored = "as unaligned BAM" if args.bam else "uncompressed" if how == "none" else f"{how}-compressed"
+    stored = "uncompressed" if how == "none" else f"{how}-compressed"
+    stored = "as unaligned BAM" + (", interleaved" if args.paired else "") if args.bam else stored
     stored += ", on standard input" if args.stdin else ""
     print(f"# {'exact' if not args.max_errors else f'-e {args.max_errors}'} 100-bp E. coli reads, "
           f"{args.output.upper()}, {'paired ' if args.paired else ''}reads {stored}; "
