@@ -527,9 +527,9 @@ def _plan_pair(first: str, second: str | None, chunks: _Chunks, count: Counter |
             f = stack.enter_context(open_reads(path, blocks=second is None))
             sniffed = sniff(f, path)
             if isinstance(f, BgzfStream):
-                if sniffed is not None and sniffed.bam and sniffed.paired:
+                if sniffed is not None and sniffed.bam:
                     blocked = f, sniffed
-                else:  # mates told apart by their order alone: counted by the client, from the inflated stream
+                else:  # FASTQ: mates told apart by their order alone, counted by the client from the inflated stream
                     f = stack.enter_context(f.unread())
                     sniffed = sniff(f, path)
             fastq.append(None if sniffed is None else sniffed.fastq)
@@ -571,8 +571,8 @@ def _blocked_pairs(stream: BgzfStream, sniffed: Sniffed, begin: int, chunks: _Ch
     """The pairs of an interleaved BAM stream from its inflated offset ``begin`` on, cut at its
     BGZF blocks (:func:`dmap.io.splits.bgzf_stream_chunks`) and held in ``chunks``: each cut
     moved on to a pair's first record (:func:`_pair_start`), so that a pair's mates share a
-    chunk.  The client does not inflate the stream but after each cut; the mates' flags say
-    where pairs begin, and the worker checks their names."""
+    chunk.  The client does not inflate the stream but after each cut; the worker checks the
+    mates' names and count as for any pairs."""
     asked = [0]
 
     def wanted() -> int:
@@ -587,9 +587,14 @@ def _blocked_pairs(stream: BgzfStream, sniffed: Sniffed, begin: int, chunks: _Ch
 
 def _pair_start(ahead) -> int:
     """The first record of a BAM stream's inflated bytes ``ahead`` (:class:`dmap.io.splits._StreamAhead`,
-    from a block on) that begins a pair: the record rule's first record
-    (:func:`dmap.io.splits.bam_record_start`), then on to a first mate's own record
-    (:func:`dmap.io.ubam.first_mates`); the end of the stream where none does."""
+    from a block on) that begins a pair of interleaved mates; the end of the stream where none does.
+
+    From the record rule's first record (:func:`dmap.io.splits.bam_record_start`), the first
+    two reads (records that are not secondary or supplementary) are a pair where they are
+    named alike, as :func:`_strip_mate_suffixes` holds mates to; otherwise the first is the
+    second mate of a pair that began before, and the pair begins with the second.  Mates in
+    either order, with or without mate flags, so stay together as they do when the client
+    counts them."""
     first = bam_record_start(ahead, 0)
     window = SNIFF_BYTES
     while True:
@@ -598,10 +603,12 @@ def _pair_start(ahead) -> int:
             return data.size
         starts = ubam.record_starts(data, first, None, ahead.path, f"the BGZF blocks at byte {ahead.first}",
                                    MAX_RECORD_BYTES)
-        mates = ubam.first_mates(data, starts)
-        if mates.size:
-            return int(mates[0])
-        if at_end:
+        reads = ubam.read_records(data, starts).tolist()
+        if len(reads) >= 2:
+            a, b = ubam.read_name(data, reads[0]), ubam.read_name(data, reads[1])
+            alike = a == b or (a[-2:] == b"/1" and b[-2:] == b"/2" and a[:-2] == b[:-2])
+            return reads[0] if alike else reads[1]
+        if at_end:  # one read left: the second mate of the pair before
             return data.size
         window *= 2
 

@@ -47,7 +47,6 @@ CANDIDATE_STEP = 1 << 22
 CHAIN = 4
 SECONDARY_OR_SUPPLEMENTARY = 0x100 | 0x800
 PAIRED = 0x1
-FIRST_MATE = 0x40
 MISSING_QUALITY = 0xFF
 MAX_QUALITY = 93  # SAM's qualities are '!' to '~'
 
@@ -238,6 +237,11 @@ def _damaged(path: str, where: str) -> InputFormatError:
                             "does not lead to the next record")
 
 
+def read_name(data: np.ndarray, at: int) -> bytes:
+    """The name of the record at ``at`` (without its NUL)."""
+    return data[at + FIXED:at + FIXED + int(data[at + 12]) - 1].tobytes()
+
+
 def read_records(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """The records at ``starts`` that hold a read: not secondary or supplementary (which repeat one)."""
     return starts[(_uint16s(data, starts + 18) & SECONDARY_OR_SUPPLEMENTARY) == 0]
@@ -301,13 +305,6 @@ def records_of(data: np.ndarray, path: str, where: str, max_record: int) -> np.n
 def read_count(data: np.ndarray, starts: np.ndarray) -> int:
     """The reads of the records at ``starts``: those that are neither secondary nor supplementary."""
     return int(read_records(data, starts).size)
-
-
-def first_mates(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """The records at ``starts`` that begin a pair of interleaved mates: a first mate's own record
-    (flag 0x40, not secondary or supplementary)."""
-    flags = _uint16s(data, starts + 18)
-    return starts[((flags & SECONDARY_OR_SUPPLEMENTARY) == 0) & ((flags & FIRST_MATE) != 0)]
 
 
 def paired(data: np.ndarray, starts: np.ndarray) -> bool:

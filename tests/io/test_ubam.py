@@ -393,15 +393,18 @@ def test_a_bgzf_bam_stream_is_cut_at_its_blocks(tmp_path, records, data):
 @given(data=st.data())
 def test_an_interleaved_bam_stream_is_cut_at_its_blocks_between_pairs(tmp_path, data):
     """`samtools collate -uO in.bam | dmap run INDEX - --interleaved`: after the first pairs (which
-    the client counts), the stream is cut between BGZF blocks, each cut moved on to a first mate's
-    own record, so that every pair's mates share a chunk, whatever the blocks and the secondary
-    and supplementary records among them (left out, wherever they fall)."""
+    the client counts), the stream is cut between BGZF blocks, each cut moved on to a pair's
+    first read, so that every pair's mates share a chunk, whatever the blocks, the secondary and
+    supplementary records among them (left out, wherever they fall), the mates' order and
+    flags, and their /1 and /2 suffixes."""
     records = []
+    flags = data.draw(st.sampled_from([(0x41, 0x81), (0x81, 0x41), (0, 0)]), label="the mates' flags, in order")
+    suffixes = data.draw(st.sampled_from([("", ""), ("/1", "/2")]), label="name suffixes")
     for i in range(data.draw(st.integers(1, 40), label="pairs")):
         group = []
-        for flag in (0x41, 0x81):
+        for flag, suffix in zip(flags, suffixes):
             seq = data.draw(st.text("ACGT", min_size=1, max_size=40), label="sequence")
-            group.append({"name": f"p{i}", "seq": seq, "qual": [30] * len(seq), "flag": flag | 0x4})
+            group.append({"name": f"p{i}{suffix}", "seq": seq, "qual": [30] * len(seq), "flag": flag | 0x4})
         extra = data.draw(st.sampled_from([0, 0x100, 0x800]), label="another record of the pair")
         if extra:  # an alignment of either mate, anywhere among the pair's records
             group.insert(data.draw(st.integers(0, 2), label="at"),
@@ -415,7 +418,8 @@ def test_an_interleaved_bam_stream_is_cut_at_its_blocks_between_pairs(tmp_path, 
     with piped(path.read_bytes()) as stream:
         plan = list(pairs.plan_pair_files([stream], None, lambda *_: data.draw(st.integers(2, 12)), first_pairs=first))
     chunks = [pairs.read_pair_chunk(c, DNA) for c in plan]
-    assert [r for c in chunks for r in zip(c.names, c.seqs)] == [r[:2] for r in oracle(records)]
+    assert [r for c in chunks for r in zip(c.names, c.seqs)] == [(name.split("/")[0], seq)
+                                                                 for name, seq, _ in oracle(records)]
     if first == 0:  # no pairs to count first: every chunk is blocks of the stream
         assert all(isinstance(c.first, splits.StreamBlocks) for c in plan if isinstance(c, pairs.PairBlock))
 
