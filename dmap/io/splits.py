@@ -82,8 +82,17 @@ _BLANK_CODES = frozenset(_BLANK)
 _TEXT_STARTS = b"@>\xef" + _BLANK  # a FASTA/FASTQ file's first byte: no compressor's magic number begins so
 
 
+class _Records:
+    """What a part of the input says of its records' format (``fastq``, ``bam``: fields of the part)."""
+
+    @property
+    def fastq_text(self) -> bool:
+        """Whether the records are FASTQ text (four lines each), which is counted and cut by lines."""
+        return self.fastq and not self.bam
+
+
 @dataclass(frozen=True)
-class FileSplit:
+class FileSplit(_Records):
     """Bytes ``start`` to ``end`` of a regular file, read by a worker: the records that begin in them
     (in a BGZF file, the records that begin in the blocks that begin in them)."""
 
@@ -100,14 +109,10 @@ class FileSplit:
     bam: bool = False  # the file is BAM (BGZF, records as dmap.io.ubam reads them; ``fastq``: they have qualities)
     extras: ubam.BamExtras = ubam.NO_EXTRAS  # BAM: what its records give besides their reads
 
-    @property
-    def fastq_text(self) -> bool:
-        """Whether the records are FASTQ text (four lines each), which is counted and cut by lines."""
-        return self.fastq and not self.bam
 
 
 @dataclass
-class RawBlock:
+class RawBlock(_Records):
     """Whole records read from a stream by the client, not parsed (BAM: inflated, not decoded)."""
 
     number: int
@@ -118,14 +123,9 @@ class RawBlock:
     bam: bool = False  # BAM records (``fastq``: they have qualities)
     extras: ubam.BamExtras = ubam.NO_EXTRAS  # BAM: what its records give besides their reads
 
-    @property
-    def fastq_text(self) -> bool:
-        """Whether the records are FASTQ text (four lines each)."""
-        return self.fastq and not self.bam
-
 
 @dataclass
-class StreamBlocks:
+class StreamBlocks(_Records):
     """Whole BGZF blocks of a stream, read by the client and not inflated (:class:`BgzfStream`):
     the records that begin in their inflated bytes from ``begin`` on, the last of them ending in
     ``tail``, the inflated bytes of the blocks after them up to the next chunk's first record."""
@@ -140,11 +140,6 @@ class StreamBlocks:
     fastq: bool
     bam: bool = False
     extras: ubam.BamExtras = ubam.NO_EXTRAS
-
-    @property
-    def fastq_text(self) -> bool:
-        """Whether the records are FASTQ text (four lines each)."""
-        return self.fastq and not self.bam
 
 
 @dataclass(frozen=True)
@@ -402,11 +397,11 @@ def _inflated_ratio(head: bytes) -> float | None:
     """Compressed bytes per inflated byte of the whole BGZF blocks in ``head``; None if it is not BGZF."""
     if not bgzf.is_bgzf(head):
         return None
-    at = inflated = 0
-    while (size := bgzf.block_size(head, at)) is not None and at + size <= len(head):
-        inflated += int.from_bytes(head[at + size - 4:at + size], "little")
-        at += size
-    return at / inflated if at and inflated else 1.0
+    try:
+        sizes, inflated = bgzf.block_table(head)
+    except ValueError:  # BGZF blocks, then bytes that are not: read as a stream, which says so
+        return None
+    return sum(sizes) / sum(inflated) if sizes and sum(inflated) else 1.0
 
 
 def file_size(path: str) -> int:
