@@ -542,6 +542,71 @@ def test_the_chain_walk_drops_offsets_that_look_like_records(tmp_path):
         split_reads(path, [bgzf.block_size(path.read_bytes())])  # the cut at the second block
 
 
+def inflated_records(path):
+    """A BAM file's records as one worker's chunk holds them: inflated, from the first record on."""
+    return np.frombuffer(gzip.decompress(path.read_bytes()), np.uint8)[bam_splits(path, [])[0].origin:]
+
+
+def chain_outcome(data, lane_bytes):
+    """What :func:`ubam.record_starts` makes of a whole chunk ``data`` in lanes of ``lane_bytes``
+    (None: every offset checked): its records, or the error's message."""
+    try:
+        return ubam.record_starts(data, 0, data.size, "r.bam", "test", splits.MAX_RECORD_BYTES,
+                                  lane_bytes=lane_bytes or 1 << 60).tolist()
+    except InputFormatError as e:
+        return str(e)
+
+
+# Lanes from one record's bytes to several records' (bam_records' records are 40-600 bytes).
+LANES = st.sampled_from([37, 64, 100, 257, 1000])
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=bam_records(), lane_bytes=LANES)
+def test_records_walked_in_lanes_are_those_every_offset_checked_finds(tmp_path, records, lane_bytes):
+    """The lanes' walk (each lane from the first record near its cut, which tags holding any bytes
+    may fake) finds the records that checking every offset finds, and walks most of them itself."""
+    data = inflated_records(write_bam(tmp_path / "r.bam", records))
+    expected = chain_outcome(data, None)
+    assert chain_outcome(data, lane_bytes) == expected == ubam.records_of(
+        data, "r.bam", "test", splits.MAX_RECORD_BYTES).tolist()
+    walked = ubam._walk_lanes(data, 0, data.size, splits.MAX_RECORD_BYTES, lane_bytes)
+    assert walked is None or walked.tolist() == expected
+
+
+def test_lanes_walk_whole_chunks_and_pass_fake_records_by(tmp_path):
+    """A chunk of thousands of records, some with a tag that checks out as a record (as in
+    test_the_chain_walk_drops_offsets_that_look_like_records), walked in lanes of every size
+    from under a record to a quarter of the chunk: the same records as every offset checked,
+    found by the lanes (not by the fallback) at the default lane size."""
+    fake = np.zeros(40, np.uint8)
+    fake[0:4] = np.frombuffer(np.int32(36).tobytes(), np.uint8)
+    fake[4:12] = 255
+    fake[12] = 1
+    records = _records(3000, 100)
+    for r in records[::7]:
+        r["tags"] = [("XB", np.frombuffer(fake.tobytes(), np.int32).tolist())]
+    data = inflated_records(write_bam(tmp_path / "r.bam", records))
+    assert data.size >= ubam.LANES_FROM * ubam.LANE_BYTES  # records_of walks it in lanes
+    expected = chain_outcome(data, None)
+    assert len(expected) == 3000
+    assert ubam._walk_lanes(data, 0, data.size, splits.MAX_RECORD_BYTES, ubam.LANE_BYTES).tolist() == expected
+    for lane_bytes in (50, 211, 4096, ubam.LANE_BYTES, data.size // 4):
+        assert chain_outcome(data, lane_bytes) == expected, lane_bytes
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=bam_records(), lane_bytes=LANES, data=st.data())
+def test_damaged_records_in_lanes_fail_as_every_offset_checked_does(tmp_path, records, lane_bytes, data):
+    """Bytes overwritten anywhere (lengths, names, fields): the lanes give the records or the
+    error that checking every offset gives, never records of their own."""
+    raw = inflated_records(write_bam(tmp_path / "r.bam", records)).copy()
+    for _ in range(data.draw(st.integers(1, 4), label="damages")):
+        at = data.draw(st.integers(0, raw.size - 1), label="at")
+        raw[at] = data.draw(st.sampled_from([0, 1, 32, 0x7F, 0xFF, int(raw[at]) ^ 1]), label="byte")
+    assert chain_outcome(raw, lane_bytes) == chain_outcome(raw, None)
+
+
 def test_read_chunk_of_bam_checks_reads_as_fastq_does(tmp_path):
     """A read with a symbol outside the alphabet (BAM's '=', "the reference's base", which a read to
     map cannot hold), in BAM, is an error naming the read, as in FASTQ; IUPAC codes map as N."""
