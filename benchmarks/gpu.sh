@@ -3,7 +3,7 @@
 # (docs/performance.md, "GPU"), with the other mappers on every CPU core.
 #
 #   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap pairs writes buffers
-#                                           # timeline heap ab start threads spawn outputs
+#                                           # timeline heap ab start threads spawn outputs bam
 #                                           # bytecode (bytecode: for the sections after it)
 #
 # Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
@@ -59,11 +59,16 @@ dmap devices || exit 1
 # to compare with PoCL's on a CPU. "pairs": 500,000 mason pairs of E. coli, `-e 3`, against
 # Yara, bwa mem and bowtie2 on every core (benchmarks/pairs_vs_peers.py, two rounds).
 # "ab": versions of dmap in turn on 10M reads (benchmarks/ab_packages.py), for each of
-# DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3".
+# DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3"; with DMAP_AB_READS=bam,
+# on the reads as unaligned BAM.
 # "spawn": what the spawned workers of `dmap run --workers-per-device 8` cost to start (about
 # 3.7 s on an H100 host): an OpenCL context made in 1 and in 8 processes at once (whether the
 # driver takes them in turn), then `dmap run -v` on 20,000 and 1M reads with 8 and 4 spawned
 # workers, with one spawned worker (--processes) and with the in-process one (about a minute).
+# "bam": the 10M reads as unaligned BAM (reads_10m_bam below) against the same reads as FASTQ,
+# read by the workers, with 8 standing workers of 3 threads and with the embedded cluster
+# (benchmarks/timeline.py: wall time, CPU per process, time per stage); whether decoding BAM on
+# the workers keeps up where they have 16 cores.
 # "threads": the embedded cluster (a plain `dmap run`: one worker, in dmap's own process)
 # with a GPU's task threads (each running a device task) capped at 8, as dmap has them
 # (GPU_WORKER_THREADS in dmap/cluster/client.py; half of 16 cores), against 4 and 16,
@@ -82,6 +87,15 @@ reads_1m() {
 from exact_vs_bowtie import ecoli_reference, simulated_reads
 simulated_reads(Path('$W'), ecoli_reference(Path('$W')), 1000000, 100)"
   [ -d $W/ecoli.dmap ] || dmap index $W/ecoli.fa -o $W/ecoli.dmap
+}
+# The 10M reads as unaligned BAM ("bam"): dmap's own BAM of them against a 2-kb random
+# reference, where none maps, so every record is unmapped with its sequence and qualities, as
+# `samtools import` writes them (this machine may have no samtools).
+reads_10m_bam() {
+  python3 -c "import random; random.seed(3); print('>random'); print(''.join(random.choices('ACGT', k=2000)))" \
+    > $W/random2k.fa
+  [ -d $W/random2k.dmap ] || dmap index $W/random2k.fa -o $W/random2k.dmap
+  [ -f $W/exact_10000000_100.bam ] || dmap run $W/random2k.dmap $W/exact_10000000_100.fq -o $W/exact_10000000_100.bam
 }
 # What `dmap run` imports before it maps (the "start" and "bytecode" sections time it).
 client_imports="import dmap.cli; from dmap.mapping.pipeline import map_reads"
@@ -110,11 +124,20 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
           python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --workers 8 --threads 2 ;;
     ab) reads_10m
         [ -n "${DMAP_AB:-}" ] || { echo "ab: set DMAP_AB" >&2; exit 2; }
+        [ "${DMAP_AB_READS:-fq}" = bam ] && reads_10m_bam
         IFS=';' read -ra pairs <<< "$DMAP_AB"
         for pair in "${pairs[@]}"; do
           # shellcheck disable=SC2086
-          python3 benchmarks/ab_packages.py $W/exact_10000000_100.fq $pair
+          python3 benchmarks/ab_packages.py $W/exact_10000000_100.${DMAP_AB_READS:-fq} $pair
         done ;;
+    bam) reads_10m
+         reads_10m_bam
+         for reads in fq bam; do
+           python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.$reads --workers 8 --threads 3
+         done
+         for reads in fq bam; do
+           python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.$reads --embedded
+         done ;;
     threads) reads_10m
              variants=$(mktemp -d)
              for n in 4 8 16; do
