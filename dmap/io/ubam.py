@@ -274,6 +274,7 @@ def _walk_lanes(data: np.ndarray, first: int, stop: int, max_record: int, lane_b
     which is then a record too; else the records from where that lane ended up to the next
     lane are walked one at a time.  Every record found is then checked as :func:`_candidates`
     checks offsets, so the records are those the offset check finds."""
+    data = np.ascontiguousarray(data)  # (a chunk's bytes are: no copy) the lanes' windows are strided views
     words = words_at(data, "<i4")
     starts = np.concatenate([[first], _lane_starts(data, first, stop, max_record, lane_bytes)])
     ends = np.append(starts[1:], stop)
