@@ -139,10 +139,9 @@ def record_size(data: np.ndarray, at: int) -> int:
 
 
 def _checked(data: np.ndarray, at: np.ndarray, max_record: int) -> tuple[np.ndarray, np.ndarray]:
-    """The offsets ``at`` (each with its fixed fields inside ``data``, and past :func:`_candidates`'
-    tests) whose fields agree with each other and with the record's length, and the offset after
-    each of those records.  A record that runs past the end of ``data`` is checked as far as
-    ``data`` holds it."""
+    """The offsets ``at`` (each with its fixed fields inside ``data``) whose fields agree with each
+    other and with the record's length, and the offset after each of those records.  A record
+    that runs past the end of ``data`` is checked as far as ``data`` holds it."""
     # One-byte tests first, each on the offsets the one before left: refID and next_refID at
     # least -1 (a high byte below 0x80, or -1's).
     for field in (7, 27):
@@ -161,7 +160,9 @@ def _checked(data: np.ndarray, at: np.ndarray, max_record: int) -> tuple[np.ndar
     size = rec["block_size"].astype(np.int64)
     seq_len = rec["l_seq"].astype(np.int64)
     least = 32 + name_len + 4 * rec["n_cigar_op"].astype(np.int64) + (seq_len + 1) // 2 + seq_len  # all but tags
-    ok = (named & (size >= least) & (size <= max_record) & (seq_len >= 0)
+    # (The length's and l_seq's high bytes 0, the name's length not, as _candidates' first tests.)
+    ok = (named & (size >= least) & (size <= max_record) & (size < 1 << 24)
+          & (seq_len >= 0) & (seq_len < 1 << 24) & (name_len > 0)
           & (rec["refID"] >= -1) & (rec["pos"] >= -1) & (rec["next_refID"] >= -1) & (rec["next_pos"] >= -1))
     return at[ok], (at + 4 + size)[ok]
 
@@ -347,11 +348,10 @@ def _lane_starts(data: np.ndarray, first: int, stop: int, max_record: int, lane_
 
 
 def _are_records(data: np.ndarray, at: np.ndarray, max_record: int) -> bool:
-    """Whether every offset ``at`` passes the checks of :func:`_candidates`."""
+    """Whether every offset ``at`` (ascending) passes the checks of :func:`_candidates`."""
     if at.size and at[-1] >= data.size - FIXED:  # (_candidates' offsets end there)
         return False
-    ok = (data[at + 3] == 0) & (data[at + 23] == 0) & (data[at + 12] != 0)
-    return bool(ok.all()) and _checked(data, at, max_record)[0].size == at.size
+    return _checked(data, at, max_record)[0].size == at.size
 
 
 def _damaged(path: str, where: str) -> InputFormatError:
