@@ -143,10 +143,18 @@ def runs_from_first(
         region, *rest, _ = best_of_runs(distances_of(many), regions.subset(many), pattern_length, max_errors,
                                         own_from, own_until)
         parts.append((many[region], *rest))
+    return in_region_order(parts)
+
+
+def in_region_order(
+    parts: list[tuple[np.ndarray, ...]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Runs found for groups of regions, each part ``(region, end, dist, run_first, run_last)``,
+    as one :func:`best_of_runs` result: by region, a region's runs kept in end order."""
     columns = [np.concatenate(c) for c in zip(*parts)]
-    order = np.argsort(columns[0], kind="stable")  # by region; a region's runs are in end order
+    order = np.argsort(columns[0], kind="stable")
     region, end, dist, run_first, run_last = (c[order] for c in columns)
-    return region, end, dist, run_first, run_last, int(region.size)
+    return region, end, dist, run_first, run_last, int(order.size)
 
 
 def verified_runs(
@@ -201,10 +209,7 @@ def runs_of_each_k(
         region, *rest, _ = verified_runs(device, text, patterns, sigma, regions.subset(which), k, own_from,
                                          own_until)
         parts.append((which[region], *rest))
-    columns = [np.concatenate(c) for c in zip(*parts)]
-    order = np.argsort(columns[0], kind="stable")  # by region; a region's runs stay in end order
-    region, end, dist, run_first, run_last = (c[order] for c in columns)
-    return region, end, dist, run_first, run_last, int(order.size)
+    return in_region_order(parts)
 
 
 def align_block(
