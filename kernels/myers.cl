@@ -81,7 +81,7 @@ __kernel void myers(__global const uchar *text, __global const ulong *peq,
 // Local size must be WORDS * REGIONS_PER_GROUP.  With RUNS = 1 the top word
 // finds the runs instead of writing the distances, as myers_lanes does
 // (below): a GPU then sends back five numbers per region, not one byte per
-// end, and the host no longer scans every distance.
+// end, and the host does not scan every distance.
 __kernel void myers_cooperative(__global const uchar *text, __global const ulong *peq,
                                 __global const uint *pattern_length,
                                 __global const uint *region_start, __global const uint *region_length,

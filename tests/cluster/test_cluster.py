@@ -151,9 +151,9 @@ def test_a_standing_worker_makes_its_device_before_its_first_task(tmp_path):
 
 def test_a_worker_that_dies_while_every_worker_is_asked_is_left_out(tmp_path):
     """A run asks every worker for its process, dmap, index and counters (a broadcast) when it
-    starts and ends; a worker killed meanwhile (in a random run, 0.5 s in) failed the run with
-    "lost the Dask cluster".  Its broken connection now leaves it out, as Dask reruns its tasks
-    on the others; an error of the function itself is still raised."""
+    starts and ends.  A worker killed meanwhile (here 0.5 s into a random run) must not fail the
+    run with "lost the Dask cluster": its broken connection leaves it out, as Dask reruns its
+    tasks on the others; an error of the function itself is still raised."""
     from distributed import Client
 
     from dmap.cluster.worker import run_on_workers
