@@ -42,7 +42,9 @@ import time
 from pathlib import Path
 
 import psutil
-from exact_vs_bowtie import device_workers, ecoli_reference, simulated_reads  # this script's directory is on sys.path
+
+# this script's directory is on sys.path
+from exact_vs_bowtie import compressed, device_workers, ecoli_reference, simulated_reads
 
 
 def cpu(proc: psutil.Process) -> float:
@@ -88,30 +90,6 @@ def as_pairs(reads: Path) -> list[Path]:
         for t, o in zip(tmps, outs):
             t.rename(o)
     return outs
-
-
-def compressed(reads: Path, how: str) -> Path:
-    """``reads`` compressed ``how`` (made once, beside it); ``bam``: as unaligned BAM."""
-    if how == "none":
-        return reads
-    if how == "bam":
-        out = reads.with_suffix(".bam")
-        if not out.exists():
-            subprocess.run(["samtools", "import", "-0", str(reads), "-o", str(out) + ".tmp", "-O", "bam"], check=True)
-            os.rename(str(out) + ".tmp", out)
-        return out
-    out = reads.with_name(f"{reads.name}.{how}.gz")
-    if not out.exists():
-        tmp = out.with_name(out.name + ".tmp")
-        if how == "bgzf":
-            import pysam
-
-            pysam.tabix_compress(str(reads), str(tmp), force=True)
-        else:
-            with open(tmp, "wb") as f:
-                subprocess.run(["gzip", "-1", "-c", str(reads)], stdout=f, check=True)
-        tmp.rename(out)
-    return out
 
 
 def interleaved_bam(mates: list[Path]) -> Path:

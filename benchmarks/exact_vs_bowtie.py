@@ -4,6 +4,7 @@
     python3 benchmarks/exact_vs_bowtie.py --contigs 200000 --contig-length 175 --length 50 --reads 500000
     python3 benchmarks/exact_vs_bowtie.py --reads 200000 --files 2000
     python3 benchmarks/exact_vs_bowtie.py --form sra|fasta
+    python3 benchmarks/exact_vs_bowtie.py --compress gzip|bgzf
 
 Steps: extract E. coli (Debian's bowtie-examples; with --contigs N, N random
 contigs instead, a transcriptome's shape), simulate exact reads with
@@ -17,14 +18,19 @@ bowtie and bwa indexes (timed), then map with
                                                         --chunk-size C)
     bowtie -v 0 -a -p THREADS --sam INDEX READS bowtie.sam   (--threads, default 2: the CPUs of the reference VM)
 
+in alternating rounds (--repeat, default 3), each after removing the
+previous run's output, writing out dirty pages, reading the inputs into the
+page cache and waiting for an idle machine.
+
 With --files N the reads are cut into N files of as many reads, given to
 both tools as one comma-separated list, and dmap also maps them as one file.
 With --form sra the reads carry SRA's headers, repeated on their '+' lines
 (as fastq-dump writes them); with --form fasta they are FASTA (bowtie -f).
+With --compress gzip the files are compressed by `gzip -1`, which no worker
+can cut (dmap's client inflates them alone), with --compress bgzf by bgzip
+(the workers cut them at their blocks); bowtie reads both.
 
-in alternating rounds (--repeat, default 3), each after removing the
-previous run's output, writing out dirty pages, reading the inputs into the
-page cache and waiting for an idle machine.  Prints the median wall time,
+Prints the median wall time,
 reads/s and peak RSS (summed over the process tree, sampled every 50 ms),
 how busy the GPU was (where ``nvidia-smi`` is) and the ratios, checks that
 both report the same number of alignments, and times the search and locate kernels alone (benchmarks/kernel_speed.py).
@@ -335,6 +341,30 @@ def reads_in_form(work: Path, reads: Path, form: str) -> Path:
     return out
 
 
+def compressed(reads: Path, how: str) -> Path:
+    """``reads`` compressed ``how`` (made once, beside it); ``bam``: as unaligned BAM."""
+    if how == "none":
+        return reads
+    if how == "bam":
+        out = reads.with_suffix(".bam")
+        if not out.exists():
+            subprocess.run(["samtools", "import", "-0", str(reads), "-o", str(out) + ".tmp", "-O", "bam"], check=True)
+            os.rename(str(out) + ".tmp", out)
+        return out
+    out = reads.with_name(f"{reads.name}.{how}.gz")
+    if not out.exists():
+        tmp = out.with_name(out.name + ".tmp")
+        if how == "bgzf":
+            import pysam
+
+            pysam.tabix_compress(str(reads), str(tmp), force=True)
+        else:
+            with open(tmp, "wb") as f:
+                subprocess.run(["gzip", "-1", "-c", str(reads)], stdout=f, check=True)
+        tmp.rename(out)
+    return out
+
+
 def reads_files(work: Path, reads: Path, n: int) -> list[Path]:
     """``reads`` cut into ``n`` files of consecutive reads, as many in each (the last takes the rest)."""
     folder = work / f"{reads.stem}_in_{n}_files"
@@ -375,6 +405,9 @@ def main() -> None:
     ap.add_argument("--form", choices=["fastq", "sra", "fasta"], default="fastq",
                     help="the reads as FASTQ, as FASTQ with SRA's headers repeated on the '+' lines "
                          "(fastq-dump's), or as FASTA (bowtie -f)")
+    ap.add_argument("--compress", choices=["none", "gzip", "bgzf"], default="none",
+                    help="the reads files compressed by `gzip -1` (which dmap's client inflates alone) or by "
+                         "bgzip (which the workers cut and inflate); both tools read them compressed")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -399,6 +432,8 @@ def main() -> None:
 
     bowtie = f"bowtie -v 0 -a -p {args.threads}"
     files = reads_files(work, reads, args.files) if args.files > 1 else [reads]
+    files = [compressed(f, args.compress) for f in files]
+    reads = compressed(reads, args.compress)
     listed = ",".join(map(str, files))
     dmap_cmd = [DMAP, "run", str(work / f"{stem}.dmap"), listed, "-o", str(work / "dmap.sam")]
     commands = {

@@ -3,7 +3,7 @@
 # (docs/performance.md, "GPU"), with the other mappers on every CPU core.
 #
 #   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap pairs writes buffers
-#                                           # timeline heap ab start threads spawn outputs bam
+#                                           # timeline heap ab start threads spawn outputs bam gzip
 #                                           # bytecode (bytecode: for the sections after it)
 #
 # Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
@@ -69,6 +69,9 @@ dmap devices || exit 1
 # read by the workers, with 8 standing workers of 3 threads and with the embedded cluster
 # (benchmarks/timeline.py: wall time, CPU per process, time per stage); whether decoding BAM on
 # the workers keeps up where they have 16 cores.
+# "gzip": "exact" on the 10M reads compressed by `gzip -1` (dmap's client inflates them alone:
+# how far one process's inflating caps a run on 16 cores) and by bgzip (the workers cut and
+# inflate them), bowtie -p N reading the same files (about 6 minutes with the compressing).
 # "threads": the embedded cluster (a plain `dmap run`: one worker, in dmap's own process)
 # with a GPU's task threads (each running a device task) capped at 8, as dmap has them
 # (GPU_WORKER_THREADS in dmap/cluster/client.py; half of 16 cores), against 4 and 16,
@@ -190,6 +193,10 @@ for name in ('numpy', 'distributed', 'pynvml', 'pyopencl', 'zarr', 'dmap'):
     buffers) python3 benchmarks/parallel_writes.py --processes 8 --dir $W --repeat 2 --chunk-mib 19 \
                --modes pwrite write_at "write_at, preallocated" --buffer-mib 8 32 64 ;;
     exact1m) python3 benchmarks/exact_vs_bowtie.py --reads 1000000 --threads "$threads" --repeat 5 ;;
+    gzip) for how in gzip bgzf; do
+            python3 benchmarks/exact_vs_bowtie.py --reads 10000000 --threads "$threads" --repeat 2 --skip-kernel \
+              --workers 8 --worker-threads 3 --chunk-sizes 100000 --compress $how
+          done ;;
     myers) for m in 100 250 500; do
              python3 benchmarks/myers_gcups.py --pairs 1000000 --length $m --window $((m + 6)) --no-edlib
            done ;;
