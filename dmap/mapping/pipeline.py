@@ -343,7 +343,9 @@ def map_reads(
     first_pairs = None
     if isinstance(first, FirstPairs):
         first_pairs, first = first.source, next(sources, None)
-    sources = _prepended([first], sources) if first is not None else iter(())
+    no_reads = first is None
+    sources = _prepended([first], sources) if not no_reads else iter(())
+    del first  # _prepended's list alone holds the first chunk, and gives it up once it is submitted
     # Exact mapping checks the symbols of every chunk but the first in the search kernel.
     reading = dict(max_length=max_length, check_symbols=approx is not None, strict=strict)
     settings = RecordSettings(max_hits, groups[0].tag if groups and tails is None else "", approx, strict,
@@ -368,7 +370,7 @@ def map_reads(
             writer.write(head if fmt == "sam" else bgzf.compress(head))
 
     try:
-        if first is None:
+        if no_reads:
             write_header(insert)
         else:  # no reads, no cluster: the SAM file is its header
             started = time.perf_counter()
