@@ -44,7 +44,9 @@ SET_MEMORY = 512 << 20
 # of a piped input, 2.5 GB of RSS for 10M reads of gzip FASTQ. Its scheduler, workers and
 # client, and dmap's clients of a standing cluster, keep no such logs (nor the transition
 # and profile histories that share the setting: an embedded cluster's Dask dashboard shows
-# no Profile history).
+# no Profile history). Over TCP Dask keeps no message of a megabyte or more, so a client of
+# a cluster in processes of its own needs nothing; one made by hand for a LocalDeviceCluster
+# of threads (processes=False) is made within dask.config.set(NO_MESSAGE_LOGS).
 NO_MESSAGE_LOGS = {"distributed.admin.low-level-log-length": 0}
 # An embedded cluster serves this machine only.
 LOOPBACK = "127.0.0.1"
