@@ -370,9 +370,9 @@ def map_reads(
             writer.write(head if fmt == "sam" else bgzf.compress(head))
 
     try:
-        if no_reads:
+        if no_reads:  # no reads, no cluster: the SAM file is its header
             write_header(insert)
-        else:  # no reads, no cluster: the SAM file is its header
+        else:
             started = time.perf_counter()
             with client_for(client, scheduler, processes, threads, workers_per_device, dashboard) as c:
                 result.cluster_seconds = time.perf_counter() - started
