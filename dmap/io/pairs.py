@@ -591,8 +591,8 @@ def _pair_start(ahead) -> int:
 
     From the record rule's first record (:func:`dmap.io.splits.bam_record_start`), the first
     two reads (records that are not secondary or supplementary) are a pair where they are
-    named alike, as :func:`_strip_mate_suffixes` holds mates to; otherwise the first is the
-    second mate of a pair that began before, and the pair begins with the second.  Mates in
+    named alike (:func:`_mate_names`); otherwise the first is the second mate of a pair that
+    began before, and the pair begins with the second.  Mates in
     either order, with or without mate flags, so stay together as they do when the client
     counts them."""
     first = bam_record_start(ahead, 0)
@@ -603,11 +603,11 @@ def _pair_start(ahead) -> int:
             return data.size
         starts = ubam.record_starts(data, first, None, ahead.path, f"the BGZF blocks at byte {ahead.first}",
                                    MAX_RECORD_BYTES)
-        reads = ubam.read_records(data, starts).tolist()
-        if len(reads) >= 2:
-            a, b = ubam.read_name(data, reads[0]), ubam.read_name(data, reads[1])
-            alike = a == b or (a[-2:] == b"/1" and b[-2:] == b"/2" and a[:-2] == b[:-2])
-            return reads[0] if alike else reads[1]
+        reads = ubam.read_records(data, starts)
+        if reads.size >= 2:
+            two = reads[:2]
+            differ, _ = _mate_names(data, two + ubam.FIXED, ubam.fixed_fields(data, two)["l_read_name"] - 1)
+            return int(two[1] if differ[0] else two[0])
         if at_end:  # one read left: the second mate of the pair before
             return data.size
         window *= 2
@@ -742,9 +742,11 @@ def names_differ(data: np.ndarray, off_a: np.ndarray, off_b: np.ndarray, len_a: 
     return differ
 
 
-def _strip_mate_suffixes(fields: ReadFields, block: PairBlock | PairSplit) -> ReadFields:
-    """Names of interleaved mates with ``/1`` and ``/2`` dropped, checked to be the same per pair."""
-    data, off, length = fields.data, fields.name_off.astype(np.int64), fields.name_len.astype(np.int64).copy()
+def _mate_names(data: np.ndarray, off: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rule mates are held to, for interleaved mates (read ``2i`` and ``2i + 1`` are pair ``i``)
+    named by bytes ``off`` to ``off + length`` of ``data``: whether each pair's names differ once a
+    ``/1`` and ``/2`` suffix is dropped where both mates carry it, and the names' lengths without it."""
+    length = length.astype(np.int64)  # (a copy)
     mate = np.arange(length.size) % 2
     suffix = (length >= 2) & (data[np.maximum(off + length - 2, 0)] == ord("/")) & (
         data[np.maximum(off + length - 1, 0)] == ord("1") + mate)
@@ -752,7 +754,13 @@ def _strip_mate_suffixes(fields: ReadFields, block: PairBlock | PairSplit) -> Re
     length[0::2] -= 2 * both
     length[1::2] -= 2 * both
     a, b = slice(0, None, 2), slice(1, None, 2)
-    differ = names_differ(data, off[a], off[b], length[a], length[b])
+    return names_differ(data, off[a], off[b], length[a], length[b]), length
+
+
+def _strip_mate_suffixes(fields: ReadFields, block: PairBlock | PairSplit) -> ReadFields:
+    """Names of interleaved mates with ``/1`` and ``/2`` dropped, checked to be the same per pair."""
+    data, off = fields.data, fields.name_off.astype(np.int64)
+    differ, length = _mate_names(data, off, fields.name_len)
     if differ.any():
         i = int(np.argmax(differ))
         names = [data[o: o + n].tobytes().decode("latin-1") for o, n in

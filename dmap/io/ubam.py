@@ -359,11 +359,6 @@ def _damaged(path: str, where: str) -> InputFormatError:
                             "does not lead to the next record")
 
 
-def read_name(data: np.ndarray, at: int) -> bytes:
-    """The name of the record at ``at`` (without its NUL)."""
-    return data[at + FIXED:at + FIXED + int(data[at + 12]) - 1].tobytes()
-
-
 def read_records(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """The records at ``starts`` that hold a read: not secondary or supplementary (which repeat one)."""
     return starts[(fixed_fields(data, starts)["flag"] & SECONDARY_OR_SUPPLEMENTARY) == 0]
