@@ -95,6 +95,20 @@ def bgzf_blocks(text, cuts):
     return b"".join(bgzf._block(text[a:b], 1) for a, b in zip(bounds, bounds[1:])) + bgzf.EOF
 
 
+def with_extra_subfield(blocks: bytes) -> bytes:
+    """BGZF ``blocks`` with a second extra subfield (``XY``, 2 bytes) before each one's ``BC``,
+    which the SAM specification allows and few writers make: each header's XLEN and BSIZE grow by 6."""
+    out, at = [], 0
+    while at < len(blocks):
+        xlen = int.from_bytes(blocks[at + 10:at + 12], "little")
+        size = int.from_bytes(blocks[at + 16:at + 18], "little") + 1
+        assert xlen == 6 and blocks[at + 12:at + 14] == b"BC"
+        out += [blocks[at:at + 10], (xlen + 6).to_bytes(2, "little"), b"XY\x02\x00ab", blocks[at + 12:at + 16],
+                (size + 6 - 1).to_bytes(2, "little"), blocks[at + 18:at + size]]
+        at += size
+    return b"".join(out)
+
+
 def write_pairs(directory, first: list[str], second: list[str], interleaved: bool = False) -> None:
     """Pairs as r1.fq and r2.fq in ``directory`` (``interleaved``: as pairs.fq), named pair0/1, pair0/2, ..."""
     names = [f"pair{i}" for i in range(len(first))]

@@ -47,6 +47,7 @@ EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 _HEADER = struct.Struct("<4BI2BH2BHH")
 _TRAILER = struct.Struct("<II")
 _MAGIC = b"\x1f\x8b\x08\x04"  # gzip, deflate, FEXTRA: every BGZF block starts so
+_USUAL_EXTRA = b"\x06\x00BC\x02\x00"  # XLEN 6: the BC subfield alone, 2 bytes of BSIZE
 MAX_BLOCK = 1 << 16  # bytes of a whole block, at most
 
 
@@ -66,8 +67,10 @@ def compress(data: bytes | np.ndarray, level: int = DEFAULT_LEVEL) -> bytes:
 
 
 def is_bgzf(head: bytes) -> bool:
-    """Whether ``head``, a file's first bytes, begin a BGZF block."""
-    return len(head) >= 16 and head[:4] == _MAGIC and head[12:16] == b"BC\x02\x00"
+    """Whether ``head``, a file's first bytes, begin a BGZF block: with the usual header its first
+    16 bytes tell; where other extra subfields come before ``BC``, the header's every byte is needed."""
+    return (len(head) >= 16 and head[:4] == _MAGIC
+            and (head[12:16] == b"BC\x02\x00" or block_size(head) is not None))
 
 
 def block_size(data: np.ndarray | bytes, at: int = 0) -> int | None:
@@ -92,7 +95,7 @@ def block_size(data: np.ndarray | bytes, at: int = 0) -> int | None:
     return None
 
 
-def block_table(data: bytes | bytearray, at: int = 0, base: int = 0) -> tuple[list[int], list[int]]:
+def block_table(data: bytes | bytearray | np.ndarray, at: int = 0, base: int = 0) -> tuple[list[int], list[int]]:
     """The sizes and inflated sizes (from each block's trailer, without inflating it) of the
     whole BGZF blocks of ``data`` from ``at`` on, up to where ``data`` ends or cuts a block short.
 
@@ -101,9 +104,17 @@ def block_table(data: bytes | bytearray, at: int = 0, base: int = 0) -> tuple[li
     """
     sizes: list[int] = []
     inflated: list[int] = []
-    n = len(data)
+    view = memoryview(data).cast("B")
+    n = len(view)
     while at < n:
-        size = block_size(data, at)
+        head = view[at:at + 18]
+        # The header every BGZF writer (htslib, this module) makes: one extra field, BC. It is
+        # read in place; others are read as the specification allows (block_size).
+        if head[10:16] == _USUAL_EXTRA and head[:4] == _MAGIC:
+            size = int.from_bytes(head[16:18], "little") + 1
+            size = size if size >= 18 + _TRAILER.size else None
+        else:
+            size = block_size(data, at)
         if size is None:
             whole_head = n - at >= 12 and (bytes(data[at:at + 4]) != _MAGIC
                                            or n - at >= 12 + int.from_bytes(data[at + 10:at + 12], "little"))
@@ -113,7 +124,7 @@ def block_table(data: bytes | bytearray, at: int = 0, base: int = 0) -> tuple[li
         if at + size > n:
             break
         sizes.append(size)
-        inflated.append(int.from_bytes(data[at + size - 4:at + size], "little"))
+        inflated.append(int.from_bytes(view[at + size - 4:at + size], "little"))
         at += size
     return sizes, inflated
 

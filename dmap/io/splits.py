@@ -268,8 +268,9 @@ def open_reads(path: str, blocks: bool = False):
     try:
         if blocks and is_pipe(path):
             pipe = sys.stdin.buffer if path == STDIN else open(path, "rb")
-            # A pipe's first write holds a block's 18-byte header; a shorter one is read as any stream.
-            if bgzf.is_bgzf(pipe.peek(18)[:18]):
+            # A pipe's first write holds a block's header (18 bytes, more with other extra subfields);
+            # a shorter one is read as any stream.
+            if bgzf.is_bgzf(pipe.peek(BGZF_HEADER_PEEK)[:BGZF_HEADER_PEEK]):
                 return BgzfStream(pipe, path)
             return xopen(pipe, "rb")
         if is_url(path):
@@ -780,6 +781,8 @@ def _fasta_starts(data: np.ndarray) -> np.ndarray:
     return starts[(starts == 0) | (data[np.maximum(starts - 1, 0)] == 10)]
 
 
+# The bytes of a BGZF stream looked at to tell it is one: a header with a few extra subfields.
+BGZF_HEADER_PEEK = 256
 # Compressed bytes read from a BGZF stream at a time.
 STREAM_READ = 1 << 22
 
@@ -791,7 +794,11 @@ class BgzfStream(io.RawIOBase):
     def __init__(self, pipe: BinaryIO, path: str):
         super().__init__()
         self.pipe, self.path = pipe, path
-        self.data = bytearray()  # the compressed bytes from stream offset ``base`` on
+        # The compressed bytes from stream offset ``base`` on are ``buffer[lo:hi]``: the pipe is
+        # read into this one buffer, reused once its blocks are taken, rather than into new
+        # memory for each read (on a VM, fresh pages cost more than the copy out of them).
+        self.buffer = np.empty(2 * STREAM_READ, dtype=np.uint8)
+        self.lo = self.hi = 0
         self.base = 0
         self.sizes: list[int] = []  # the whole blocks in ``data``: their sizes,
         self.inflated: list[int] = []  # and their inflated sizes (each block's trailer)
@@ -805,17 +812,18 @@ class BgzfStream(io.RawIOBase):
         """Read on until one more whole block is known; False where the stream has ended."""
         known = sum(self.sizes)
         while not self.ended:
+            self._room()
             try:
-                got = self.pipe.read(STREAM_READ)
+                got = self.pipe.readinto(memoryview(self.buffer)[self.hi:self.hi + STREAM_READ])
             except OSError as e:
                 raise InputFormatError(f"reads file {self.path!r} cannot be read: {e}") from None
             if not got:
                 self.ended = True
-                if known < len(self.data):
+                if known < self.hi - self.lo:
                     raise InputFormatError(f"reads file {self.path!r} is not whole BGZF: it ends inside the "
                                            f"block at byte {self.base + known}")
                 return False
-            self.data += got
+            self.hi += got
             try:
                 sizes, inflated = bgzf.block_table(self.data, known, self.base)
             except ValueError as e:
@@ -825,6 +833,23 @@ class BgzfStream(io.RawIOBase):
             if sizes:
                 return True
         return False
+
+    @property
+    def data(self) -> np.ndarray:
+        """The compressed bytes held, from stream offset ``base`` on."""
+        return self.buffer[self.lo:self.hi]
+
+    def _room(self) -> None:
+        """Room for one more read after the bytes held: those moved to the buffer's start, or
+        into a buffer twice their size and a read's where the buffer cannot hold both (a chunk
+        of many reads)."""
+        if self.hi + STREAM_READ <= self.buffer.size:
+            return
+        held = self.hi - self.lo
+        buffer = (self.buffer if held + STREAM_READ <= self.buffer.size
+                  else np.empty(2 * (held + STREAM_READ), dtype=np.uint8))
+        memoryview(buffer)[:held] = memoryview(self.buffer)[self.lo:self.hi]  # a memmove where they overlap
+        self.buffer, self.lo, self.hi = buffer, 0, held
 
     def block(self, i: int) -> bytes:
         """The inflated bytes of the ``i``-th block held (:meth:`more` having read it)."""
@@ -838,8 +863,9 @@ class BgzfStream(io.RawIOBase):
     def take(self, k: int) -> tuple[int, np.ndarray]:
         """The stream offset and the compressed bytes of the first ``k`` blocks held, which are let go."""
         n = sum(self.sizes[:k])
-        offset, out = self.base, np.frombuffer(self.data[:n], dtype=np.uint8)
-        del self.data[:n], self.sizes[:k], self.inflated[:k]
+        offset, out = self.base, self.buffer[self.lo:self.lo + n].copy()
+        del self.sizes[:k], self.inflated[:k]
+        self.lo += n
         self.base += n
         self._block = max(0, self._block - k)
         return offset, out
@@ -864,7 +890,7 @@ class BgzfStream(io.RawIOBase):
         """The stream from its first byte as :func:`open_reads` reads other streams (inflated by
         xopen), which this object hands over (its closing no longer closes it)."""
         pipe, self.pipe = self.pipe, None
-        return xopen(io.BufferedReader(_Replayed(pipe, bytes(self.data))), "rb")
+        return xopen(io.BufferedReader(_Replayed(pipe, self.data.tobytes())), "rb")
 
     def close(self) -> None:
         if self.pipe is not None and self.pipe is not sys.stdin.buffer:

@@ -22,6 +22,7 @@ from readfiles import (
     split_records,
     stream_plan,
     stream_records,
+    with_extra_subfield,
     write_as,
 )
 
@@ -88,6 +89,18 @@ def test_bgzf_fasta_with_blank_lines_split_at_any_byte(tmp_path):
     for cut in range(os.path.getsize(path) + 1):
         assert split_records(path, [cut], fastq=False, blocked=True) == want, cut
     assert chunk_records(path, 1, fastq=False) == want
+
+
+def test_a_bgzf_file_whose_headers_hold_another_subfield_is_split_by_the_workers(tmp_path):
+    # The SAM specification lets a block's header hold extra subfields beside BC: the file is
+    # still cut by the workers (not read as a plain gzip stream), wherever the cut falls.
+    text = b"".join(b"@r%d\nACGTAC\n+\nIIIIII\n" % i for i in range(40))
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(with_extra_subfield(bgzf_blocks(text, range(0, len(text), 97))))
+    want = dnaio_records(path)
+    assert splits._bgzf_ratio(str(path)) is not None
+    for cut in range(os.path.getsize(path) + 1):
+        assert split_records(path, [cut], blocked=True) == want, cut
 
 
 def test_bgzip_files_are_split_by_the_workers(tmp_path):
@@ -176,6 +189,24 @@ def test_the_client_inflates_a_block_per_chunk_of_a_bgzf_stream(tmp_path, monkey
     # bgzip files joined with cat (the end-of-file block in the middle) are one stream still.
     got, _ = stream_records((tmp_path / "r.fq.gz").read_bytes() * 2, 3000)
     assert len(got) == 40_000
+
+
+@pytest.mark.parametrize("read_size", [64, 5000, splits.STREAM_READ])
+@pytest.mark.parametrize("extra", [False, True], ids=["bgzip", "extra-subfield"])
+def test_a_bgzf_stream_read_in_any_size_of_read(tmp_path, monkeypatch, read_size, extra):
+    # The client reads a BGZF stream into one buffer it reuses: reads smaller than a block, and
+    # chunks many reads long, move the bytes held to its start or into a larger buffer. Blocks
+    # whose header holds a subfield beside BC are read by the specification's rule.
+    text = b"".join(b"@r%d\n%s\n+\n%s\n" % (i, b"ACGT" * (1 + i % 7), b"I" * 4 * (1 + i % 7)) for i in range(3000))
+    blocks = bgzf_blocks(text, range(0, len(text), 3000))
+    blocks = with_extra_subfield(blocks) if extra else blocks
+    monkeypatch.setattr(splits, "STREAM_READ", read_size)
+    (tmp_path / "r.fq").write_bytes(text)
+    want = dnaio_records(tmp_path / "r.fq")
+    for chunk in (7, 400, 5000):
+        got, plan = stream_records(blocks, chunk)
+        assert got == want, chunk
+        assert all(isinstance(part, splits.StreamBlocks) for part in plan)
 
 
 @pytest.mark.parametrize("damage, words", [
