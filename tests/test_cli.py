@@ -87,6 +87,17 @@ def test_several_reads_files_map_as_one_run_in_order(index, tmp_path):
                                   tmp_path / "o.sam"), tmp_path / "o.sam", "missing.fq", "does not exist")
 
 
+def test_a_mistyped_reads_path_is_told_before_dask_and_opencl_start(index, tmp_path):
+    # The reads are checked first: a typo costs the command's own imports, not Dask's and OpenCL's
+    # (0.7-0.9 s against 0.37 s to the error line on a 2-core VM).
+    probe = ("import sys; from click.testing import CliRunner; from dmap.cli import main; "
+             f"r = CliRunner().invoke(main, ['run', {str(index)!r}, {str(tmp_path / 'missing.fq')!r}]); "
+             "print(r.exit_code, sorted(m for m in ('distributed', 'pyopencl', 'zarr') if m in sys.modules), "
+             "'does not exist' in r.output)")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.stdout.split() == ["1", "[]", "True"], (r.stdout, r.stderr)
+
+
 def test_reads_from_a_web_server(index, tmp_path):
     """A reads URL served over HTTP with byte ranges maps to the records of the local file."""
     write_fastq(tmp_path / "r.fq", ["GCATGCAAG", "GGGGCCCC", "TTTTGGGG"] * 50)
