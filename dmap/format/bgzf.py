@@ -47,7 +47,6 @@ EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 _HEADER = struct.Struct("<4BI2BH2BHH")
 _TRAILER = struct.Struct("<II")
 _MAGIC = b"\x1f\x8b\x08\x04"  # gzip, deflate, FEXTRA: every BGZF block starts so
-_USUAL_EXTRA = b"\x06\x00BC\x02\x00"  # XLEN 6: the BC subfield alone, 2 bytes of BSIZE
 MAX_BLOCK = 1 << 16  # bytes of a whole block, at most
 
 
@@ -80,11 +79,11 @@ def block_size(data: np.ndarray | bytes, at: int = 0) -> int | None:
     The ``BC`` subfield is looked for among all of the header's extra
     subfields, as the SAM specification allows others beside it.
     """
-    head = bytes(data[at:at + 12])
+    head = bytes(data[at:at + 18])  # the usual header whole: one subfield, BC (htslib's, this module's)
     if len(head) < 12 or head[:4] != _MAGIC:
         return None
     xlen = int.from_bytes(head[10:12], "little")
-    extra = bytes(data[at + 12:at + 12 + xlen])
+    extra = head[12:12 + xlen] if 12 + xlen <= len(head) else bytes(data[at + 12:at + 12 + xlen])
     i = 0
     while len(extra) == xlen and i + 4 <= xlen:
         length = int.from_bytes(extra[i + 2:i + 4], "little")
@@ -107,14 +106,7 @@ def block_table(data: bytes | bytearray | np.ndarray, at: int = 0, base: int = 0
     view = memoryview(data).cast("B")
     n = len(view)
     while at < n:
-        head = view[at:at + 18]
-        # The header every BGZF writer (htslib, this module) makes: one extra field, BC. It is
-        # read in place; others are read as the specification allows (block_size).
-        if head[10:16] == _USUAL_EXTRA and head[:4] == _MAGIC:
-            size = int.from_bytes(head[16:18], "little") + 1
-            size = size if size >= 18 + _TRAILER.size else None
-        else:
-            size = block_size(data, at)
+        size = block_size(view, at)  # (a memoryview's slices are cheaper than a numpy array's)
         if size is None:
             whole_head = n - at >= 12 and (bytes(data[at:at + 4]) != _MAGIC
                                            or n - at >= 12 + int.from_bytes(data[at + 10:at + 12], "little"))
