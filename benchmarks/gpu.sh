@@ -70,8 +70,8 @@ dmap devices || exit 1
 # (benchmarks/timeline.py: wall time, CPU per process, time per stage); whether decoding BAM on
 # the workers keeps up where they have 16 cores.
 # "gzip": "exact" on the 10M reads compressed by `gzip -1` (dmap's client inflates them alone:
-# how far one process's inflating caps a run on 16 cores) and by bgzip (the workers cut and
-# inflate them), bowtie -p N reading the same files (about 6 minutes with the compressing).
+# how far one process's inflating caps a run on 16 cores) and into bgzip's blocks (the workers cut
+# and inflate them), bowtie -p N reading the same files (about 3 minutes, half a minute of it gzip -1).
 # "threads": the embedded cluster (a plain `dmap run`: one worker, in dmap's own process)
 # with a GPU's task threads (each running a device task) capped at 8, as dmap has them
 # (GPU_WORKER_THREADS in dmap/cluster/client.py; half of 16 cores), against 4 and 16,
