@@ -59,8 +59,8 @@ dmap devices || exit 1
 # to compare with PoCL's on a CPU. "pairs": 500,000 mason pairs of E. coli, `-e 3`, against
 # Yara, bwa mem and bowtie2 on every core (benchmarks/pairs_vs_peers.py, two rounds).
 # "ab": versions of dmap in turn on 10M reads (benchmarks/ab_packages.py), for each of
-# DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3"; with DMAP_AB_READS=bam,
-# on the reads as unaligned BAM.
+# DMAP_AB="OLD=DIR NEW=DIR --workers 8 --pairs 4;OLD=DIR NEW=DIR --pairs 3", on the reads of each
+# form DMAP_AB_READS names (default fq; bgzf: in bgzip's blocks; bam: as unaligned BAM).
 # "spawn": what the spawned workers of `dmap run --workers-per-device 8` cost to start (about
 # 3.7 s on an H100 host): an OpenCL context made in 1 and in 8 processes at once (whether the
 # driver takes them in turn), then `dmap run -v` on 20,000 and 1M reads with 8 and 4 spawned
@@ -127,11 +127,18 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
           python3 benchmarks/timeline.py $W/ecoli.dmap $W/exact_10000000_100.fq --workers 8 --threads 2 ;;
     ab) reads_10m
         [ -n "${DMAP_AB:-}" ] || { echo "ab: set DMAP_AB" >&2; exit 2; }
-        [ "${DMAP_AB_READS:-fq}" = bam ] && reads_10m_bam
         IFS=';' read -ra pairs <<< "$DMAP_AB"
-        for pair in "${pairs[@]}"; do
-          # shellcheck disable=SC2086
-          python3 benchmarks/ab_packages.py $W/exact_10000000_100.${DMAP_AB_READS:-fq} $pair
+        for form in ${DMAP_AB_READS:-fq}; do
+          reads=$W/exact_10000000_100.fq
+          case $form in
+            bam) reads_10m_bam && reads=$W/exact_10000000_100.bam ;;
+            bgzf) reads=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
+from exact_vs_bowtie import compressed; print(compressed(Path('$reads'), 'bgzf'))") ;;
+          esac
+          for pair in "${pairs[@]}"; do
+            # shellcheck disable=SC2086
+            python3 benchmarks/ab_packages.py $reads $pair
+          done
         done ;;
     bam) reads_10m
          reads_10m_bam
