@@ -3,7 +3,7 @@
 # (docs/performance.md, "GPU"), with the other mappers on every CPU core.
 #
 #   bash benchmarks/gpu.sh [SECTION...]     # exact kernels exact1m myers neighborhood approx allmap pairs writes buffers
-#                                           # timeline heap ab start threads spawn outputs bam gzip
+#                                           # timeline heap ab start threads switch spawn outputs bam gzip
 #                                           # bytecode (bytecode: for the sections after it)
 #
 # Needs: dmap installed; bowtie, bowtie2, bwa, minimap2, yara_mapper, yara_indexer, razers3 and
@@ -76,6 +76,12 @@ dmap devices || exit 1
 # with a GPU's task threads (each running a device task) capped at 8, as dmap has them
 # (GPU_WORKER_THREADS in dmap/cluster/client.py; half of 16 cores), against 4 and 16,
 # alternating on 10M reads.
+# "switch": the embedded cluster with the interpreter's switch interval at Python's 5 ms and
+# at 0.2 ms (sys.setswitchinterval in dmap/__main__.py), alternating on 10M reads as FASTQ to a
+# file and to BAM, and in bgzip's blocks (about 3 minutes). A task thread back from a call that
+# let go of the interpreter's lock (a BGZF block compressed, an OpenCL wait) waits for it up to
+# the interval behind threads running Python: 600 BGZF blocks compressed beside one such thread
+# took 4.4 s at 5 ms and 0.29 s at 0.2 ms on the VM (docs/performance.md, "GPU").
 
 # 10M exact reads and the index, made once.
 reads_10m() {
@@ -158,6 +164,19 @@ from exact_vs_bowtie import compressed; print(compressed(Path('$reads'), 'bgzf')
              for n in 4 16; do
                python3 benchmarks/ab_packages.py $W/exact_10000000_100.fq t8="$variants/t8" t$n="$variants/t$n" --pairs 3
              done ;;
+    switch) reads_10m
+            variants=$(mktemp -d)
+            for us in 5000 200; do
+              mkdir -p "$variants/s$us" && cp -r dmap kernels "$variants/s$us/"
+            done
+            sed -i 's/^    gc.disable()$/&\n    __import__("sys").setswitchinterval(2e-4)/' "$variants/s200/dmap/__main__.py"
+            grep -q 'setswitchinterval(2e-4)' "$variants/s200/dmap/__main__.py" || exit 1
+            bgzf=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
+from exact_vs_bowtie import compressed; print(compressed(Path('$W/exact_10000000_100.fq'), 'bgzf'))")
+            for run in "$W/exact_10000000_100.fq" "$W/exact_10000000_100.fq --output $W/switch.bam" "$bgzf"; do
+              # shellcheck disable=SC2086
+              python3 benchmarks/ab_packages.py $run s5000="$variants/s5000" s200="$variants/s200" --pairs 3
+            done ;;
     spawn) reads_1m
            context="import time; t = time.perf_counter(); from dmap.opencl.device import Device; i = time.perf_counter()
 Device('0:0'); print(f'imports {i - t:.2f} s, context {time.perf_counter() - i:.2f} s')"
