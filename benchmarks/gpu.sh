@@ -76,12 +76,14 @@ dmap devices || exit 1
 # with a GPU's task threads (each running a device task) capped at 8, as dmap has them
 # (GPU_WORKER_THREADS in dmap/cluster/client.py; half of 16 cores), against 4 and 16,
 # alternating on 10M reads.
-# "switch": the embedded cluster with the interpreter's switch interval at Python's 5 ms and
-# at 0.2 ms (sys.setswitchinterval in dmap/__main__.py), alternating on 10M reads as FASTQ to a
-# file and to BAM, and in bgzip's blocks (about 3 minutes). A task thread back from a call that
-# let go of the interpreter's lock (a BGZF block compressed, an OpenCL wait) waits for it up to
-# the interval behind threads running Python: 600 BGZF blocks compressed beside one such thread
-# took 4.4 s at 5 ms and 0.29 s at 0.2 ms on the VM (docs/performance.md, "GPU").
+# "switch": dmap's process with the interpreter's switch interval at Python's 5 ms and at 0.2 ms
+# (sys.setswitchinterval in dmap/__main__.py), alternating on 10M reads: the embedded cluster on
+# FASTQ to a file and to BAM and on bgzip's blocks, and the client of 8 standing workers on
+# `gzip -1`, which it inflates (about 5 minutes). A thread back from a call that let go of the
+# interpreter's lock (a BGZF block compressed, an OpenCL wait, a megabyte inflated by xopen's
+# thread) waits for it up to the interval behind threads running Python: 600 BGZF blocks
+# compressed beside one such thread took 4.4 s at 5 ms and 0.29 s at 0.2 ms on the VM, and
+# 213 MB inflated by xopen 1.45 s against 0.37 s alone (docs/performance.md, "GPU").
 
 # 10M exact reads and the index, made once.
 reads_10m() {
@@ -173,7 +175,10 @@ from exact_vs_bowtie import compressed; print(compressed(Path('$reads'), 'bgzf')
             grep -q 'setswitchinterval(2e-4)' "$variants/s200/dmap/__main__.py" || exit 1
             bgzf=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
 from exact_vs_bowtie import compressed; print(compressed(Path('$W/exact_10000000_100.fq'), 'bgzf'))")
-            for run in "$W/exact_10000000_100.fq" "$W/exact_10000000_100.fq --output $W/switch.bam" "$bgzf"; do
+            gzip=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
+from exact_vs_bowtie import compressed; print(compressed(Path('$W/exact_10000000_100.fq'), 'gzip'))")
+            for run in "$W/exact_10000000_100.fq" "$W/exact_10000000_100.fq --output $W/switch.bam" "$bgzf" \
+                "$gzip --workers 8 --threads 3"; do
               # shellcheck disable=SC2086
               python3 benchmarks/ab_packages.py $run s5000="$variants/s5000" s200="$variants/s200" --pairs 3
             done ;;
