@@ -57,6 +57,13 @@ CHAIN = 4
 LANE_BYTES = 1 << 16
 WINDOW_BYTES = 1 << 11
 LANES_FROM = 8
+# At most this many lanes, longer ones where a range is longer: a step's arrays hold one
+# element per lane, and numpy lets go of the interpreter's lock in an operation on more than
+# 500 elements (NPY_BEGIN_THREADS_THRESHOLDED), so in each of a chunk's hundreds of steps the
+# walk gave the lock up a dozen times and waited to take it back behind the other task threads.
+# A 200,000-read chunk in 591 lanes took 10.9 s to read beside a thread busy in Python, 0.49 s
+# alone; in 295 lanes 2.2 s and 0.46 s (docs/performance.md, "Unaligned BAM").
+MAX_LANES = 400
 SECONDARY_OR_SUPPLEMENTARY = 0x100 | 0x800
 PAIRED = 0x1
 MISSING_QUALITY = 0xFF
@@ -221,16 +228,18 @@ def _chain_from(data: np.ndarray, start: int, at_end: bool, max_record: int) -> 
 
 
 def record_starts(data: np.ndarray, first: int, stop: int | None, path: str, where: str,
-                  max_record: int, lane_bytes: int = LANE_BYTES) -> np.ndarray:
+                  max_record: int, lane_bytes: int | None = None) -> np.ndarray:
     """The offsets of the records from ``first`` (a record's start) to ``stop`` (the start of the
     first record not taken, or where the file ends), without a Python step per record; with
     ``stop`` None, those that ``data`` holds whole.
 
     A long range with its end given (a worker's chunk) is walked in lanes (:func:`_walk_lanes`);
     where that cannot tell, and for the rest, every offset where a record may begin is checked
-    and the chain of records is followed through them."""
+    and the chain of records is followed through them.  ``lane_bytes``: the lanes' length
+    (default :data:`LANE_BYTES`, longer where the range would need over :data:`MAX_LANES`)."""
     whole = stop is None
     stop = data.size if stop is None else stop
+    lane_bytes = lane_bytes or max(LANE_BYTES, -(-(stop - first) // MAX_LANES))
     if not whole and stop - first >= LANES_FROM * lane_bytes:
         walked = _walk_lanes(data, first, stop, max_record, lane_bytes)
         if walked is not None:
