@@ -62,7 +62,7 @@ LANES_FROM = 8
 # 500 elements (NPY_BEGIN_THREADS_THRESHOLDED), so in each of a chunk's hundreds of steps the
 # walk gave the lock up a dozen times and waited to take it back behind the other task threads.
 # A 200,000-read chunk in 591 lanes took 10.9 s to read beside a thread busy in Python, 0.49 s
-# alone; in 295 lanes 2.2 s and 0.46 s (docs/performance.md, "Unaligned BAM").
+# alone; in 400 lanes 2.2 s and 0.44 s (docs/performance.md, "Unaligned BAM").
 MAX_LANES = 400
 SECONDARY_OR_SUPPLEMENTARY = 0x100 | 0x800
 PAIRED = 0x1
