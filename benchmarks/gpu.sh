@@ -99,6 +99,11 @@ from exact_vs_bowtie import ecoli_reference, simulated_reads
 simulated_reads(Path('$W'), ecoli_reference(Path('$W')), 1000000, 100)"
   [ -d $W/ecoli.dmap ] || dmap index $W/ecoli.fa -o $W/ecoli.dmap
 }
+# The 10M reads compressed HOW (gzip: by gzip -1; bgzf: in bgzip's blocks), made once; prints the path.
+reads_10m_compressed() {
+  python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
+from exact_vs_bowtie import compressed; print(compressed(Path('$W/exact_10000000_100.fq'), '$1'))"
+}
 # The 10M reads as unaligned BAM ("bam"): dmap's own BAM of them against a 2-kb random
 # reference, where none maps, so every record is unmapped with its sequence and qualities, as
 # `samtools import` writes them (this machine may have no samtools).
@@ -140,8 +145,7 @@ from exact_vs_bowtie import ecoli_reference; ecoli_reference(Path('$W'))"
           reads=$W/exact_10000000_100.fq
           case $form in
             bam) reads_10m_bam && reads=$W/exact_10000000_100.bam ;;
-            bgzf) reads=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
-from exact_vs_bowtie import compressed; print(compressed(Path('$reads'), 'bgzf'))") ;;
+            bgzf) reads=$(reads_10m_compressed bgzf) ;;
           esac
           for pair in "${pairs[@]}"; do
             # shellcheck disable=SC2086
@@ -173,12 +177,8 @@ from exact_vs_bowtie import compressed; print(compressed(Path('$reads'), 'bgzf')
             done
             sed -i 's/^    gc.disable()$/&\n    __import__("sys").setswitchinterval(2e-4)/' "$variants/s200/dmap/__main__.py"
             grep -q 'setswitchinterval(2e-4)' "$variants/s200/dmap/__main__.py" || exit 1
-            bgzf=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
-from exact_vs_bowtie import compressed; print(compressed(Path('$W/exact_10000000_100.fq'), 'bgzf'))")
-            gzip=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
-from exact_vs_bowtie import compressed; print(compressed(Path('$W/exact_10000000_100.fq'), 'gzip'))")
-            for run in "$W/exact_10000000_100.fq" "$W/exact_10000000_100.fq --output $W/switch.bam" "$bgzf" \
-                "$gzip --workers 8 --threads 3"; do
+            for run in "$W/exact_10000000_100.fq" "$W/exact_10000000_100.fq --output $W/switch.bam" \
+                "$(reads_10m_compressed bgzf)" "$(reads_10m_compressed gzip) --workers 8 --threads 3"; do
               # shellcheck disable=SC2086
               python3 benchmarks/ab_packages.py $run s5000="$variants/s5000" s200="$variants/s200" --pairs 3
             done ;;
