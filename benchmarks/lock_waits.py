@@ -1,6 +1,6 @@
 """How long a worker's read of a chunk takes alone and beside a thread busy in Python.
 
-    python3 benchmarks/lock_waits.py READS [READS...] [--reads 200000] [--repeat 3]
+    python3 benchmarks/lock_waits.py READS [READS...] [--reads 200000] [--repeat 3] [--exact]
 
 A task thread that calls into C code which lets go of the interpreter's lock (ISA-L,
 numpy on more than 500 elements, an OpenCL wait) must take the lock back when the call
@@ -13,7 +13,8 @@ prints both times and their ratio. A FASTQ chunk's ratio (about 4x on the 2-core
 the busy thread takes a core and the lock between numpy's large operations) is the
 baseline; a much larger one points at a loop of small calls (docs/performance.md,
 "Unaligned BAM: records found in lanes"). Its profile beside the busy thread names the loop:
-``--profile``.
+``--profile``.  ``--exact``: read as exact mapping reads, the symbols of every chunk but
+the first left to the search kernel (``check_symbols=False``).
 """
 
 from __future__ import annotations
@@ -62,13 +63,14 @@ def main() -> None:
     ap.add_argument("--reads", dest="chunk", type=int, default=200_000, help="reads per chunk")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each; the fastest is reported")
     ap.add_argument("--profile", action="store_true", help="also print the profile of one run beside the thread")
+    ap.add_argument("--exact", action="store_true", help="read as exact mapping does: symbols left to the kernel")
     args = ap.parse_args()
     dna = get_alphabet("dna")
     print("| file | alone s | beside a busy thread s | ratio |\n|---|---|---|---|")
     for path in args.reads:
         plan = list(splits.plan_input([path], lambda *_: args.chunk))
         chunk = plan[1] if len(plan) > 1 else plan[0]
-        step = functools.partial(fastx.read_chunk, chunk, dna)
+        step = functools.partial(fastx.read_chunk, chunk, dna, check_symbols=not args.exact)
         step()  # kernels built, pages read
         alone = min(_timed(step) for _ in range(args.repeat))
         busy = min(beside_busy_thread(step) for _ in range(args.repeat))

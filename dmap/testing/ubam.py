@@ -13,6 +13,29 @@ LETTERS = "=ACMGRSVTWYHKDBN"
 COMPLEMENT = str.maketrans(LETTERS, "=TGKCYSBAWRDMHVN")
 
 
+def fields_agree(raw: bytes, at: int, max_record: int) -> bool:
+    """Whether the record at offset ``at`` of ``raw`` (its 36 bytes of fixed fields inside it) has
+    fields that agree with each other and with its length, read field by field as the SAM spec
+    (4.2) lays them out: the reference for :func:`dmap.io.ubam._fields_agree`.  The name's bytes
+    are checked as far as ``raw`` holds them."""
+
+    def int32(k: int) -> int:
+        return int.from_bytes(raw[at + k:at + k + 4], "little", signed=True)
+
+    block_size, ref_id, pos, length, next_ref_id, next_pos = (int32(k) for k in (0, 4, 8, 20, 24, 28))
+    name_len, cigar_ops = raw[at + 12], int.from_bytes(raw[at + 16:at + 18], "little")
+    if min(ref_id, pos, next_ref_id, next_pos) < -1 or name_len == 0 or not 0 <= length < 1 << 24:
+        return False
+    if block_size > min(max_record, (1 << 24) - 1):
+        return False
+    if block_size < 32 + name_len + 4 * cigar_ops + (length + 1) // 2 + length:  # all but the tags
+        return False
+    name = raw[at + 36:at + 36 + name_len]
+    if len(name) == name_len and name[-1] != 0:  # a NUL ends it
+        return False
+    return name_len == 1 or not name or 33 <= name[0] <= 126  # a printable first symbol
+
+
 def bam_reads(data: np.ndarray, starts: np.ndarray) -> list[tuple[str, str, str]]:
     """(name, sequence, quality) of each record at ``starts`` of ``data`` that holds a read (not
     secondary or supplementary), the read as sequenced: a reverse-strand record's sequence

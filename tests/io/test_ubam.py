@@ -22,6 +22,7 @@ from dmap.format.tags import DROPPED_TAGS
 from dmap.io import fastx, pairs, splits, ubam
 from dmap.reads import NO_GROUP
 from dmap.testing.ubam import bam_reads as reference_reads
+from dmap.testing.ubam import fields_agree as reference_fields_agree
 from dmap.testing.ubam import read_group_tags as reference_read_groups
 from dmap.testing.ubam import tag_texts as reference_tag_texts
 
@@ -614,6 +615,36 @@ def test_long_reads_with_zero_filled_tags_walk_in_lanes(tmp_path):
         assert chain_outcome(data, lane_bytes) == expected, lane_bytes
 
 
+def first_record_offset_by_offset(data, pos, at_end):
+    """:func:`ubam.first_record` one offset at a time: the first from ``pos`` on whose fields agree
+    and from which the chain of records checks out (None where ``data`` is too short to tell)."""
+    at = np.arange(pos, data.size - ubam.FIXED)
+    for k in at[ubam._fields_agree(data, at, splits.MAX_RECORD_BYTES)[0]].tolist():
+        verdict = ubam._chain_from(data, k, at_end, splits.MAX_RECORD_BYTES)
+        if verdict is None or verdict:
+            return None if verdict is None else k
+    return data.size if at_end else None
+
+
+def test_the_first_record_after_any_offset_of_long_and_short_records(tmp_path):
+    """From offsets inside short records and inside long ones (3-9 kb, tags of zeros), a record
+    starting where a window of offsets ends among them, in bytes that end with the file or do
+    not: the record found a window at a time is the one found offset by offset."""
+    rng = np.random.default_rng(9)
+    short = inflated_records(write_bam(tmp_path / "short.bam", _records(40)))
+    records = [{"name": f"m64011/{i}/ccs", "seq": "".join(rng.choice(list("ACGT"), n)), "flag": 4,
+                "qual": rng.integers(0, 94, n).tolist(), "tags": [("fi", ("B", [0] * int(rng.integers(500, 4000))))]}
+               for i, n in enumerate(rng.integers(3000, 9000, 6).tolist())]
+    long = inflated_records(write_bam(tmp_path / "long.bam", records))
+    starts = ubam.records_of(long, "long.bam", "test", splits.MAX_RECORD_BYTES).tolist()
+    seams = {s - w for s in starts for w in (ubam.FIRST_WINDOW, 5 * ubam.FIRST_WINDOW) if s >= w}  # a window ends there
+    for data in (short, long, long[:long.size // 2]):
+        for pos in sorted(set(rng.integers(0, data.size - ubam.FIXED, 12).tolist()) | {0, 1} | seams):
+            for at_end in (True, False):
+                found = ubam.first_record(data, pos, at_end, splits.MAX_RECORD_BYTES)
+                assert found == first_record_offset_by_offset(data, pos, at_end), (data.size, pos, at_end)
+
+
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(records=bam_records(), lane_bytes=LANES, data=st.data())
 def test_damaged_records_in_lanes_fail_as_every_offset_checked_does(tmp_path, records, lane_bytes, data):
@@ -624,6 +655,104 @@ def test_damaged_records_in_lanes_fail_as_every_offset_checked_does(tmp_path, re
         at = data.draw(st.integers(0, raw.size - 1), label="at")
         raw[at] = data.draw(st.sampled_from([0, 1, 32, 0x7F, 0xFF, int(raw[at]) ^ 1]), label="byte")
     assert chain_outcome(raw, lane_bytes) == chain_outcome(raw, None)
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=bam_records(), data=st.data())
+def test_fields_agree_as_the_spec_reads_them_field_by_field(tmp_path, records, data):
+    """At every offset of records (damaged, cut short anywhere, with the record-length limit
+    anywhere), the fields check out exactly where the field-by-field reading of the SAM spec
+    says they do."""
+    raw = inflated_records(write_bam(tmp_path / "r.bam", records)).copy()
+    for _ in range(data.draw(st.integers(0, 4), label="damages")):
+        at = data.draw(st.integers(0, raw.size - 1), label="at")
+        raw[at] = data.draw(st.sampled_from([0, 1, 32, 0x7F, 0x80, 0xFF, int(raw[at]) ^ 1]), label="byte")
+    raw = raw[:data.draw(st.integers(ubam.FIXED, raw.size), label="size")]
+    max_record = data.draw(st.sampled_from([40, 200, 600, splits.MAX_RECORD_BYTES]), label="max_record")
+    at = np.arange(raw.size - ubam.FIXED + 1)
+    ok, size = ubam._fields_agree(raw, at, max_record)
+    held = raw.tobytes()
+    assert ok.tolist() == [reference_fields_agree(held, a, max_record) for a in at.tolist()]
+    assert size.tolist() == [int.from_bytes(held[a:a + 4], "little", signed=True) for a in at.tolist()]
+
+
+# Each field of a record's fixed fields and name at or past a limit of the checks: a length one or
+# two short of its fields' or at 16 MiB, positions of -2, an empty or 255-byte name, a name
+# without its NUL or with a space or DEL first, l_seq of -1 or at 16 MiB, a full CIGAR count.
+PUSHES = ([("size", v) for v in (-1, 35, (1 << 24) - 1, 1 << 24, 2**31 - 1)] + [("short", 1), ("short", 2)]
+          + [("position", (i, v)) for i in range(4) for v in (-2, -2**31, 2**31 - 1)]
+          + [("name_len", 0), ("name_len", 255)] + [("first", v) for v in (0, 31, 32, 33, 126, 127, 128, 255)]
+          + [("nul", v) for v in (1, 0x41, 0xFF)] + [("length", v) for v in (-1, -2**31, (1 << 24) - 1, 1 << 24)]
+          + [("cigar_ops", 0xFFFF)])
+
+
+def record_at_limits(name_len: int, cigar_ops: int, length: int, extra: int, pushes) -> bytes:
+    """The fixed fields and name of a record whose fields check out (a name of ``name_len`` bytes
+    with its NUL, ``extra`` bytes of tags) but for the ``pushes`` (of :data:`PUSHES`)."""
+    positions, first, nul, size = [-1, 0, 5, -1], ord("r"), 0, None
+    for what, value in pushes:
+        if what == "position":
+            positions[value[0]] = value[1]
+        elif what == "short":
+            extra = -value
+        elif what == "name_len":
+            name_len = value
+        elif what == "cigar_ops":
+            cigar_ops = value
+        elif what == "length":
+            length = value
+        elif what == "size":
+            size = value
+        elif what == "first":
+            first = value
+        else:
+            nul = value
+    least = 32 + name_len + 4 * cigar_ops + (length + 1) // 2 + length
+    size = max(min(least + extra if size is None else size, 2**31 - 1), -2**31)
+    name = bytes([first] * (name_len - 1) + [nul] * (name_len > 0))
+    fields = [np.int32(size), np.int32(positions[0]), np.int32(positions[1]), np.uint8(name_len), np.uint8(0),
+              np.uint16(0), np.uint16(cigar_ops), np.uint16(4), np.int32(length),
+              np.int32(positions[2]), np.int32(positions[3]), np.int32(0)]
+    return b"".join(f.tobytes() for f in fields) + name
+
+
+def assert_fields_agree_as_the_reference(held: bytes, max_record: int) -> None:
+    """:func:`ubam._fields_agree` at every offset of ``held`` equals the field-by-field reading;
+    so it does for the offsets whose names ``held`` holds whole, checked alone (with no name
+    cut short among them)."""
+    data = np.frombuffer(held, np.uint8)
+    at = np.arange(data.size - ubam.FIXED + 1)
+    expected = np.array([reference_fields_agree(held, a, max_record) for a in at.tolist()], bool)
+    assert ubam._fields_agree(data, at, max_record)[0].tolist() == expected.tolist()
+    whole = at + ubam.FIXED + data[at + 12] <= data.size
+    assert ubam._fields_agree(data, at[whole], max_record)[0].tolist() == expected[whole].tolist()
+
+
+@pytest.mark.parametrize("max_record", [40, 300, splits.MAX_RECORD_BYTES, 2**31 - 1])
+def test_fields_agree_at_every_limit(max_record):
+    """Records with each field in turn at or past a limit of the checks, on records of names,
+    CIGARs and sequences of several lengths, odd and even, back to back: every offset checked
+    exactly as the field-by-field reading of the SAM spec says; and each record alone, its name
+    ending where the bytes do."""
+    records = [record_at_limits(name_len, cigar_ops, length, extra, pushes)
+               for name_len in (1, 2, 17) for cigar_ops in (0, 3) for length in (0, 1, 2, 7)
+               for extra in (0, 1) for pushes in [[]] + [[push] for push in PUSHES]]
+    assert_fields_agree_as_the_reference(b"".join(records), max_record)
+    for record in records:
+        assert_fields_agree_as_the_reference(record, max_record)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(data=st.data())
+def test_fields_agree_with_several_fields_at_limits(data):
+    """Records with several fields at limits at once, back to back and cut short anywhere."""
+    records = data.draw(st.lists(st.builds(record_at_limits, st.sampled_from([1, 2, 17]), st.sampled_from([0, 3]),
+                                           st.sampled_from([0, 1, 2, 7, 100]), st.sampled_from([0, 1, 9]),
+                                           st.lists(st.sampled_from(PUSHES), max_size=3)),
+                                 min_size=1, max_size=6), label="records")
+    held = b"".join(records)
+    held = held[:data.draw(st.integers(ubam.FIXED, len(held)), label="size")]
+    assert_fields_agree_as_the_reference(held, data.draw(st.sampled_from([40, 300, 2**31 - 1]), label="max_record"))
 
 
 def test_read_chunk_of_bam_checks_reads_as_fastq_does(tmp_path):
