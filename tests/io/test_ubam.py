@@ -689,31 +689,22 @@ PUSHES = ([("size", v) for v in (-1, 35, (1 << 24) - 1, 1 << 24, 2**31 - 1)] + [
 def record_at_limits(name_len: int, cigar_ops: int, length: int, extra: int, pushes) -> bytes:
     """The fixed fields and name of a record whose fields check out (a name of ``name_len`` bytes
     with its NUL, ``extra`` bytes of tags) but for the ``pushes`` (of :data:`PUSHES`)."""
-    positions, first, nul, size = [-1, 0, 5, -1], ord("r"), 0, None
+    f = dict(name_len=name_len, cigar_ops=cigar_ops, length=length, extra=extra, size=None, first=ord("r"), nul=0)
+    positions = [-1, 0, 5, -1]  # refID, pos, next_refID, next_pos
     for what, value in pushes:
         if what == "position":
             positions[value[0]] = value[1]
         elif what == "short":
-            extra = -value
-        elif what == "name_len":
-            name_len = value
-        elif what == "cigar_ops":
-            cigar_ops = value
-        elif what == "length":
-            length = value
-        elif what == "size":
-            size = value
-        elif what == "first":
-            first = value
+            f["extra"] = -value
         else:
-            nul = value
-    least = 32 + name_len + 4 * cigar_ops + (length + 1) // 2 + length
-    size = max(min(least + extra if size is None else size, 2**31 - 1), -2**31)
-    name = bytes([first] * (name_len - 1) + [nul] * (name_len > 0))
-    fields = [np.int32(size), np.int32(positions[0]), np.int32(positions[1]), np.uint8(name_len), np.uint8(0),
-              np.uint16(0), np.uint16(cigar_ops), np.uint16(4), np.int32(length),
+            f[what] = value
+    least = 32 + f["name_len"] + 4 * f["cigar_ops"] + (f["length"] + 1) // 2 + f["length"]
+    size = max(min(least + f["extra"] if f["size"] is None else f["size"], 2**31 - 1), -2**31)
+    name = bytes([f["first"]] * (f["name_len"] - 1) + [f["nul"]] * (f["name_len"] > 0))
+    fields = [np.int32(size), np.int32(positions[0]), np.int32(positions[1]), np.uint8(f["name_len"]), np.uint8(0),
+              np.uint16(0), np.uint16(f["cigar_ops"]), np.uint16(4), np.int32(f["length"]),
               np.int32(positions[2]), np.int32(positions[3]), np.int32(0)]
-    return b"".join(f.tobytes() for f in fields) + name
+    return b"".join(field.tobytes() for field in fields) + name
 
 
 def assert_fields_agree_as_the_reference(held: bytes, max_record: int) -> None:
