@@ -629,7 +629,8 @@ def first_record_offset_by_offset(data, pos, at_end):
 def test_the_first_record_after_any_offset_of_long_and_short_records(tmp_path):
     """From offsets inside short records and inside long ones (3-9 kb, tags of zeros), a record
     starting where a window of offsets ends among them, in bytes that end with the file or do
-    not: the record found a window at a time is the one found offset by offset."""
+    not: the record found a window at a time is the one found offset by offset; and the
+    smallest record, ending the file, found from where a window ends."""
     rng = np.random.default_rng(9)
     short = inflated_records(write_bam(tmp_path / "short.bam", _records(40)))
     records = [{"name": f"m64011/{i}/ccs", "seq": "".join(rng.choice(list("ACGT"), n)), "flag": 4,
@@ -643,6 +644,12 @@ def test_the_first_record_after_any_offset_of_long_and_short_records(tmp_path):
             for at_end in (True, False):
                 found = ubam.first_record(data, pos, at_end, splits.MAX_RECORD_BYTES)
                 assert found == first_record_offset_by_offset(data, pos, at_end), (data.size, pos, at_end)
+    # The smallest record (a name of its NUL alone, no bases: 37 bytes) ends the file and begins
+    # where a window ends, the last offset whose fixed fields the bytes hold.
+    data = np.frombuffer(bytes(5000) + record_at_limits(1, 0, 0, 0, []), np.uint8)
+    pos = data.size - ubam.FIXED - 1 - ubam.FIRST_WINDOW
+    assert ubam.first_record(data, pos, True, splits.MAX_RECORD_BYTES) == data.size - 37
+    assert first_record_offset_by_offset(data, pos, True) == data.size - 37
 
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
