@@ -2,6 +2,7 @@
 
 * :func:`semiglobal_row` - the last DP row (pattern whole, text ends free):
   what ``kernels/myers.cl`` computes, one column at a time;
+* :func:`edit_distance` - the global edit distance;
 * :func:`brute_force_loci` - the oracle: every read (and its reverse
   complement) against every contig, no index, no seeds.
 """
@@ -19,18 +20,32 @@ def semiglobal_row(pattern: np.ndarray, text: np.ndarray, sigma: int) -> np.ndar
 
     Symbols ``>= sigma`` (N, separators, NO_MATCH) match nothing.
     """
-    m = pattern.size
-    i = np.arange(m + 1)
-    col = i.copy()  # D[i][-1]: i insertions before any text
-    row = np.empty(text.size, dtype=np.int64)
-    for j, c in enumerate(text.tolist()):
-        cost = ((pattern != c) | (pattern >= sigma) | (c >= sigma)).astype(np.int64)
-        diag_or_left = np.empty(m + 1, dtype=np.int64)
-        diag_or_left[0] = 0  # free start
-        diag_or_left[1:] = np.minimum(col[:-1] + cost, col[1:] + 1)
-        # then the vertical moves: D[i] = min over k <= i of diag_or_left[k] + (i - k)
-        col = np.minimum.accumulate(diag_or_left - i) + i
-        row[j] = col[m]
+    return _last_row(pattern, text, sigma, np.zeros(text.size + 1, np.int64))[1:]
+
+
+def edit_distance(a: np.ndarray, b: np.ndarray, sigma: int) -> int:
+    """Global edit distance (symbols >= sigma match nothing)."""
+    return int(_last_row(a, b, sigma, np.arange(b.size + 1))[-1])
+
+
+def _last_row(pattern: np.ndarray, text: np.ndarray, sigma: int, first_row: np.ndarray) -> np.ndarray:
+    """The DP's last row ``D[m][0..n]`` (``D[i][j]``: the pattern's first i symbols against the
+    text's first j), from its first row ``D[0]``: zeros for an alignment that may start anywhere
+    in the text, ``0..n`` for one that starts at its beginning.  ``D[i][0] = i``.
+
+    One pattern symbol at a time, the whole row at once: the diagonal and vertical moves are
+    elementwise, and the horizontal ones, ``D[i][j] = min over k <= j of E[k] + (j - k)``, one
+    running minimum of ``E[k] - k``.  Rows, not columns, so that the loop runs over the read
+    (about 100 symbols), not the contig (thousands).
+    """
+    columns = np.arange(text.size + 1)
+    row = first_row
+    for i, x in enumerate(pattern.tolist(), 1):
+        cost = ((text != x) | (text >= sigma) | (x >= sigma)).astype(np.int64)
+        diag_or_up = np.empty(text.size + 1, np.int64)
+        diag_or_up[0] = i  # i deletions before any text
+        diag_or_up[1:] = np.minimum(row[:-1] + cost, row[1:] + 1)
+        row = np.minimum.accumulate(diag_or_up - columns) + columns
     return row
 
 
@@ -113,17 +128,3 @@ def brute_force_pairs(
                 if leads and low <= re - fa + 1 <= high:
                     out.add((read // 2, c1, a1, s1, a2, s2))
     return out
-
-
-def edit_distance(a: np.ndarray, b: np.ndarray, sigma: int) -> int:
-    """Global edit distance (symbols >= sigma match nothing)."""
-    prev = np.arange(b.size + 1)
-    for i, x in enumerate(a.tolist(), 1):
-        cost = ((b != x) | (b >= sigma) | (x >= sigma)).astype(np.int64)
-        cur = np.empty_like(prev)
-        cur[0] = i
-        diag_or_up = np.minimum(prev[:-1] + cost, prev[1:] + 1)
-        cur[1:] = diag_or_up
-        cur = np.minimum.accumulate(cur - np.arange(b.size + 1)) + np.arange(b.size + 1)
-        prev = cur
-    return int(prev[-1])
