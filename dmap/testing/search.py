@@ -90,10 +90,14 @@ def edit_search_reference(block: BlockArrays, pattern: np.ndarray, max_edits: in
     sigma = block.shape.sigma
     found: set[tuple[int, int]] = set()
 
-    def lf(c: int, sp: int, ep: int) -> tuple[int, int]:
-        base = int(block.C[c])
-        return (base + int(occ_lookup(block.occ, block.shape, np.array([c]), np.array([sp]))[0]),
-                base + int(occ_lookup(block.occ, block.shape, np.array([c]), np.array([ep]))[0]))
+    codes = np.arange(sigma)
+
+    def lf(sp: int, ep: int) -> list[tuple[int, int]]:
+        """The interval after each symbol c (0 .. sigma-1) is put before (sp, ep)'s strings."""
+        base = block.C[codes].astype(np.int64)
+        sps = base + occ_lookup(block.occ, block.shape, codes, np.full(sigma, sp))
+        eps = base + occ_lookup(block.occ, block.shape, codes, np.full(sigma, ep))
+        return list(zip(sps.tolist(), eps.tolist()))
 
     def visit(i: int, sp: int, ep: int, e: int, op: str) -> None:
         if sp >= ep or e > max_edits:
@@ -102,13 +106,14 @@ def edit_search_reference(block: BlockArrays, pattern: np.ndarray, max_edits: in
             if sp > 0:  # not the empty string
                 found.add((sp, ep))
             return
-        for c in range(sigma):
-            visit(i - 1, *lf(c, sp, ep), e + (int(pattern[i - 1]) != c), "M")
+        after = lf(sp, ep)
+        for c, (c_sp, c_ep) in enumerate(after):
+            visit(i - 1, c_sp, c_ep, e + (int(pattern[i - 1]) != c), "M")
         if op != "D":
             visit(i - 1, sp, ep, e + 1, "I")
         if op != "I" and i < len(pattern):
-            for c in range(sigma):
-                visit(i, *lf(c, sp, ep), e + 1, "D")
+            for c_sp, c_ep in after:
+                visit(i, c_sp, c_ep, e + 1, "D")
 
     visit(len(pattern), 0, block.shape.n_rows, 0, "M")
     return found
