@@ -43,7 +43,7 @@ def _last_row(pattern: np.ndarray, text: np.ndarray, sigma: int, first_row: np.n
     for i, x in enumerate(pattern.tolist(), 1):
         cost = ((text != x) | (text >= sigma) | (x >= sigma)).astype(np.int64)
         diag_or_up = np.empty(text.size + 1, np.int64)
-        diag_or_up[0] = i  # i deletions before any text
+        diag_or_up[0] = i  # i insertions (read symbols) before any text
         diag_or_up[1:] = np.minimum(row[:-1] + cost, row[1:] + 1)
         row = np.minimum.accumulate(diag_or_up - columns) + columns
     return row

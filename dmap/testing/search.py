@@ -91,10 +91,10 @@ def edit_search_reference(block: BlockArrays, pattern: np.ndarray, max_edits: in
     found: set[tuple[int, int]] = set()
 
     codes = np.arange(sigma)
+    base = block.C[codes].astype(np.int64)
 
     def lf(sp: int, ep: int) -> list[tuple[int, int]]:
         """The interval after each symbol c (0 .. sigma-1) is put before (sp, ep)'s strings."""
-        base = block.C[codes].astype(np.int64)
         sps = base + occ_lookup(block.occ, block.shape, codes, np.full(sigma, sp))
         eps = base + occ_lookup(block.occ, block.shape, codes, np.full(sigma, ep))
         return list(zip(sps.tolist(), eps.tolist()))
