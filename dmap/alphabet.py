@@ -15,6 +15,7 @@ Anything else is an input error (``INVALID`` in the lookup tables).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -160,6 +161,35 @@ class Alphabet:
         if not self.has_reverse_complement:
             raise ValueError(f"the {self.name} alphabet has no complement")
         return np.where(codes < 4, 3 - codes, codes).astype(np.uint8)
+
+
+def translate(table: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """``table[data]``: the bytes ``data`` (uint8, any shape) through the 256-entry uint8 ``table``,
+    looked up two bytes at a time.
+
+    numpy's fancy indexing and ``take`` cost a few ns per element, whatever the element's size,
+    so a table of every byte pair (:func:`_pair_table`, 128 KiB) looked up with ``take`` over
+    the bytes viewed as uint16 halves the lookups: a 50,000-read chunk of 100-bp FASTQ (10.7 MB)
+    in 12.5 ms against 34 ms.  ``mode="clip"`` never clips (a uint16 is a valid index); it
+    spares ``take`` the copy of its output that the default mode makes.  Like fancy indexing,
+    ``take`` runs without the interpreter lock.
+    """
+    flat = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
+    even = flat.size & ~1
+    out = np.empty((flat.size + 1) // 2, dtype=np.uint16)
+    np.take(_pair_table(table.tobytes()), flat[:even].view(np.uint16), out=out[:even // 2], mode="clip")
+    codes = out.view(np.uint8)[:flat.size]
+    if flat.size > even:
+        codes[-1] = table[flat[-1]]
+    return codes.reshape(np.shape(data))
+
+
+@functools.lru_cache(maxsize=16)
+def _pair_table(table: bytes) -> np.ndarray:
+    """The uint16 whose two bytes are ``table``'s codes of the two bytes of its index, for every
+    index; both in memory order, so it holds whatever the machine's byte order."""
+    pairs = np.arange(1 << 16, dtype=np.uint16).view(np.uint8)
+    return np.frombuffer(table, dtype=np.uint8)[pairs].view(np.uint16)
 
 
 def get_alphabet(name: str) -> Alphabet:

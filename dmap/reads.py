@@ -12,7 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .alphabet import INVALID, Alphabet
+from .alphabet import INVALID, Alphabet, translate
 from .errors import InputFormatError, UnknownSymbolError
 
 # A record's read group where its RG tag names none of the run's (ReadFields.group; bam_reads.cl).
@@ -397,9 +397,9 @@ class ReadChunk:
     @cached_property
     def codes(self) -> np.ndarray:
         """``data`` translated to codes (the sequences' offsets hold there too); made once per chunk."""
-        # A table lookup by fancy indexing runs without the interpreter lock, as fast as
-        # bytes.translate, which holds it: on a 16-core GPU host that lock bounds a run.
-        return self.table[self.data]
+        # A lookup in numpy runs without the interpreter lock, where bytes.translate holds it: on a
+        # 16-core GPU host that lock bounds a run.
+        return translate(self.table, self.data)
 
     def encoded(self) -> EncodedReads:
         """The reads as codes, for the seeds of approximate mapping (the skipped reads left out)."""

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 import dnaio
 import numpy as np
 
-from ..alphabet import INVALID, Alphabet
+from ..alphabet import INVALID, Alphabet, translate
 from ..errors import InputFormatError
 from ..mapping.schedule import DEFAULT_CHUNK_SIZE
 from ..reads import (
@@ -77,13 +77,6 @@ def _records(source, what: str, name: str | None = None) -> Iterator[dnaio.Seque
             stream.close()
 
 
-def _first_bad_symbol(seq_bytes: np.ndarray, table: np.ndarray) -> str | None:
-    bad = np.flatnonzero(table[seq_bytes] == INVALID)
-    if bad.size == 0:
-        return None
-    return repr(chr(seq_bytes[bad[0]]))
-
-
 def iter_contigs(path: str | os.PathLike) -> Iterator[tuple[str, bytes]]:
     """Yield ``(name, sequence bytes)`` for each record of a reference FASTA.
 
@@ -104,11 +97,11 @@ def iter_contigs(path: str | os.PathLike) -> Iterator[tuple[str, bytes]]:
 def encode_reference(name: str, seq: bytes, alphabet: Alphabet) -> np.ndarray:
     """Reference bytes -> codes; unknown symbols are an error naming the contig."""
     raw = np.frombuffer(seq, dtype=np.uint8)
-    codes = alphabet.reference_table[raw]
-    bad = _first_bad_symbol(raw, alphabet.reference_table)
-    if bad is not None:
+    codes = translate(alphabet.reference_table, raw)
+    if codes.size and codes.max() == INVALID:  # every other code is at most the separator's
+        bad = chr(raw[np.argmax(codes == INVALID)])
         raise InputFormatError(
-            f"contig {name!r} contains the symbol {bad}, which is not in the {alphabet.name} alphabet "
+            f"contig {name!r} contains the symbol {bad!r}, which is not in the {alphabet.name} alphabet "
             f"(use --alphabet protein or --alphabet text for other sequences)"
         )
     return codes
