@@ -249,18 +249,22 @@ def index() -> None:
               help="--neighborhood: seed shape, '#' must match and '-' is a wildcard, e.g. '######-##'.")
 @click.option("--max-errors-in-neighborhood", type=int, default=1, show_default=True,
               help="--neighborhood: substitutions allowed in the neighborhood at search time (0-2).")
+@click.option("-t", "--threads", type=int, default=None,
+              help="Suffix sorts at once: each block's text and its reverse are sorted apart, in threads, as "
+                   "many at once as the memory available holds [default: the cores this process may run on, as "
+                   "SLURM, taskset or a container's cpuset allow].")
 @click.option("--overwrite", is_flag=True, help="Replace an existing dmap index at OUTPUT (nothing else).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary on standard error; errors only.")
 @_user_errors
 def index_build(reference, output, alphabet, max_query_length, block_length, occ_layout, occ_sample_rate,
                 sa_sample_rate, neighborhood, seed_length, neighborhood_length, spaced_seed,
-                max_errors_in_neighborhood, overwrite, quiet) -> None:
+                max_errors_in_neighborhood, threads, overwrite, quiet) -> None:
     """Build the blocked FM-index of REFERENCE (FASTA, optionally .gz)."""
     nb = dmap.NeighborhoodSpec(seed_length, neighborhood_length, spaced_seed, max_errors_in_neighborhood)
     idx = dmap.build_index(
         reference, output, alphabet=alphabet, max_query_length=max_query_length, block_length=block_length,
         occ_layout=occ_layout, occ_sample_rate=occ_sample_rate, sa_sample_rate=sa_sample_rate,
-        neighborhood=nb if neighborhood else None, overwrite=overwrite, progress=not quiet,
+        neighborhood=nb if neighborhood else None, overwrite=overwrite, progress=not quiet, threads=threads,
     )
     m = idx.meta
     if not quiet:

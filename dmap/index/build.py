@@ -2,8 +2,11 @@
 
 Memory is bounded by the block length, not the reference: the reference is
 streamed once into the Zarr ``reference`` array, and each block is then read
-back, indexed (suffix array by pydivsufsort, int32 per block) and written
-before the next one is started.
+back, indexed (suffix array by pydivsufsort, int32 per block) and written.
+A block's text and its reverse are sorted and indexed apart, and such jobs of
+all blocks run in threads, as many at once as there are cores and as the memory
+available holds (:func:`dmap.index.sizes.parallel_sorts`): a sort lets go of
+the interpreter's lock.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import os
 import shutil
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from functools import partial
 
 import numpy as np
 import pydivsufsort
@@ -21,6 +26,7 @@ import zarr
 from .._version import __version__
 from ..alphabet import TEXT_ALLOWED, Alphabet, get_alphabet
 from ..errors import DmapWarning, InputFormatError, OutputError
+from ..host import allowed_cores
 from ..io.fastx import encode_reference, iter_contigs
 from ..io.partial import hold_folder, partial_name, release_folder, remove_abandoned
 from ..io.splits import STDIN
@@ -34,6 +40,7 @@ from .sizes import (
     check_build_memory,
     default_block_length,
     default_sa_sample_rate,
+    parallel_sorts,
 )
 from .store import (
     DEFAULT_MAX_QUERY_LENGTH,
@@ -194,6 +201,7 @@ def build_index(
     neighborhood: NeighborhoodSpec | None = None,
     overwrite: bool = False,
     progress: bool = False,
+    threads: int | None = None,
 ) -> Index:
     """Build a blocked FM-index of a FASTA reference.
 
@@ -230,6 +238,10 @@ def build_index(
     progress
         Report the symbols indexed on standard error after each block
         (:class:`dmap.progress.Progress`).
+    threads
+        Suffix sorts to run at once (each block's text and its reverse are sorted apart), as
+        many as the memory available holds; by default one per core this process may run on
+        (:func:`dmap.host.allowed_cores`: SLURM's, ``taskset``'s or a container's).
 
     Returns
     -------
@@ -246,6 +258,8 @@ def build_index(
         raise InputFormatError(f"--max-query-length must be between 1 and {MAX_QUERY_LENGTH}, not {max_query_length}")
     if (sa_sample_rate is not None and sa_sample_rate < 1) or (occ_sample_rate is not None and occ_sample_rate < 1):
         raise InputFormatError("sample rates must be at least 1")
+    if threads is not None and threads < 1:
+        raise InputFormatError(f"--threads must be at least 1, not {threads}")
     _check_replaceable(reference, output, overwrite)
 
     alpha = _text_alphabet(reference) if alphabet == "text" else get_alphabet(alphabet)
@@ -281,31 +295,49 @@ def build_index(
         contig_columns = Contigs.of(contigs)
         for name, data in contig_columns.arrays().items():
             checksums[f"contigs/{name}"] = _write(group.require_group("contigs"), name, data)
-        starts = list(range(0, n, block_length))
-        blocks: list[Block] = []
+        spans = [(start, min(start + block_length + max_query_length - 1, n)) for start in range(0, n, block_length)]
+        parallel = parallel_sorts(threads or allowed_cores() or os.cpu_count() or 1, 2 * len(spans),
+                                  max(end - start for start, end in spans), build_bytes_per_symbol(alpha.sigma, rate))
+        for b in range(len(spans)):  # made here: threads making one group at once would race
+            group.require_group(f"blocks/{b}/reverse")
+
+        def forward(b: int) -> dict[str, str]:
+            text = ref[slice(*spans[b])]
+            sums = {f"blocks/{b}/text": checksum(text)}  # the block's slice of `reference`
+            for name, data in index_block(text, alpha.sigma, occ_layout, rate, sa_sample_rate).items():
+                sums[f"blocks/{b}/{name}"] = _write(group[f"blocks/{b}"], name, data)
+            return sums
+
+        def reverse(b: int) -> dict[str, str]:
+            arrays = index_reverse_block(ref[slice(*spans[b])], alpha.sigma, occ_layout, rate)
+            return {f"blocks/{b}/reverse/{name}": _write(group[f"blocks/{b}/reverse"], name, data)
+                    for name, data in arrays.items()}
+
         # A line per block (a block takes minutes at the default length), redrawn on a terminal.
         bar = Progress("symbols", "indexed", total_bytes=n, interval=0, whole="reference") if progress else None
-        for b, start in enumerate(starts):
-            text = ref[start : min(start + block_length + max_query_length - 1, n)]
-            arrays = index_block(text, alpha.sigma, occ_layout, rate, sa_sample_rate)
-            checksums[f"blocks/{b}/text"] = checksum(text)  # the block's slice of `reference`
-            sub = group.require_group(f"blocks/{b}")
-            for name, data in arrays.items():
-                checksums[f"blocks/{b}/{name}"] = _write(sub, name, data)
-            del arrays
-            for name, data in index_reverse_block(text, alpha.sigma, occ_layout, rate).items():
-                checksums[f"blocks/{b}/reverse/{name}"] = _write(sub.require_group("reverse"), name, data)
-            if nb_params is not None:
-                arrays = index_neighborhoods(text, nb_params)
-                nb = sub.require_group("neighborhood")
-                for name, data in arrays.items():
-                    checksums[f"blocks/{b}/neighborhood/{name}"] = _write(nb, name, data)
-            blocks.append(Block(start, int(text.size), int(text.size) + 1))
+
+        def indexed(blocks_done: int) -> None:
+            """Report the symbols of the first ``blocks_done`` blocks as indexed."""
             if bar is not None:
-                bar.update(min(start + block_length, n), min(start + block_length, n))
-            del text
+                symbols = n if blocks_done == len(spans) else spans[blocks_done][0]
+                bar.update(symbols, symbols)
+
+        def sorted_jobs(done: int) -> None:
+            if nb_params is None and done % 2 == 0:  # a block's two jobs are done (with neighborhoods,
+                indexed(done // 2)  # a block is indexed once they are)
+
+        jobs = [job for b in range(len(spans)) for job in (partial(forward, b), partial(reverse, b))]
+        for job_checksums in _sorted_in_parallel(jobs, parallel, sorted_jobs):
+            checksums.update(job_checksums)
+        if nb_params is not None:  # a block at a time: its neighborhoods take far more memory than a sort
+            for b, span in enumerate(spans):
+                nb = group.require_group(f"blocks/{b}/neighborhood")
+                for name, data in index_neighborhoods(ref[slice(*span)], nb_params).items():
+                    checksums[f"blocks/{b}/neighborhood/{name}"] = _write(nb, name, data)
+                indexed(b + 1)
         if bar is not None:
             bar.close()
+        blocks = [Block(start, end - start, end - start + 1) for start, end in spans]
         meta = IndexMeta(
             alphabet=alpha.to_metadata(),
             contigs=contig_columns,
@@ -335,6 +367,29 @@ def build_index(
         if lock is not None:
             os.close(lock)
     return Index(output)
+
+
+def _sorted_in_parallel(jobs: list[Callable[[], dict[str, str]]], parallel: int,
+                        done: Callable[[int], object]) -> list[dict[str, str]]:
+    """Run ``jobs`` (each sorts and indexes a block or its reverse, writes its arrays and gives
+    their checksums), ``parallel`` at once, in threads: pydivsufsort and numpy let go of the
+    interpreter's lock.  The checksums come in the jobs' order, whatever order they finish
+    in, so an index is the same whatever ``parallel``; ``done(k)`` is called as the first ``k``
+    jobs are done.  On an error or an interrupt the jobs not started are dropped and those
+    running are waited for (a sort cannot be stopped), so nothing writes into the index's
+    folder once it is removed."""
+    pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="dmap-index")
+    try:
+        futures = [pool.submit(job) for job in jobs]
+        first_undone = 0
+        for future in as_completed(futures):
+            future.result()  # its error, at once
+            while first_undone < len(futures) and futures[first_undone].done():
+                first_undone += 1
+                done(first_undone)
+        return [f.result() for f in futures]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _check_replaceable(reference: str | os.PathLike, output: str, overwrite: bool) -> None:

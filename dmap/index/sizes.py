@@ -69,3 +69,12 @@ def check_build_memory(longest_block: int, per_symbol: float) -> None:
             f"building a block of {longest_block} symbols needs about {format_bytes(need)} of memory, but "
             f"{budget.describe_available()}; pass a smaller --block-length, e.g. {fits}"
         )
+
+
+def parallel_sorts(threads: int, sorts: int, longest_block: int, per_symbol: float) -> int:
+    """How many of a build's ``sorts`` (a block's text and its reverse, each sorted and indexed
+    on its own) run at once: at most ``threads``, and no more than the memory available holds,
+    each taking what :func:`check_build_memory` counts for one block (which refuses a block that
+    does not fit once)."""
+    fit = int(memory_budget().available // max(per_symbol * longest_block, 1))
+    return max(1, min(threads, sorts, fit))

@@ -1,15 +1,18 @@
-"""Building an index: default block lengths and the memory check."""
+"""Building an index: default block lengths, the memory check, and blocks sorted in parallel."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import threading
 
+import numpy as np
 import pytest
-from helpers import write_fasta
+from helpers import random_contig, write_fasta
 
 import dmap
 from dmap.host import MemoryBudget
-from dmap.index import sizes
+from dmap.index import build, sizes
 from dmap.index.occ import occ_bytes_per_symbol
 
 
@@ -36,6 +39,71 @@ def test_a_block_too_large_for_the_memory_is_refused_before_sorting(tmp_path, mo
     monkeypatch.setattr(sizes, "memory_budget", lambda: MemoryBudget(machine.total, 20 * 4000))
     assert dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx").n_blocks == 1
 
+
+
+def _arrays(path) -> dict[str, bytes]:
+    """Every file of an index folder, but the build's time in its metadata."""
+    files = {}
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        data = f.read_bytes()
+        if f.name == "zarr.json" and f.parent == path:
+            meta = json.loads(data)
+            meta["attributes"]["dmap"]["created_by"] = ""
+            data = json.dumps(meta).encode()
+        files[str(f.relative_to(path))] = data
+    return files
+
+
+@pytest.mark.parametrize("alphabet", ["dna", "protein"])
+def test_blocks_sorted_in_parallel_make_the_index_one_thread_makes(tmp_path, alphabet):
+    """Every array, checksum and metadata field the same, byte for byte, with 1, 2 or 5 sorts at
+    once (more than the jobs of this reference: 2 per block), neighborhoods included."""
+    rng = np.random.default_rng(3)
+    write_fasta(tmp_path / "ref.fa", [(f"c{i}", random_contig(rng, alphabet, n)) for i, n in enumerate([700, 90, 450])])
+    built = {}
+    for threads in (1, 2, 5):
+        out = tmp_path / f"t{threads}"
+        nb = dmap.NeighborhoodSpec(4, 3, None, 1) if alphabet == "dna" else None
+        idx = dmap.build_index(tmp_path / "ref.fa", out, alphabet=alphabet, block_length=300, max_query_length=40,
+                               threads=threads, neighborhood=nb)
+        assert idx.n_blocks == 5
+        built[threads] = _arrays(out)
+    assert built[1] == built[2] == built[5]
+    assert any("/reverse/" in name for name in built[1])
+    assert any("/neighborhood/" in name for name in built[1]) == (alphabet == "dna")
+
+
+def test_sorts_run_at_once_as_the_memory_holds(tmp_path, monkeypatch):
+    write_fasta(tmp_path / "ref.fa", [("a", "ACGT" * 1000)])
+    machine = sizes.memory_budget()
+    per_block = sizes.build_bytes_per_symbol(4, 1) * 1000
+    for available, parallel in [(per_block, 1), (2.5 * per_block, 2), (100 * per_block, 8)]:
+        monkeypatch.setattr(sizes, "memory_budget", lambda a=available: MemoryBudget(machine.total, int(a)))
+        assert sizes.parallel_sorts(8, 10, 1000, sizes.build_bytes_per_symbol(4, 1)) == parallel
+    assert sizes.parallel_sorts(8, 3, 1000, 16) == 3  # no more than the jobs
+    with pytest.raises(dmap.InputFormatError, match="--threads must be at least 1, not 0"):
+        dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", threads=0)
+
+
+def test_a_failed_sort_leaves_no_index_and_no_thread_writing(tmp_path, monkeypatch):
+    """A job that fails stops the build with its error: the jobs not started are dropped, those
+    running finish before the index's folder is removed, and nothing is left."""
+    write_fasta(tmp_path / "ref.fa", [("a", "ACGT" * 500)])
+    reverse = build.index_reverse_block
+    started = []
+
+    def failing(text, *args):
+        started.append(text.size)
+        if len(started) == 2:
+            raise MemoryError("no room to sort")
+        return reverse(text, *args)
+
+    monkeypatch.setattr(build, "index_reverse_block", failing)
+    with pytest.raises(MemoryError, match="no room to sort"):
+        dmap.build_index(tmp_path / "ref.fa", tmp_path / "idx", block_length=100, max_query_length=10, threads=2)
+    assert len(started) < 20  # the jobs after the failure were dropped
+    assert not [t for t in threading.enumerate() if t.name.startswith("dmap-index")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.fa"]
 
 
 @pytest.mark.parametrize("symbols,rate", [(1, 1), (1 << 26, 1), ((1 << 26) + 1, 2), (100_000_000, 2),
