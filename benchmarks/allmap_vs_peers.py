@@ -1,6 +1,6 @@
 """dmap -e K against the full-sensitivity all-mappers Yara and RazerS 3, side by side in one run.
 
-    python3 benchmarks/allmap_vs_peers.py [--reads 1000000] [--rows 100:3 150:4 40:2] [--refs ecoli synth]
+    python3 benchmarks/allmap_vs_peers.py [--reads 1000000] [--rows 100:3 150:4 40:2] [--refs ecoli synth large human]
                                           [--threads 2] [--repeat 1] [--context] [--work /tmp/dmap-bench]
     python3 benchmarks/allmap_vs_peers.py --rows 100:5% --trimmed 40 --refs ecoli     # an error rate
 
@@ -26,9 +26,10 @@ SHORTEST to LENGTH, as adapter and quality trimming leave reads
 and with --context bwa mem, bowtie2 and minimap2 -ax sr, which are heuristics
 and promise neither.  References: E. coli (Debian's bowtie-examples) and a
 100 Mbp synthetic with repeats (../shared/bench/make_ref.py --size 100000000
---contigs 4 --seed 5).  Reports the median wall time, reads/s, peak RSS,
-dmap's candidate regions per read, dmap's speed against its peer, and the
-loci check:
+--contigs 4 --seed 5); ``--refs large`` and ``human`` take synthetics of
+1 Gbp (6 contigs, seed 9) and 3.1 Gbp (24 contigs, seed 11).  Reports the
+median wall time, reads/s, peak RSS, dmap's candidate regions per read,
+dmap's speed against its peer, and the loci check:
 
 * against Yara: reads whose least distance (NM of the primary record, or
   unmapped) is Yara's;
@@ -67,23 +68,34 @@ def tool(name: str) -> str:
     return found
 
 
+# The synthetic references: file name and make_ref.py's size, contigs and seed.  ``human`` is the
+# human-size one of docs/performance.md (24 contigs of 129 Mbp, 10% repeat families, 2% segmental
+# duplications); dmap indexes it in about 15-18 minutes on 2 cores, and Yara's indexer needs more temporary
+# disk than 45 GB (--no-yara).
+SYNTHETIC = {"synth": ("synth100M.fa", 100_000_000, 4, 5), "large": ("synth1G.fa", 1_000_000_000, 6, 9),
+             "human": ("synth3G.fa", 3_100_000_000, 24, 11)}
+
+
 def reference(work: Path, name: str) -> Path:
-    """The reference FASTA ``name`` (``ecoli`` or ``synth``), made once."""
+    """The reference FASTA ``name`` (``ecoli``, or a key of :data:`SYNTHETIC`), made once."""
     if name == "ecoli":
         return ecoli_reference(work)
-    ref = work / "synth100M.fa"
+    file, size, contigs, seed = SYNTHETIC[name]
+    ref = work / file
     if not ref.exists():
-        subprocess.run([sys.executable, str(MAKE_REF), "--size", "100000000", "--contigs", "4", "--seed", "5",
-                        "-o", str(ref)], check=True)
+        subprocess.run([sys.executable, str(MAKE_REF), "--size", str(size), "--contigs", str(contigs),
+                        "--seed", str(seed), "-o", str(ref)], check=True)
     return ref
 
 
-def indexes(work: Path, ref: Path) -> dict[str, Path]:
-    """dmap's and Yara's indexes of ``ref``, built once."""
+def indexes(work: Path, ref: Path, yara: bool = True) -> dict[str, Path]:
+    """dmap's and (with ``yara``) Yara's indexes of ``ref``, built once."""
     out = {"dmap": ref.with_suffix(".dmap"), "yara": ref.with_suffix(".yara")}
     if not out["dmap"].exists():
         subprocess.run([DMAP, "index", str(ref), "-o", str(out["dmap"]), "-q"], check=True)
-    if not Path(f"{out['yara']}.txt.size").exists():
+    if not yara:
+        del out["yara"]
+    elif not Path(f"{out['yara']}.txt.size").exists():
         subprocess.run([tool("yara_indexer"), str(ref), "-o", str(out["yara"])], check=True, capture_output=True)
     return out
 
@@ -143,9 +155,10 @@ def commands(ref: Path, idx: dict[str, Path], reads: Path, length: int, k: int |
         "razers3": [tool("razers3"), "-i", identity, "-rr", "100", "-m", "1000000", "-tc", t, str(ref), str(reads),
                     "-o", str(out)],
         name: [DMAP, "run", str(idx["dmap"]), str(reads), *errors, "-o", str(out)],
-        "yara": [tool("yara_mapper"), "-e", str(percent), "-s", "0", "-y", "full", "-t", t, str(idx["yara"]),
-                 str(reads), "-o", str(out)],
     }
+    if "yara" in idx:
+        cmds["yara"] = [tool("yara_mapper"), "-e", str(percent), "-s", "0", "-y", "full", "-t", t, str(idx["yara"]),
+                        str(reads), "-o", str(out)]
     if scheduler:
         for dmap in (f"{name} --all", name):
             cmds[f"{dmap}, workers"] = [*cmds[dmap], "--scheduler", scheduler]
@@ -223,10 +236,13 @@ def main() -> None:
                     help="READ_LENGTH:K, or READ_LENGTH:PCT%% for an error rate")
     ap.add_argument("--trimmed", type=int, default=None, metavar="SHORTEST",
                     help="cut each read to a length from SHORTEST to READ_LENGTH (seed 1)")
-    ap.add_argument("--refs", nargs="+", default=["ecoli", "synth"], choices=["ecoli", "synth"])
+    ap.add_argument("--refs", nargs="+", default=["ecoli", "synth"], choices=["ecoli", *SYNTHETIC])
     ap.add_argument("--threads", type=int, default=2, help="the peers' threads: every core of the machine")
     ap.add_argument("--repeat", type=int, default=1, help="rounds; medians are reported")
     ap.add_argument("--context", action="store_true", help="also bwa mem, bowtie2 and minimap2")
+    ap.add_argument("--no-yara", action="store_true",
+                    help="leave Yara out: its indexer needs more temporary disk than a 3.1 Gbp reference's "
+                         "45 GB here (it failed writing at 9 minutes)")
     ap.add_argument("--work", default="/tmp/dmap-bench")
     ap.add_argument("--workers", type=int, default=0,
                     help="also dmap against a real cluster of this many worker processes on the first device")
@@ -256,7 +272,7 @@ def run_rounds(cmds: dict[str, list[str]], prefix: Path, inputs: list[Path], rep
 def run_reference(args: argparse.Namespace, work: Path, ref_name: str, scheduler: str | None) -> None:
     """The rows of one reference."""
     ref = reference(work, ref_name)
-    idx = indexes(work, ref)
+    idx = indexes(work, ref, yara=not args.no_yara)
     for row in args.rows:
         length, k, percent = errors_of(row)
         reads = mason_reads(work, ref, args.reads, length, args.threads, args.trimmed)

@@ -238,7 +238,7 @@ def index() -> None:
               help="32-bit bitmap words per symbol between counts [default: 1].")
 @click.option("--sa-sample-rate", "-S", type=int, default=None,
               help="Keep one suffix-array value every S rows [default: 1 up to 64 M symbols, then doubling "
-                   "with the reference's size, up to 16 from 1 G].")
+                   "with the reference's size, up to 8 from 512 M].")
 @click.option("--neighborhood", is_flag=True,
               help="Also build MAROSE's neighborhood index (perfect hashes) for 'dmap run --engine phash'.")
 @click.option("--seed-length", type=int, default=8, show_default=True,

@@ -29,7 +29,7 @@ def sam_hits(path):
 
 
 # The default index of E. coli keeps every SA value (no locate walks); with
-# S = 16, as for large references, hits are located by LF-walks.
+# S = 16, hits are located by LF-walks (large references sample every 8 rows).
 @pytest.mark.parametrize("sa_sample_rate", [None, 16])
 def test_hits_equal_bowtie(tmp_path, sa_sample_rate):
     with gzip.open(ECOLI, "rt") as f:

@@ -229,7 +229,7 @@ def build_index(
     sa_sample_rate
         S: one suffix-array value is stored for every S BWT rows; by
         default 1 (every value) up to 64 M symbols, doubling for larger
-        references up to 16 from 1 G (:func:`default_sa_sample_rate`).
+        references up to 8 from 512 M (:func:`default_sa_sample_rate`).
     neighborhood
         Also build MAROSE's neighborhood index (for ``map_reads(engine="phash")``)
         with these seed and neighborhood lengths.

@@ -25,17 +25,21 @@ MAX_DEVICE_BUFFER = 1 << 31
 # on E. coli, keeping every SA value (S = 1: no walks at all) mapped 10M reads
 # in 25-35% less time than S = 16 (docs/performance.md, "SA sample rate").  So
 # by default a reference keeps every SA value while they take at most
-# SA_SAMPLE_BUDGET bytes (64 M symbols), and S doubles beyond that, up to 16
-# from 1 G symbols (a human genome: 0.25 bytes per symbol, as before).
+# SA_SAMPLE_BUDGET bytes (64 M symbols), and S doubles beyond that, up to 8
+# from 512 M symbols (a human genome: 0.5 bytes per symbol).  Not 16: with
+# -e 3 every seed hit in a repeat family is located, and 1M mason reads on a
+# 1 Gbp reference with repeats mapped in 18.3-19.3 s with S = 8 against
+# 23.0-24.0 s with S = 16 (4 = 16.7-17.9 s for 0.5 GB more memory), for 8%
+# more index (docs/performance.md, "SA sample rate").
 SA_SAMPLE_BUDGET = 1 << 28
-MAX_DEFAULT_SA_SAMPLE_RATE = 16
+MAX_DEFAULT_SA_SAMPLE_RATE = 8
 # Each block's SA must stay int32 and its occ table under PoCL's per-buffer cap.
 MAX_BLOCK_LENGTH = (1 << 30) - 1
 
 
 def default_sa_sample_rate(text_length: int) -> int:
     """S for a reference of ``text_length`` symbols: the smallest power of two
-    whose SA samples (4 bytes each) fit SA_SAMPLE_BUDGET, at most 16."""
+    whose SA samples (4 bytes each) fit SA_SAMPLE_BUDGET, at most MAX_DEFAULT_SA_SAMPLE_RATE."""
     rate = 1
     while rate < MAX_DEFAULT_SA_SAMPLE_RATE and 4 * text_length > SA_SAMPLE_BUDGET * rate:
         rate *= 2

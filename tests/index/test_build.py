@@ -107,7 +107,7 @@ def test_a_failed_sort_leaves_no_index_and_no_thread_writing(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("symbols,rate", [(1, 1), (1 << 26, 1), ((1 << 26) + 1, 2), (100_000_000, 2),
-                                          (1 << 28, 4), (1 << 29, 8), (1 << 30, 16), (3_100_000_000, 16)])
+                                          (1 << 28, 4), (1 << 29, 8), (1 << 30, 8), (3_100_000_000, 8)])
 def test_default_sa_sample_rate_keeps_every_value_of_small_references(symbols, rate):
     assert sizes.default_sa_sample_rate(symbols) == rate
     # Within the budget, or at the largest default rate.
