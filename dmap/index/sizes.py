@@ -30,8 +30,9 @@ MAX_DEVICE_BUFFER = 1 << 31
 # -e 3 every seed hit in a repeat family is located, and 1M mason reads on a
 # 1 Gbp reference with repeats mapped in 19.4-20.7 s with S = 8 against
 # 23.0-24.0 s with S = 16 (alternating), for 8% more index.  S = 4 took
-# 16.7-17.9 s against S = 8's 18.3-19.3 s, for another 0.5 GB of memory
-# (docs/performance.md, "SA sample rate").
+# 16.7-17.9 s against S = 8's 18.3-19.3 s, for another 0.5 GB of memory.
+# On a 3.1 Gbp one, 53.1 s against 60.9 s with S = 16 (docs/performance.md,
+# "SA sample rate").
 SA_SAMPLE_BUDGET = 1 << 28
 MAX_DEFAULT_SA_SAMPLE_RATE = 8
 # Each block's SA must stay int32 and its occ table under PoCL's per-buffer cap.
