@@ -309,6 +309,8 @@ def build_index(
             return sums
 
         def reverse(b: int) -> dict[str, str]:
+            # The block's text is read again (about a second for 2^29 symbols) rather than held
+            # between the two jobs, which would keep a text per waiting job in memory.
             arrays = index_reverse_block(ref[slice(*spans[b])], alpha.sigma, occ_layout, rate)
             return {f"blocks/{b}/reverse/{name}": _write(group[f"blocks/{b}/reverse"], name, data)
                     for name, data in arrays.items()}
